@@ -1,0 +1,13 @@
+// Command faultline answers "which allocation in my program caused these page
+// faults?" from a perf.data recording. Run `faultline --help` for the commands.
+package main
+
+import (
+	"os"
+
+	"github.com/faultline/faultline/cmd/faultline/cli"
+)
+
+func main() {
+	os.Exit(cli.Main(os.Args[1:], cli.StdEnv()))
+}
