@@ -1,0 +1,523 @@
+package attribute
+
+import "slices"
+
+// Config tunes the tracker. The zero value is not useful: start from
+// DefaultConfig.
+type Config struct {
+	// FastMax is the largest request flagged fast (glibc's default fastbin
+	// limit serves requests up to 120 B; the usual recipe says 128).
+	FastMax uint64
+	// MmapThreshold is the size from which an allocation is assumed mmap'd
+	// when nothing better says so (glibc's default M_MMAP_THRESHOLD).
+	MmapThreshold uint64
+	// AnonMmapEvents says the recording has anonymous mmap events (perf
+	// record -d), so a chunk's own mmap can be seen.
+	AnonMmapEvents bool
+	// WindowMode attributes each fault to the most recent allocation on the
+	// same thread within Window nanoseconds, for recordings without the
+	// return probe (no pointers). Approximate.
+	WindowMode bool
+	Window     uint64
+}
+
+// DefaultConfig returns the defaults the command line documents.
+func DefaultConfig() Config {
+	return Config{
+		FastMax:        128,
+		MmapThreshold:  128 << 10,
+		AnonMmapEvents: true,
+		Window:         10e6,
+	}
+}
+
+// Stats counts what the tracker saw and what it had to guess.
+type Stats struct {
+	Entries, Returns, Frees uint64
+	Allocations             uint64 // allocations created (returns paired with entries, or entries in window mode)
+	FailedAllocations       uint64 // returns with a null pointer
+	UnpairedEntries         uint64 // entries whose return never came (lost, or thread ended)
+	UnpairedReturns         uint64 // returns with no entry in flight on their thread
+	RetIPMismatches         uint64 // return's __probe_ret_ip disagreed with the entry's caller
+	UnknownFrees            uint64 // frees of pointers not live
+	Evicted                 uint64 // allocations ended because a newer one reused their memory
+	Faults                  uint64
+	Attributed              uint64 // faults attributed to an allocation
+	InFlight                uint64 // of those, taken inside the allocator before its return
+	Approx                  uint64 // of those, attributed by time window
+	MmapByHeader            uint64 // mmap flag decided by the chunk header's IS_MMAPPED bit
+	MmapByEvent             uint64 // ... by an anonymous mmap at the chunk's start
+	MmapBySize              uint64 // ... by the size threshold (fallback)
+	Forks, Execs            uint64
+}
+
+// maxInFlight bounds the allocator calls nested on one thread
+// (realloc(NULL, n) calls malloc; operator new calls malloc).
+const maxInFlight = 8
+
+// anonRing is how many recent anonymous mmaps per process are remembered to
+// recognise an mmap'd chunk.
+const anonRing = 16
+
+// Tracker joins page faults to the allocations whose bytes they touched. Feed
+// it events in time order; it reports through a Sink.
+type Tracker struct {
+	cfg     Config
+	sink    Sink
+	regions Regions
+	spaces  map[uint32]*space
+	threads map[uint32]*thread
+	spare   []*Allocation // recycled allocations
+	stats   Stats
+}
+
+type space struct {
+	live  *liveSet
+	anon  [anonRing]struct{ start, time uint64 }
+	nAnon int
+}
+
+type inflight struct {
+	Entry
+	pendStart int // index into thread.pending where this call's faults begin
+}
+
+type thread struct {
+	pid      uint32
+	calls    [maxInFlight]inflight
+	n        int
+	pending  []Fault     // faults taken while calls are in flight
+	last     *Allocation // window mode: the thread's most recent allocation
+	lastTime uint64
+}
+
+// NewTracker returns a tracker reporting to sink; regions classes faults
+// that no allocation explains (nil: every such fault is [unknown]).
+func NewTracker(cfg Config, sink Sink, regions Regions) *Tracker {
+	return &Tracker{
+		cfg:     cfg,
+		sink:    sink,
+		regions: regions,
+		spaces:  make(map[uint32]*space),
+		threads: make(map[uint32]*thread),
+	}
+}
+
+// Stats returns the counts so far.
+func (t *Tracker) Stats() Stats { return t.stats }
+
+// Live returns the number of live allocations across all processes.
+func (t *Tracker) Live() int {
+	n := 0
+	for _, s := range t.spaces {
+		n += s.live.Len()
+	}
+	return n
+}
+
+func (t *Tracker) space(pid uint32) *space {
+	s := t.spaces[pid]
+	if s == nil {
+		s = &space{live: newLiveSet()}
+		t.spaces[pid] = s
+	}
+	return s
+}
+
+func (t *Tracker) thread(pid, tid uint32) *thread {
+	th := t.threads[tid]
+	if th == nil {
+		th = &thread{pid: pid}
+		t.threads[tid] = th
+	} else if th.pid != pid {
+		// the tid was reused by another process
+		t.dropThread(th)
+		th.pid = pid
+	}
+	return th
+}
+
+func (t *Tracker) newAlloc() *Allocation {
+	if k := len(t.spare); k > 0 {
+		a := t.spare[k-1]
+		t.spare = t.spare[:k-1]
+		p := a.pending[:0]
+		*a = Allocation{pending: p}
+		return a
+	}
+	return &Allocation{}
+}
+
+// Entry records an allocator call starting.
+func (t *Tracker) Entry(e *Entry) {
+	t.stats.Entries++
+	th := t.thread(e.Pid, e.Tid)
+	if t.cfg.WindowMode {
+		t.windowEntry(th, e)
+		return
+	}
+	// A call of the same kind still in flight lost its return.
+	for th.n > 0 && th.calls[th.n-1].Kind == e.Kind {
+		t.abandonTop(th)
+	}
+	if th.n == maxInFlight {
+		// Deeper than any real allocator nesting: drop the oldest.
+		t.stats.UnpairedEntries++
+		copy(th.calls[:], th.calls[1:])
+		th.n--
+	}
+	th.calls[th.n] = inflight{Entry: *e, pendStart: len(th.pending)}
+	th.n++
+}
+
+// abandonTop pops the innermost call as unpaired and attributes the faults
+// it had been holding by address alone.
+func (t *Tracker) abandonTop(th *thread) {
+	t.stats.UnpairedEntries++
+	th.n--
+	start := th.calls[th.n].pendStart
+	for i := start; i < len(th.pending); i++ {
+		t.attribute(&th.pending[i])
+	}
+	th.pending = th.pending[:start]
+}
+
+// Return records an allocator call returning ptr.
+func (t *Tracker) Return(r *Return) {
+	t.stats.Returns++
+	if t.cfg.WindowMode {
+		return
+	}
+	th := t.thread(r.Pid, r.Tid)
+	i := th.n - 1
+	for i >= 0 && th.calls[i].Kind != r.Kind {
+		i--
+	}
+	if i < 0 {
+		t.stats.UnpairedReturns++
+		return
+	}
+	for th.n-1 > i {
+		t.abandonTop(th)
+	}
+	call := &th.calls[i]
+	if r.RetIP != 0 && call.CallerRet != 0 && r.RetIP != call.CallerRet {
+		// Entry and return belong to different calls: events were lost
+		// in between. Neither the size nor the stack can be trusted.
+		t.stats.RetIPMismatches++
+		t.stats.UnpairedReturns++
+		t.abandonTop(th)
+		return
+	}
+	th.n--
+	pend := th.pending[call.pendStart:]
+	th.pending = th.pending[:call.pendStart]
+	if r.Ptr == 0 {
+		t.stats.FailedAllocations++
+		for i := range pend {
+			t.attribute(&pend[i])
+		}
+		return
+	}
+	sp := t.space(r.Pid)
+	if call.Kind == KindRealloc && call.OldPtr != 0 {
+		if old := removePtr(sp, call.OldPtr); old != nil {
+			t.end(old)
+		}
+	}
+	a := t.newAlloc()
+	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
+	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
+	a.returned = true
+	if a.Size <= t.cfg.FastMax {
+		a.Flags |= FlagFast
+	}
+	chunk := r.Ptr - 16 // an mmap'd chunk starts at the page, ptr = page + 16
+	switch {
+	case r.HasHdr:
+		t.stats.MmapByHeader++
+		if r.Hdr&0x2 != 0 { // IS_MMAPPED
+			a.Flags |= FlagMmap
+		}
+	case t.cfg.AnonMmapEvents:
+		t.stats.MmapByEvent++
+		for j := 0; j < sp.nAnon && j < anonRing; j++ {
+			if m := sp.anon[j]; m.start == chunk && m.time >= call.Time {
+				a.Flags |= FlagMmap
+				break
+			}
+		}
+	default:
+		t.stats.MmapBySize++
+		if a.Size >= t.cfg.MmapThreshold {
+			a.Flags |= FlagMmap
+		}
+	}
+	if a.Kind == KindCalloc {
+		a.Flags |= FlagZero
+		a.decided = true
+	}
+	t.stats.Allocations++
+	// The chunk's size word at ptr-8 is the allocation's own header; the
+	// word before it belongs to the previous chunk's user data unless the
+	// chunk is mmap'd, when the whole page is ours.
+	start := r.Ptr - 8
+	if a.Flags&FlagMmap != 0 {
+		start = chunk
+	}
+	sp.live.Insert(start, r.Ptr+a.Size, a, t.evict)
+	if a.decided {
+		t.report(a)
+	}
+	for i := range pend {
+		f := &pend[i]
+		if f.Addr >= chunk && f.Addr < r.Ptr+a.Size {
+			f.InFlight = true
+			t.stats.InFlight++
+			t.credit(a, f, false)
+		} else {
+			t.attribute(f)
+		}
+	}
+}
+
+// Free records free(ptr).
+func (t *Tracker) Free(f *Free) {
+	t.stats.Frees++
+	if f.Ptr == 0 || t.cfg.WindowMode {
+		return
+	}
+	sp := t.spaces[f.Pid]
+	if sp == nil {
+		t.stats.UnknownFrees++
+		return
+	}
+	a := removePtr(sp, f.Ptr)
+	if a == nil {
+		t.stats.UnknownFrees++
+		return
+	}
+	t.end(a)
+}
+
+// removePtr removes the live allocation whose pointer is ptr: its interval
+// starts at ptr-8, or at ptr-16 for an mmap'd chunk.
+func removePtr(sp *space, ptr uint64) *Allocation {
+	if a := sp.live.Find(ptr - 8); a != nil && a.Ptr == ptr {
+		if a.Flags&FlagMmap != 0 {
+			return sp.live.Remove(ptr - 16)
+		}
+		return sp.live.Remove(ptr - 8)
+	}
+	return nil
+}
+
+// Mmap records a new mapping in pid; anon marks anonymous memory, whose
+// start may be an mmap'd chunk.
+func (t *Tracker) Mmap(pid uint32, time, start uint64, anon bool) {
+	if !anon {
+		return
+	}
+	sp := t.space(pid)
+	sp.anon[sp.nAnon%anonRing] = struct{ start, time uint64 }{start, time}
+	sp.nAnon++
+}
+
+// Fault records a page fault.
+func (t *Tracker) Fault(f *Fault) {
+	t.stats.Faults++
+	f.Class, f.InFlight, f.Approx = Class{}, false, false
+	th := t.thread(f.Pid, f.Tid)
+	if t.cfg.WindowMode {
+		if th.last != nil && f.Time >= th.lastTime && f.Time-th.lastTime <= t.cfg.Window {
+			f.Approx = true
+			t.stats.Approx++
+			t.credit(th.last, f, true)
+			return
+		}
+		t.unattributed(f)
+		return
+	}
+	if th.n > 0 {
+		th.pending = append(th.pending, *f)
+		return
+	}
+	t.attribute(f)
+}
+
+// attribute joins f to the live allocation containing its address.
+func (t *Tracker) attribute(f *Fault) {
+	if sp := t.spaces[f.Pid]; sp != nil {
+		if a := sp.live.Find(f.Addr); a != nil {
+			t.credit(a, f, true)
+			return
+		}
+	}
+	t.unattributed(f)
+}
+
+func (t *Tracker) unattributed(f *Fault) {
+	if t.regions != nil {
+		f.Class = t.regions.Region(f.Pid, f.Addr)
+	}
+	t.sink.Fault(f, nil)
+}
+
+// credit counts f against a. A fault after the allocation returned decides
+// the zero flag; the allocator's own faults do not.
+func (t *Tracker) credit(a *Allocation, f *Fault, decides bool) {
+	a.Faults++
+	t.stats.Attributed++
+	if a.decided {
+		t.sink.Fault(f, a)
+		return
+	}
+	if !decides {
+		a.pending = append(a.pending, *f)
+		return
+	}
+	if f.InMemset {
+		a.Flags |= FlagZero
+	}
+	a.decided = true
+	t.report(a)
+	t.sink.Fault(f, a)
+}
+
+// report hands a to the sink once its flags are final, with the faults it
+// had been holding.
+func (t *Tracker) report(a *Allocation) {
+	if !a.counted && !a.Inherited {
+		a.counted = true
+		t.sink.Allocation(a)
+	}
+	for i := range a.pending {
+		t.sink.Fault(&a.pending[i], a)
+	}
+	a.pending = a.pending[:0]
+}
+
+// end finishes a's life and recycles it.
+func (t *Tracker) end(a *Allocation) {
+	a.decided = true
+	t.report(a)
+	t.spare = append(t.spare, a)
+}
+
+func (t *Tracker) evict(a *Allocation) {
+	t.stats.Evicted++
+	t.end(a)
+}
+
+func (t *Tracker) windowEntry(th *thread, e *Entry) {
+	if th.last != nil {
+		t.end(th.last)
+	}
+	a := t.newAlloc()
+	a.Pid, a.Tid, a.Time, a.Kind, a.Size, a.Site = e.Pid, e.Tid, e.Time, e.Kind, e.Size, e.Stack
+	if a.Size <= t.cfg.FastMax {
+		a.Flags |= FlagFast
+	}
+	t.stats.MmapBySize++
+	if a.Size >= t.cfg.MmapThreshold {
+		a.Flags |= FlagMmap
+	}
+	if a.Kind == KindCalloc {
+		a.Flags |= FlagZero
+		a.decided = true
+		t.report(a)
+	}
+	t.stats.Allocations++
+	th.last, th.lastTime = a, e.Time
+}
+
+// Fork records pid forking child. A new thread (child == pid) shares the
+// address space; a new process gets a copy of the parent's live
+// allocations, so its copy-on-write faults count against the parent's sites.
+func (t *Tracker) Fork(pid, child uint32) {
+	if child == pid {
+		return
+	}
+	t.stats.Forks++
+	if old := t.spaces[child]; old != nil {
+		old.live.Clear(t.end)
+	}
+	parent := t.spaces[pid]
+	if parent == nil {
+		delete(t.spaces, child)
+		return
+	}
+	cs := &space{live: newLiveSet()}
+	parent.live.Each(func(start, end uint64, pa *Allocation) {
+		a := t.newAlloc()
+		p := a.pending
+		*a = *pa
+		a.pending = p[:0]
+		a.Pid, a.Faults = child, 0
+		a.Inherited, a.decided, a.counted = true, true, true
+		cs.live.Insert(start, end, a, nil)
+	})
+	t.spaces[child] = cs
+}
+
+// Exec records pid replacing its program: its allocations end.
+func (t *Tracker) Exec(pid uint32) {
+	t.stats.Execs++
+	t.endSpace(pid)
+	for _, tid := range sortedKeys(t.threads) {
+		if th := t.threads[tid]; th.pid == pid {
+			t.dropThread(th)
+		}
+	}
+}
+
+// Exit records thread tid of pid ending; when the main thread (tid == pid)
+// exits the process's allocations end.
+func (t *Tracker) Exit(pid, tid uint32) {
+	if th := t.threads[tid]; th != nil {
+		t.dropThread(th)
+		delete(t.threads, tid)
+	}
+	if pid == tid {
+		t.endSpace(pid)
+	}
+}
+
+func (t *Tracker) endSpace(pid uint32) {
+	if sp := t.spaces[pid]; sp != nil {
+		sp.live.Clear(t.end)
+		delete(t.spaces, pid)
+	}
+}
+
+// dropThread settles a thread's calls in flight and its window allocation.
+func (t *Tracker) dropThread(th *thread) {
+	for th.n > 0 {
+		t.abandonTop(th)
+	}
+	if th.last != nil {
+		t.end(th.last)
+		th.last = nil
+	}
+}
+
+// Close settles everything still open at the end of the stream: calls in
+// flight are unpaired, live allocations are reported.
+func (t *Tracker) Close() {
+	for _, tid := range sortedKeys(t.threads) {
+		t.dropThread(t.threads[tid])
+	}
+	for _, pid := range sortedKeys(t.spaces) {
+		t.endSpace(pid)
+	}
+}
+
+// sortedKeys keeps the sink's view deterministic where we walk a map.
+func sortedKeys[V any](m map[uint32]V) []uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
