@@ -1,0 +1,136 @@
+package symbolize
+
+import (
+	"sort"
+	"strings"
+)
+
+// Mapping is one mapped region of a process as a MMAP/MMAP2 record described
+// it. Mappings are immutable once made: a later mmap over part of one makes
+// new Mappings for the parts that survive, so a *Mapping held by a frame
+// stays true to the time it was resolved.
+type Mapping struct {
+	Start, End uint64 // [Start, End) in the process's address space
+	Pgoff      uint64 // file offset of Start
+	File       string // recorded path, or "//anon", "[heap]", "[stack]", "[vdso]", ...
+	BuildID    []byte // from an MMAP2 build-id record, else nil (the caller may fill it from the BUILD_ID feature)
+	Prot       uint32
+	Exec       bool // PROT_EXEC, or an MMAP record (which perf writes only for executable maps unless -d)
+	Ino        uint64
+	Maj, Min   uint32
+}
+
+// Anon reports whether the mapping is anonymous memory (no file).
+func (m *Mapping) Anon() bool {
+	return m.File == "//anon" || m.File == "" || strings.HasPrefix(m.File, "/dev/zero") ||
+		strings.HasPrefix(m.File, "/anon_hugepage") || strings.HasPrefix(m.File, "/memfd:")
+}
+
+// Special reports names like [vdso], [stack], [heap], [uprobes] that are not files.
+func (m *Mapping) Special() bool {
+	return strings.HasPrefix(m.File, "[")
+}
+
+// Maps tracks every process's mappings over a time-ordered record stream:
+// threads share their process's maps, fork copies them, exec resets them.
+type Maps struct {
+	procs map[uint32]*procMaps
+}
+
+type procMaps struct {
+	maps []*Mapping // sorted by Start, non-overlapping
+}
+
+// NewMaps returns an empty process table.
+func NewMaps() *Maps { return &Maps{procs: make(map[uint32]*procMaps)} }
+
+func (m *Maps) proc(pid uint32) *procMaps {
+	p := m.procs[pid]
+	if p == nil {
+		p = &procMaps{}
+		m.procs[pid] = p
+	}
+	return p
+}
+
+// Add records a new mapping in pid; it replaces whatever it overlaps.
+func (m *Maps) Add(pid uint32, nm *Mapping) {
+	if nm.End <= nm.Start {
+		return
+	}
+	p := m.proc(pid)
+	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > nm.Start })
+	j := i
+	var keep []*Mapping
+	for ; j < len(p.maps) && p.maps[j].Start < nm.End; j++ {
+		old := p.maps[j]
+		if old.Start < nm.Start {
+			left := *old
+			left.End = nm.Start
+			keep = append(keep, &left)
+		}
+		if old.End > nm.End {
+			right := *old
+			right.Start = nm.End
+			if !right.Anon() {
+				right.Pgoff += nm.End - old.Start
+			}
+			keep = append(keep, &right)
+		}
+	}
+	repl := make([]*Mapping, 0, len(keep)+1)
+	for _, k := range keep {
+		if k.Start < nm.Start {
+			repl = append(repl, k)
+		}
+	}
+	repl = append(repl, nm)
+	for _, k := range keep {
+		if k.Start >= nm.End {
+			repl = append(repl, k)
+		}
+	}
+	p.maps = append(p.maps[:i], append(repl, p.maps[j:]...)...)
+}
+
+// Find returns pid's mapping containing addr, or nil.
+func (m *Maps) Find(pid uint32, addr uint64) *Mapping {
+	p := m.procs[pid]
+	if p == nil {
+		return nil
+	}
+	maps := p.maps
+	i := sort.Search(len(maps), func(i int) bool { return maps[i].End > addr })
+	if i < len(maps) && maps[i].Start <= addr {
+		return maps[i]
+	}
+	return nil
+}
+
+// Fork gives child a copy of pid's maps. A new thread (child == pid) shares them.
+func (m *Maps) Fork(pid, child uint32) {
+	if pid == child {
+		return
+	}
+	src := m.procs[pid]
+	if src == nil {
+		delete(m.procs, child)
+		return
+	}
+	m.procs[child] = &procMaps{maps: append([]*Mapping(nil), src.maps...)}
+}
+
+// Exec clears pid's maps: the new program's mappings follow as new records.
+func (m *Maps) Exec(pid uint32) { delete(m.procs, pid) }
+
+// Exit forgets pid.
+func (m *Maps) Exit(pid uint32) { delete(m.procs, pid) }
+
+// Each calls fn for every mapping of pid in address order.
+func (m *Maps) Each(pid uint32, fn func(*Mapping)) {
+	if p := m.procs[pid]; p != nil {
+		for _, mp := range p.maps {
+			fn(mp)
+		}
+	}
+}
