@@ -1,0 +1,394 @@
+// Package report turns the tracker's results into a pprof profile
+// (github.com/google/pprof/profile) and a summary people can read.
+//
+// Sample types, in this order: faults/count (the default), allocs/count,
+// alloc_space/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
+// access (read/write/exec where the event says), and in touch mode
+// alloc_site. Locations carry absolute addresses, their mappings and
+// symbolized lines (inlined frames first), so `go tool pprof` shows names
+// without the binaries.
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/google/pprof/profile"
+)
+
+// Mode selects whose stack a fault sample carries.
+type Mode int
+
+const (
+	// ByAlloc: the allocation's stack, allocator frames dropped.
+	ByAlloc Mode = iota
+	// ByTouch: the faulting code's stack, with the allocation's caller as
+	// label alloc_site.
+	ByTouch
+)
+
+// Mapping is a binary mapped into a process, as pprof wants it.
+type Mapping struct {
+	File    string
+	BuildID string // hex
+	Start   uint64
+	Limit   uint64
+	Offset  uint64
+}
+
+// Line is one symbolized frame at an address.
+type Line struct {
+	Function   string // demangled
+	SystemName string // linkage name
+	File       string
+	Line       int64
+}
+
+// Location is one frame of a resolved stack.
+type Location struct {
+	Addr    uint64   // absolute address; for callers, the return address
+	Mapping *Mapping // nil when the address is in no known mapping
+	Lines   []Line   // innermost (inlined) first; empty when unknown
+}
+
+// Stacks resolves the tracker's interned stacks, leaf first.
+type Stacks interface {
+	Stack(id attribute.StackID) []Location
+}
+
+// IsAllocator reports whether a function name is an allocator entry point,
+// whose frames are dropped from allocation stacks so the leaf is the caller.
+func IsAllocator(name string) bool {
+	switch name {
+	case "malloc", "__libc_malloc", "__GI___libc_malloc", "__malloc",
+		"calloc", "__libc_calloc", "__calloc",
+		"realloc", "__libc_realloc", "__GI___libc_realloc", "__realloc",
+		"reallocarray", "__libc_reallocarray",
+		"memalign", "__libc_memalign", "aligned_alloc", "posix_memalign", "__posix_memalign",
+		"valloc", "__libc_valloc", "pvalloc", "__libc_pvalloc",
+		"_mid_memalign", "tcache_init", "malloc_hook_ini",
+		"operator new(unsigned long)", "operator new[](unsigned long)",
+		"operator new(unsigned long, std::nothrow_t const&)", "operator new[](unsigned long, std::nothrow_t const&)",
+		"operator new(unsigned long, std::align_val_t)", "operator new[](unsigned long, std::align_val_t)",
+		"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t":
+		return true
+	}
+	return false
+}
+
+type sampleKey struct {
+	stack     attribute.StackID
+	class     string // unattributed: the class pseudo-frame
+	flags     attribute.Flags
+	comm      string
+	access    attribute.Access
+	allocSite attribute.StackID // touch mode
+	touch     bool              // touch mode fault: stack is the faulting code's
+}
+
+// Builder aggregates the tracker's results; it implements attribute.Sink.
+type Builder struct {
+	Mode Mode
+	// CommOf names the process at the time of the event (nil: no comm label).
+	CommOf func(pid uint32) string
+
+	agg   map[sampleKey]*[3]int64
+	order []sampleKey // first-seen order, for a deterministic profile
+}
+
+// NewBuilder returns a Builder in mode m.
+func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[3]int64)}
+}
+
+func (b *Builder) add(k sampleKey, faults, allocs, space int64) {
+	v := b.agg[k]
+	if v == nil {
+		v = new([3]int64)
+		b.agg[k] = v
+		b.order = append(b.order, k)
+	}
+	v[0] += faults
+	v[1] += allocs
+	v[2] += space
+}
+
+func (b *Builder) comm(pid uint32) string {
+	if b.CommOf == nil {
+		return ""
+	}
+	return b.CommOf(pid)
+}
+
+// Allocation implements attribute.Sink.
+func (b *Builder) Allocation(a *attribute.Allocation) {
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid)}, 0, 1, int64(a.Size))
+}
+
+// Fault implements attribute.Sink.
+func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
+	k := sampleKey{comm: b.comm(f.Pid), access: f.Access}
+	switch {
+	case a == nil:
+		k.stack, k.class = f.Stack, f.Class.String()
+	case b.Mode == ByTouch:
+		k.stack, k.flags, k.allocSite, k.touch = f.Stack, a.Flags, a.Site, true
+	default:
+		k.stack, k.flags = a.Site, a.Flags
+	}
+	b.add(k, 1, 0, 0)
+}
+
+// Profile builds the pprof profile. Every ID is unique and non-zero;
+// locations and functions are deduplicated.
+func (b *Builder) Profile(stacks Stacks) *profile.Profile {
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "faults", Unit: "count"},
+			{Type: "allocs", Unit: "count"},
+			{Type: "alloc_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "faults",
+		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		Period:            1,
+	}
+	pb := &builder{
+		p:     p,
+		maps:  map[Mapping]*profile.Mapping{},
+		locs:  map[locKey]*profile.Location{},
+		funcs: map[funcKey]*profile.Function{},
+	}
+	cache := map[attribute.StackID][]*profile.Location{}
+	resolve := func(id attribute.StackID, dropAlloc bool) []*profile.Location {
+		if id == 0 {
+			return nil
+		}
+		if locs, ok := cache[id]; ok && !dropAlloc {
+			return locs
+		}
+		frames := stacks.Stack(id)
+		if dropAlloc {
+			frames = dropAllocator(frames)
+		}
+		locs := make([]*profile.Location, 0, len(frames))
+		for i := range frames {
+			locs = append(locs, pb.location(&frames[i]))
+		}
+		if !dropAlloc {
+			cache[id] = locs
+		}
+		return locs
+	}
+	allocCache := map[attribute.StackID][]*profile.Location{}
+	allocStack := func(id attribute.StackID) []*profile.Location {
+		if l, ok := allocCache[id]; ok {
+			return l
+		}
+		l := resolve(id, true)
+		allocCache[id] = l
+		return l
+	}
+	for _, k := range b.order {
+		v := b.agg[k]
+		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
+		switch {
+		case k.class != "":
+			s.Location = append([]*profile.Location{pb.classLocation(k.class)}, resolve(k.stack, false)...)
+		case k.touch:
+			s.Location = resolve(k.stack, false)
+		default:
+			s.Location = allocStack(k.stack)
+		}
+		s.Label = map[string][]string{}
+		if names := k.flags.Names(); len(names) > 0 {
+			s.Label["flag"] = names
+		}
+		if k.comm != "" {
+			s.Label["comm"] = []string{k.comm}
+		}
+		if k.access != attribute.AccessUnknown {
+			s.Label["access"] = []string{k.access.String()}
+		}
+		if k.touch {
+			s.Label["alloc_site"] = []string{siteName(allocStack(k.allocSite))}
+		}
+		if k.class != "" {
+			s.Label["class"] = []string{k.class}
+		}
+		p.Sample = append(p.Sample, s)
+	}
+	return p
+}
+
+// dropAllocator removes the allocator's own frames from the leaf end.
+func dropAllocator(frames []Location) []Location {
+	for len(frames) > 1 {
+		f := &frames[0]
+		if len(f.Lines) == 0 {
+			break
+		}
+		// The outermost line of the location is the real function; inlined
+		// helpers inside malloc count as malloc.
+		if !IsAllocator(f.Lines[len(f.Lines)-1].Function) && !IsAllocator(f.Lines[len(f.Lines)-1].SystemName) {
+			break
+		}
+		frames = frames[1:]
+	}
+	return frames
+}
+
+// siteName names an allocation site by its leaf frame.
+func siteName(locs []*profile.Location) string {
+	if len(locs) == 0 || len(locs[0].Line) == 0 {
+		if len(locs) > 0 {
+			return fmt.Sprintf("%#x", locs[0].Address)
+		}
+		return "[unknown]"
+	}
+	l := locs[0].Line[len(locs[0].Line)-1]
+	if l.Function.Filename != "" && l.Line != 0 {
+		return fmt.Sprintf("%s %s:%d", l.Function.Name, baseName(l.Function.Filename), l.Line)
+	}
+	return l.Function.Name
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+type locKey struct {
+	addr uint64
+	m    *profile.Mapping
+	// unknown-address pseudo locations are keyed by name
+	name string
+}
+
+type funcKey struct{ name, system, file string }
+
+type builder struct {
+	p     *profile.Profile
+	maps  map[Mapping]*profile.Mapping
+	locs  map[locKey]*profile.Location
+	funcs map[funcKey]*profile.Function
+}
+
+func (b *builder) mapping(m *Mapping) *profile.Mapping {
+	if m == nil {
+		return nil
+	}
+	if pm := b.maps[*m]; pm != nil {
+		return pm
+	}
+	pm := &profile.Mapping{
+		ID:              uint64(len(b.p.Mapping) + 1),
+		Start:           m.Start,
+		Limit:           m.Limit,
+		Offset:          m.Offset,
+		File:            m.File,
+		BuildID:         m.BuildID,
+		HasFunctions:    true,
+		HasFilenames:    true,
+		HasLineNumbers:  true,
+		HasInlineFrames: true,
+	}
+	b.maps[*m] = pm
+	b.p.Mapping = append(b.p.Mapping, pm)
+	return pm
+}
+
+func (b *builder) function(name, system, file string) *profile.Function {
+	k := funcKey{name, system, file}
+	if f := b.funcs[k]; f != nil {
+		return f
+	}
+	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: system, Filename: file}
+	b.funcs[k] = f
+	b.p.Function = append(b.p.Function, f)
+	return f
+}
+
+func (b *builder) location(l *Location) *profile.Location {
+	m := b.mapping(l.Mapping)
+	k := locKey{addr: l.Addr, m: m}
+	if loc := b.locs[k]; loc != nil {
+		return loc
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: l.Addr, Mapping: m}
+	// pprof lists a location's lines caller-last: the innermost inlined
+	// function first, which is our order too.
+	for _, ln := range l.Lines {
+		loc.Line = append(loc.Line, profile.Line{Function: b.function(ln.Function, ln.SystemName, ln.File), Line: ln.Line})
+	}
+	b.locs[k] = loc
+	b.p.Location = append(b.p.Location, loc)
+	return loc
+}
+
+// classLocation is the pseudo leaf naming what an unattributed fault
+// touched: a location with no mapping whose function is the class.
+func (b *builder) classLocation(class string) *profile.Location {
+	k := locKey{name: class}
+	if loc := b.locs[k]; loc != nil {
+		return loc
+	}
+	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1),
+		Line: []profile.Line{{Function: b.function(class, class, "")}}}
+	b.locs[k] = loc
+	b.p.Location = append(b.p.Location, loc)
+	return loc
+}
+
+// SiteTotals is one allocation site's totals for the summary.
+type SiteTotals struct {
+	Name                 string
+	Faults, Allocs, Size int64
+	Flags                []string
+}
+
+// TopSites returns the n allocation sites with the most faults (ties by
+// name), from a profile built in ByAlloc mode.
+func TopSites(p *profile.Profile, n int) []SiteTotals {
+	by := map[string]*SiteTotals{}
+	flags := map[string]map[string]bool{}
+	for _, s := range p.Sample {
+		if len(s.Label["class"]) > 0 {
+			continue
+		}
+		name := siteName(s.Location)
+		t := by[name]
+		if t == nil {
+			t = &SiteTotals{Name: name}
+			by[name] = t
+			flags[name] = map[string]bool{}
+		}
+		t.Faults += s.Value[0]
+		t.Allocs += s.Value[1]
+		t.Size += s.Value[2]
+		for _, f := range s.Label["flag"] {
+			flags[name][f] = true
+		}
+	}
+	var out []SiteTotals
+	for name, t := range by {
+		for f := range flags[name] {
+			t.Flags = append(t.Flags, f)
+		}
+		sort.Strings(t.Flags)
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Faults != out[j].Faults {
+			return out[i].Faults > out[j].Faults
+		}
+		return out[i].Name < out[j].Name
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+package report
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/google/pprof/profile"
+)
+
+var libc = &Mapping{File: "/usr/lib/x86_64-linux-gnu/libc.so.6", BuildID: "93ac61ec", Start: 0x7f0000000000, Limit: 0x7f0000200000}
+var prog = &Mapping{File: "/bin/prog", BuildID: "abcd", Start: 0x400000, Limit: 0x500000}
+
+type fakeStacks map[attribute.StackID][]Location
+
+func (f fakeStacks) Stack(id attribute.StackID) []Location { return f[id] }
+
+func loc(m *Mapping, addr uint64, fns ...string) Location {
+	l := Location{Addr: addr, Mapping: m}
+	for _, f := range fns {
+		l.Lines = append(l.Lines, Line{Function: f, SystemName: f, File: "x.c", Line: 7})
+	}
+	return l
+}
+
+var stacks = fakeStacks{
+	// allocation stack: malloc, then the caller grow (with inlined helper), then main
+	1: {loc(libc, 0x7f0000001000, "malloc"), loc(prog, 0x401010, "helper", "grow"), loc(prog, 0x401100, "main")},
+	// faulting code: memset in libc called from grow
+	2: {loc(libc, 0x7f0000002000, "__memset_avx2_unaligned_erms"), loc(prog, 0x401020, "grow"), loc(prog, 0x401100, "main")},
+}
+
+func run(t *testing.T, mode Mode) *profile.Profile {
+	t.Helper()
+	b := NewBuilder(mode, func(uint32) string { return "prog" })
+	tr := attribute.NewTracker(attribute.DefaultConfig(), b, nil)
+	tr.Entry(&attribute.Entry{Pid: 1, Tid: 1, Time: 1, Size: 3 * 4096, Stack: 1})
+	tr.Return(&attribute.Return{Pid: 1, Tid: 1, Time: 2, Ptr: 0x600010})
+	for i := uint64(0); i < 3; i++ {
+		tr.Fault(&attribute.Fault{Pid: 1, Tid: 1, Time: 3 + i, Addr: 0x600010 + i*4096, Stack: 2, InMemset: true, Access: attribute.AccessWrite})
+	}
+	tr.Fault(&attribute.Fault{Pid: 1, Tid: 1, Time: 9, Addr: 0x9000000, Stack: 2})
+	tr.Close()
+	p := b.Profile(stacks)
+	if err := p.CheckValid(); err != nil {
+		t.Fatalf("CheckValid: %v", err)
+	}
+	// write-then-read round trip
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func TestByAlloc(t *testing.T) {
+	p := run(t, ByAlloc)
+	var attributed, unattributed int64
+	for _, s := range p.Sample {
+		if len(s.Label["class"]) > 0 {
+			unattributed += s.Value[0]
+			if got := s.Location[0].Line[0].Function.Name; got != "[unknown]" {
+				t.Errorf("class leaf = %q", got)
+			}
+			continue
+		}
+		attributed += s.Value[0]
+		// allocator frame dropped: the leaf is the caller, with its inline chain
+		if got := s.Location[0].Line[0].Function.Name; got != "helper" {
+			t.Errorf("leaf = %q, want helper (malloc dropped)", got)
+		}
+		if got := s.Label["flag"]; len(got) != 1 || got[0] != "zero" {
+			t.Errorf("flags = %v, want [zero]", got)
+		}
+		if s.Value[0] == 3 && s.Label["access"][0] != "write" {
+			t.Errorf("access = %v", s.Label["access"])
+		}
+	}
+	if attributed != 3 || unattributed != 1 {
+		t.Errorf("attributed %d unattributed %d, want 3 and 1", attributed, unattributed)
+	}
+	top := TopSites(p, 10)
+	if len(top) != 1 || top[0].Faults != 3 || top[0].Allocs != 1 || top[0].Size != 3*4096 || top[0].Name != "grow x.c:7" {
+		t.Errorf("top = %+v", top)
+	}
+}
+
+func TestByTouch(t *testing.T) {
+	p := run(t, ByTouch)
+	found := false
+	for _, s := range p.Sample {
+		if s.Value[0] == 3 {
+			found = true
+			if got := s.Location[0].Line[0].Function.Name; got != "__memset_avx2_unaligned_erms" {
+				t.Errorf("touch leaf = %q", got)
+			}
+			if got := s.Label["alloc_site"]; len(got) != 1 || got[0] != "grow x.c:7" {
+				t.Errorf("alloc_site = %v", got)
+			}
+		}
+	}
+	if !found {
+		t.Error("no sample with the 3 attributed faults")
+	}
+}
