@@ -1,0 +1,127 @@
+package perfdata
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// buf is a bounds-checked read cursor over one region of the input. It keeps
+// the first error and returns zeros after it, so a parser reads all fields and
+// checks err once. (After Go's debug/dwarf/buf.go.)
+type buf struct {
+	b    []byte
+	off  int   // read position in b
+	base int64 // file offset of b[0], for error messages
+	bo   binary.ByteOrder
+	what string // what is being read, for error messages
+	err  error
+}
+
+func makeBuf(b []byte, base int64, bo binary.ByteOrder, what string) buf {
+	return buf{b: b, base: base, bo: bo, what: what}
+}
+
+func (b *buf) fail(n int) {
+	if b.err == nil {
+		b.err = &FormatError{
+			Offset: b.base + int64(b.off),
+			Msg:    fmt.Sprintf("%s: need %d bytes, only %d left", b.what, n, len(b.b)-b.off),
+		}
+	}
+	b.off = len(b.b)
+}
+
+func (b *buf) left() int { return len(b.b) - b.off }
+
+func (b *buf) pos() int64 { return b.base + int64(b.off) }
+
+func (b *buf) u8() uint8 {
+	if b.left() < 1 {
+		b.fail(1)
+		return 0
+	}
+	v := b.b[b.off]
+	b.off++
+	return v
+}
+
+func (b *buf) u16() uint16 {
+	if b.left() < 2 {
+		b.fail(2)
+		return 0
+	}
+	v := b.bo.Uint16(b.b[b.off:])
+	b.off += 2
+	return v
+}
+
+func (b *buf) u32() uint32 {
+	if b.left() < 4 {
+		b.fail(4)
+		return 0
+	}
+	v := b.bo.Uint32(b.b[b.off:])
+	b.off += 4
+	return v
+}
+
+func (b *buf) u64() uint64 {
+	if b.left() < 8 {
+		b.fail(8)
+		return 0
+	}
+	v := b.bo.Uint64(b.b[b.off:])
+	b.off += 8
+	return v
+}
+
+// bytes returns the next n bytes without copying.
+func (b *buf) bytes(n uint64) []byte {
+	if uint64(b.left()) < n {
+		b.fail(int(min(n, 1<<62)))
+		return nil
+	}
+	v := b.b[b.off : b.off+int(n) : b.off+int(n)]
+	b.off += int(n)
+	return v
+}
+
+func (b *buf) skip(n uint64) { b.bytes(n) }
+
+// cstring returns a NUL-terminated string padded to n bytes (or the rest).
+func cstr(p []byte) string {
+	for i, c := range p {
+		if c == 0 {
+			return string(p[:i])
+		}
+	}
+	return string(p)
+}
+
+// u64s decodes n 64-bit words into dst (reused), checking the length first.
+func (b *buf) u64s(dst []uint64, n uint64) []uint64 {
+	if n > uint64(b.left())/8 {
+		b.fail(int(min(n, 1<<59) * 8))
+		return dst[:0]
+	}
+	p := b.b[b.off:]
+	dst = dst[:0]
+	if b.bo == binary.LittleEndian {
+		for i := uint64(0); i < n; i++ {
+			dst = append(dst, binary.LittleEndian.Uint64(p[i*8:]))
+		}
+	} else {
+		for i := uint64(0); i < n; i++ {
+			dst = append(dst, b.bo.Uint64(p[i*8:]))
+		}
+	}
+	b.off += int(n) * 8
+	return dst
+}
+
+// headerString reads a perf_header_string: u32 len, then len bytes holding a
+// NUL-terminated, padded string.
+func (b *buf) headerString() string {
+	n := b.u32()
+	return cstr(b.bytes(uint64(n)))
+}

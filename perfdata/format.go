@@ -1,0 +1,269 @@
+package perfdata
+
+// On-disk constants. C names are given in comments; the sources are
+// include/uapi/linux/perf_event.h (kernel) and tools/lib/perf/include/perf/event.h
+// and tools/perf/util/header.h (perf's own).
+
+// Record types (perf_event_header.type).
+const (
+	RecordMmap            RecordType = 1  // PERF_RECORD_MMAP
+	RecordLost            RecordType = 2  // PERF_RECORD_LOST
+	RecordComm            RecordType = 3  // PERF_RECORD_COMM
+	RecordExit            RecordType = 4  // PERF_RECORD_EXIT
+	RecordThrottle        RecordType = 5  // PERF_RECORD_THROTTLE
+	RecordUnthrottle      RecordType = 6  // PERF_RECORD_UNTHROTTLE
+	RecordFork            RecordType = 7  // PERF_RECORD_FORK
+	RecordRead            RecordType = 8  // PERF_RECORD_READ
+	RecordSample          RecordType = 9  // PERF_RECORD_SAMPLE
+	RecordMmap2           RecordType = 10 // PERF_RECORD_MMAP2
+	RecordAux             RecordType = 11 // PERF_RECORD_AUX
+	RecordItraceStart     RecordType = 12 // PERF_RECORD_ITRACE_START
+	RecordLostSamples     RecordType = 13 // PERF_RECORD_LOST_SAMPLES
+	RecordSwitch          RecordType = 14 // PERF_RECORD_SWITCH
+	RecordSwitchCPUWide   RecordType = 15 // PERF_RECORD_SWITCH_CPU_WIDE
+	RecordNamespaces      RecordType = 16 // PERF_RECORD_NAMESPACES
+	RecordKsymbol         RecordType = 17 // PERF_RECORD_KSYMBOL
+	RecordBPFEvent        RecordType = 18 // PERF_RECORD_BPF_EVENT
+	RecordCgroup          RecordType = 19 // PERF_RECORD_CGROUP
+	RecordTextPoke        RecordType = 20 // PERF_RECORD_TEXT_POKE
+	RecordAuxOutputHwID   RecordType = 21 // PERF_RECORD_AUX_OUTPUT_HW_ID
+	RecordHeaderAttr      RecordType = 64 // PERF_RECORD_HEADER_ATTR
+	RecordHeaderEventType RecordType = 65 // PERF_RECORD_HEADER_EVENT_TYPE (deprecated)
+	RecordHeaderTracing   RecordType = 66 // PERF_RECORD_HEADER_TRACING_DATA
+	RecordHeaderBuildID   RecordType = 67 // PERF_RECORD_HEADER_BUILD_ID
+	RecordFinishedRound   RecordType = 68 // PERF_RECORD_FINISHED_ROUND
+	RecordIDIndex         RecordType = 69 // PERF_RECORD_ID_INDEX
+	RecordAuxtraceInfo    RecordType = 70 // PERF_RECORD_AUXTRACE_INFO
+	RecordAuxtrace        RecordType = 71 // PERF_RECORD_AUXTRACE (followed by its data outside the record)
+	RecordAuxtraceError   RecordType = 72 // PERF_RECORD_AUXTRACE_ERROR
+	RecordThreadMap       RecordType = 73 // PERF_RECORD_THREAD_MAP
+	RecordCPUMap          RecordType = 74 // PERF_RECORD_CPU_MAP
+	RecordStatConfig      RecordType = 75 // PERF_RECORD_STAT_CONFIG
+	RecordStat            RecordType = 76 // PERF_RECORD_STAT
+	RecordStatRound       RecordType = 77 // PERF_RECORD_STAT_ROUND
+	RecordEventUpdate     RecordType = 78 // PERF_RECORD_EVENT_UPDATE
+	RecordTimeConv        RecordType = 79 // PERF_RECORD_TIME_CONV
+	RecordHeaderFeature   RecordType = 80 // PERF_RECORD_HEADER_FEATURE
+	RecordCompressed      RecordType = 81 // PERF_RECORD_COMPRESSED
+	RecordFinishedInit    RecordType = 82 // PERF_RECORD_FINISHED_INIT
+	RecordCompressed2     RecordType = 83 // PERF_RECORD_COMPRESSED2
+	RecordBPFMetadata     RecordType = 84 // PERF_RECORD_BPF_METADATA
+)
+
+var recordNames = map[RecordType]string{
+	RecordMmap: "MMAP", RecordLost: "LOST", RecordComm: "COMM", RecordExit: "EXIT",
+	RecordThrottle: "THROTTLE", RecordUnthrottle: "UNTHROTTLE", RecordFork: "FORK",
+	RecordRead: "READ", RecordSample: "SAMPLE", RecordMmap2: "MMAP2", RecordAux: "AUX",
+	RecordItraceStart: "ITRACE_START", RecordLostSamples: "LOST_SAMPLES",
+	RecordSwitch: "SWITCH", RecordSwitchCPUWide: "SWITCH_CPU_WIDE",
+	RecordNamespaces: "NAMESPACES", RecordKsymbol: "KSYMBOL", RecordBPFEvent: "BPF_EVENT",
+	RecordCgroup: "CGROUP", RecordTextPoke: "TEXT_POKE", RecordAuxOutputHwID: "AUX_OUTPUT_HW_ID",
+	RecordHeaderAttr: "ATTR", RecordHeaderEventType: "EVENT_TYPE",
+	RecordHeaderTracing: "TRACING_DATA", RecordHeaderBuildID: "BUILD_ID",
+	RecordFinishedRound: "FINISHED_ROUND", RecordIDIndex: "ID_INDEX",
+	RecordAuxtraceInfo: "AUXTRACE_INFO", RecordAuxtrace: "AUXTRACE",
+	RecordAuxtraceError: "AUXTRACE_ERROR", RecordThreadMap: "THREAD_MAP",
+	RecordCPUMap: "CPU_MAP", RecordStatConfig: "STAT_CONFIG", RecordStat: "STAT",
+	RecordStatRound: "STAT_ROUND", RecordEventUpdate: "EVENT_UPDATE",
+	RecordTimeConv: "TIME_CONV", RecordHeaderFeature: "FEATURE",
+	RecordCompressed: "COMPRESSED", RecordFinishedInit: "FINISHED_INIT",
+	RecordCompressed2: "COMPRESSED2", RecordBPFMetadata: "BPF_METADATA",
+}
+
+// String returns perf's name for the record type (as in perf report --stats).
+func (t RecordType) String() string {
+	if s, ok := recordNames[t]; ok {
+		return s
+	}
+	return "UNKNOWN_" + uitoa(uint64(t))
+}
+
+// Sample format bits (enum perf_event_sample_format), in the order their
+// fields appear in a sample except IDENTIFIER, which comes first.
+const (
+	SampleIP           = 1 << 0  // PERF_SAMPLE_IP
+	SampleTID          = 1 << 1  // PERF_SAMPLE_TID
+	SampleTime         = 1 << 2  // PERF_SAMPLE_TIME
+	SampleAddr         = 1 << 3  // PERF_SAMPLE_ADDR
+	SampleRead         = 1 << 4  // PERF_SAMPLE_READ
+	SampleCallchain    = 1 << 5  // PERF_SAMPLE_CALLCHAIN
+	SampleID_          = 1 << 6  // PERF_SAMPLE_ID
+	SampleCPU          = 1 << 7  // PERF_SAMPLE_CPU
+	SamplePeriod       = 1 << 8  // PERF_SAMPLE_PERIOD
+	SampleStreamID     = 1 << 9  // PERF_SAMPLE_STREAM_ID
+	SampleRaw          = 1 << 10 // PERF_SAMPLE_RAW
+	SampleBranchStack  = 1 << 11 // PERF_SAMPLE_BRANCH_STACK
+	SampleRegsUser     = 1 << 12 // PERF_SAMPLE_REGS_USER
+	SampleStackUser    = 1 << 13 // PERF_SAMPLE_STACK_USER
+	SampleWeight       = 1 << 14 // PERF_SAMPLE_WEIGHT
+	SampleDataSrc      = 1 << 15 // PERF_SAMPLE_DATA_SRC
+	SampleIdentifier   = 1 << 16 // PERF_SAMPLE_IDENTIFIER
+	SampleTransaction  = 1 << 17 // PERF_SAMPLE_TRANSACTION
+	SampleRegsIntr     = 1 << 18 // PERF_SAMPLE_REGS_INTR
+	SamplePhysAddr     = 1 << 19 // PERF_SAMPLE_PHYS_ADDR
+	SampleAux          = 1 << 20 // PERF_SAMPLE_AUX
+	SampleCgroup       = 1 << 21 // PERF_SAMPLE_CGROUP
+	SampleDataPageSize = 1 << 22 // PERF_SAMPLE_DATA_PAGE_SIZE
+	SampleCodePageSize = 1 << 23 // PERF_SAMPLE_CODE_PAGE_SIZE
+	SampleWeightStruct = 1 << 24 // PERF_SAMPLE_WEIGHT_STRUCT
+)
+
+// read_format bits (enum perf_event_read_format).
+const (
+	ReadTotalTimeEnabled = 1 << 0 // PERF_FORMAT_TOTAL_TIME_ENABLED
+	ReadTotalTimeRunning = 1 << 1 // PERF_FORMAT_TOTAL_TIME_RUNNING
+	ReadID               = 1 << 2 // PERF_FORMAT_ID
+	ReadGroup            = 1 << 3 // PERF_FORMAT_GROUP
+	ReadLost             = 1 << 4 // PERF_FORMAT_LOST
+)
+
+// perf_event_attr flag bits (the bitfield word at offset 40).
+const (
+	AttrDisabled      = 1 << 0
+	AttrInherit       = 1 << 1
+	AttrExcludeUser   = 1 << 4
+	AttrExcludeKernel = 1 << 5
+	AttrExcludeHV     = 1 << 6
+	AttrExcludeIdle   = 1 << 7
+	AttrMmap          = 1 << 8
+	AttrComm          = 1 << 9
+	AttrFreq          = 1 << 10
+	AttrSampleIDAll   = 1 << 18
+	AttrExcludeHost   = 1 << 19
+	AttrExcludeGuest  = 1 << 20
+	AttrMmap2         = 1 << 23
+	AttrUseClockID    = 1 << 25
+)
+
+// perf_event_attr.type values (enum perf_type_id).
+const (
+	TypeHardware   = 0 // PERF_TYPE_HARDWARE
+	TypeSoftware   = 1 // PERF_TYPE_SOFTWARE
+	TypeTracepoint = 2 // PERF_TYPE_TRACEPOINT
+	TypeHWCache    = 3 // PERF_TYPE_HW_CACHE
+	TypeRaw        = 4 // PERF_TYPE_RAW
+	TypeBreakpoint = 5 // PERF_TYPE_BREAKPOINT
+)
+
+// perf_event_attr sizes by version (PERF_ATTR_SIZE_VER0..8).
+const (
+	attrSizeVer0 = 64
+	attrSizeVer8 = 136
+)
+
+// Branch sample type bit that adds hw_idx to PERF_SAMPLE_BRANCH_STACK.
+const (
+	branchHWIndex  = 1 << 17 // PERF_SAMPLE_BRANCH_HW_INDEX
+	branchCounters = 1 << 19 // PERF_SAMPLE_BRANCH_COUNTERS
+)
+
+// perf_event_header.misc bits.
+const (
+	MiscCPUModeMask = 7       // PERF_RECORD_MISC_CPUMODE_MASK
+	MiscCommExec    = 1 << 13 // PERF_RECORD_MISC_COMM_EXEC
+	MiscMmapData    = 1 << 13 // PERF_RECORD_MISC_MMAP_DATA
+	MiscSwitchOut   = 1 << 13 // PERF_RECORD_MISC_SWITCH_OUT
+	MiscMmapBuildID = 1 << 14 // PERF_RECORD_MISC_MMAP_BUILD_ID
+	miscBuildIDSize = 1 << 15 // PERF_RECORD_MISC_BUILD_ID_SIZE (perf's build-id records)
+)
+
+// Callchain context markers (enum perf_callchain_context). Values >= these
+// in a callchain are markers, not addresses.
+const (
+	ContextHV          = ^uint64(32 - 1)   // PERF_CONTEXT_HV (-32)
+	ContextKernel      = ^uint64(128 - 1)  // PERF_CONTEXT_KERNEL (-128)
+	ContextUser        = ^uint64(512 - 1)  // PERF_CONTEXT_USER (-512)
+	ContextGuest       = ^uint64(2048 - 1) // PERF_CONTEXT_GUEST (-2048)
+	ContextGuestKernel = ^uint64(2176 - 1) // PERF_CONTEXT_GUEST_KERNEL (-2176)
+	ContextGuestUser   = ^uint64(2560 - 1) // PERF_CONTEXT_GUEST_USER (-2560)
+	ContextMax         = ^uint64(4095 - 1) // PERF_CONTEXT_MAX (-4095)
+)
+
+// Feature bits (HEADER_* in tools/perf/util/header.h).
+const (
+	FeatTracingData  = 1
+	FeatBuildID      = 2
+	FeatHostname     = 3
+	FeatOSRelease    = 4
+	FeatVersion      = 5
+	FeatArch         = 6
+	FeatNrCPUs       = 7
+	FeatCPUDesc      = 8
+	FeatCPUID        = 9
+	FeatTotalMem     = 10
+	FeatCmdline      = 11
+	FeatEventDesc    = 12
+	FeatCPUTopology  = 13
+	FeatNUMATopology = 14
+	FeatBranchStack  = 15
+	FeatPMUMappings  = 16
+	FeatGroupDesc    = 17
+	FeatAuxtrace     = 18
+	FeatStat         = 19
+	FeatCache        = 20
+	FeatSampleTime   = 21
+	FeatMemTopology  = 22
+	FeatClockID      = 23
+	FeatDirFormat    = 24
+	FeatBPFProgInfo  = 25
+	FeatBPFBTF       = 26
+	FeatCompressed   = 27
+	FeatCPUPMUCaps   = 28
+	FeatClockData    = 29
+	FeatHybridTopo   = 30
+	FeatPMUCaps      = 31
+	featBits         = 256
+)
+
+var featureNames = [...]string{
+	1: "TRACING_DATA", 2: "BUILD_ID", 3: "HOSTNAME", 4: "OSRELEASE", 5: "VERSION",
+	6: "ARCH", 7: "NRCPUS", 8: "CPUDESC", 9: "CPUID", 10: "TOTAL_MEM", 11: "CMDLINE",
+	12: "EVENT_DESC", 13: "CPU_TOPOLOGY", 14: "NUMA_TOPOLOGY", 15: "BRANCH_STACK",
+	16: "PMU_MAPPINGS", 17: "GROUP_DESC", 18: "AUXTRACE", 19: "STAT", 20: "CACHE",
+	21: "SAMPLE_TIME", 22: "MEM_TOPOLOGY", 23: "CLOCKID", 24: "DIR_FORMAT",
+	25: "BPF_PROG_INFO", 26: "BPF_BTF", 27: "COMPRESSED", 28: "CPU_PMU_CAPS",
+	29: "CLOCK_DATA", 30: "HYBRID_TOPOLOGY", 31: "PMU_CAPS",
+}
+
+// FeatureName returns perf's name for a feature bit (HEADER_ without the prefix).
+func FeatureName(bit int) string {
+	if bit > 0 && bit < len(featureNames) && featureNames[bit] != "" {
+		return featureNames[bit]
+	}
+	return "FEATURE_" + uitoa(uint64(bit))
+}
+
+// File header layout (struct perf_file_header): magic, size, attr_size,
+// attrs{offset,size}, data{offset,size}, event_types{offset,size},
+// adds_features[256 bits].
+const (
+	fileHeaderSize = 104
+	pipeHeaderSize = 16 // struct perf_pipe_file_header: magic, size
+	magicLE        = "PERFILE2"
+	magicBE        = "2ELIFREP"
+)
+
+// Compression types (enum perf_compress_type).
+const compressZstd = 1 // PERF_COMP_ZSTD
+
+// EVENT_UPDATE types (enum perf_event_update_type).
+const (
+	eventUpdateUnit  = 0
+	eventUpdateScale = 1
+	eventUpdateName  = 2
+	eventUpdateCPUs  = 3
+)
+
+func uitoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,747 @@
+package perfdata
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"slices"
+	"sort"
+)
+
+// RecordType is perf_event_header.type (include/uapi/linux/perf_event.h and
+// tools/perf/util/event.h for the user types >= 64).
+type RecordType uint32
+
+// Record is one decoded record. Every concrete record type embeds
+// RecordCommon. The record and every slice it holds are valid only until the
+// next call to Reader.Next: copy what you keep.
+type Record interface {
+	Common() *RecordCommon
+}
+
+// SampleID holds the sample_id_all trailer of non-sample records (or the same
+// fields of a sample). Fields the attr did not ask for are zero; Has tells
+// which are present (bits of PERF_SAMPLE_*).
+type SampleID struct {
+	Pid, Tid uint32
+	Time     uint64
+	ID       uint64
+	StreamID uint64
+	CPU      uint32
+	Has      uint64 // PERF_SAMPLE_* bits actually present
+}
+
+// RecordCommon is embedded in every record.
+type RecordCommon struct {
+	Type   RecordType
+	Misc   uint16
+	Offset int64 // file offset of the record header (for compressed records: offset of the COMPRESSED record holding it)
+	SampleID
+}
+
+// Common returns the embedded RecordCommon.
+func (c *RecordCommon) Common() *RecordCommon { return c }
+
+// Event is one perf_event_attr in the recording together with what we know
+// about it: its name as perf prints it, its sample ids and, for tracepoints
+// and probes, the ftrace format of its raw data.
+type Event struct {
+	Index  int    // position in the attr table
+	Name   string // e.g. "probe_libc:malloc", "page-faults:u", "exceptions:page_fault_user"
+	Attr   Attr
+	IDs    []uint64
+	Format *TraceFormat // nil unless a tracepoint/probe with TRACING_DATA
+
+	// Counts of what the reader has delivered so far (final after Next
+	// returns false).
+	Samples uint64 // SAMPLE records
+	// Lost sums the LOST_SAMPLES records of this event: samples the kernel
+	// dropped because the ring buffer was full (perf report --stats prints
+	// it per event as "LOST_SAMPLES events").
+	Lost uint64
+	// LostBuffer sums the LOST records whose id is this event's. A LOST
+	// record counts everything dropped from one ring buffer, which all
+	// events on that CPU share; the id only names the buffer's owner. perf
+	// 6.x writes both kinds for the same losses: do not add them up.
+	LostBuffer uint64
+
+	named bool // Name came from the file, not synthesized
+}
+
+// Order selects how records are delivered.
+type Order int
+
+const (
+	TimeOrder Order = iota // default: sorted by time using FINISHED_ROUND, as perf does
+	FileOrder              // as stored in the file
+)
+
+// Options configures a Reader.
+type Options struct {
+	Order Order
+}
+
+// Stats counts what the reader has delivered (like perf report --stats).
+type Stats struct {
+	Records     [128]uint64 // by record type; types >= 128 are counted in Records[0]
+	Samples     uint64
+	Lost        uint64 // events lost, summed over LOST records
+	LostSamples uint64 // samples lost, summed over LOST_SAMPLES records
+	Compressed  uint64 // COMPRESSED/COMPRESSED2 records expanded
+	Unordered   uint64 // timed records that arrived after a later time had been flushed
+	BadRecords  uint64 // records whose contents did not parse (delivered as *Raw)
+	FirstSample uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
+	LastSample  uint64
+}
+
+// ErrNotPerfData is wrapped by the error New and Open return when the input
+// does not start with a perf.data magic.
+var ErrNotPerfData = errors.New("not a perf.data file")
+
+// FormatError reports bad input at a file offset.
+type FormatError struct {
+	Offset int64
+	Msg    string
+	Err    error
+}
+
+func (e *FormatError) Error() string {
+	s := fmt.Sprintf("%s (at 0x%x)", e.Msg, e.Offset)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the underlying error.
+func (e *FormatError) Unwrap() error { return e.Err }
+
+type qent struct {
+	time uint64
+	rec  rawRec
+}
+
+// maxWarnings bounds the warnings kept; later ones are counted.
+const maxWarnings = 100
+
+// Reader decodes a perf.data file (file or pipe mode).
+//
+//	r, err := perfdata.Open(path, nil)
+//	for r.Next() { switch rec := r.Record().(type) { case *perfdata.Sample: ... } }
+//	if err := r.Err(); err != nil { ... }
+//	for _, w := range r.Warnings() { ... }
+//
+// Records, and the slices they hold, are reused by the next call to Next
+// and, for files opened with Open, unmapped by Close. A Reader that decoded
+// compressed data runs a decoder goroutine until Close: always call Close.
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	opts   Options
+	bo     binary.ByteOrder
+	meta   Meta
+	events []*Event
+	byID   map[uint64]*Event
+	lastID uint64
+	lastEv *Event
+
+	sampleIDPos  int // word index of the id in a sample, -1: none
+	trailerIDPos int // word index from the end of the id in a trailer, -1: none
+	allIdent     bool
+
+	src     source
+	closers []func() error
+
+	rec      records
+	cur      Record
+	curChunk *chunk
+
+	pending   []qent
+	sorted    bool
+	lastPend  uint64
+	ready     []qent
+	readyPos  int
+	nextFlush uint64
+	maxTime   uint64
+	lastFlush uint64
+	eof       bool
+
+	err       error
+	warnings  []error
+	nwarnings int
+	stats     Stats
+}
+
+func newReader(opts *Options) *Reader {
+	r := &Reader{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1, sorted: true}
+	if opts != nil {
+		r.opts = *opts
+	}
+	r.src.r = r
+	return r
+}
+
+// Open opens path ("-" is not special here) and detects file or pipe mode.
+// The file is memory mapped when possible.
+func Open(path string, opts *Options) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r := newReader(opts)
+	r.closers = append(r.closers, f.Close)
+	size := fi.Size()
+	if !fi.Mode().IsRegular() {
+		// A FIFO or character device: read it as a stream.
+		if err := r.initStream(f); err != nil {
+			r.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	mem, unmap := mmapFile(f, size)
+	if unmap != nil {
+		r.closers = append(r.closers, unmap)
+	}
+	if err := r.init(f, size, mem); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// New decodes a file-mode (or pipe-mode) recording held in r of the given
+// size. When r is an *os.File it is memory mapped; Close unmaps it but does
+// not close r.
+func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
+	r := newReader(opts)
+	var mem []byte
+	if f, ok := ra.(*os.File); ok {
+		m, unmap := mmapFile(f, size)
+		if unmap != nil {
+			mem = m
+			r.closers = append(r.closers, unmap)
+		}
+	}
+	if err := r.init(ra, size, mem); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// NewStream decodes a pipe-mode recording from a stream such as stdin.
+// (A file-mode recording needs seeking: use Open or New.)
+func NewStream(rd io.Reader, opts *Options) (*Reader, error) {
+	r := newReader(opts)
+	if err := r.initStream(rd); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func badMagic(magic []byte) error {
+	return &FormatError{Offset: 0, Msg: fmt.Sprintf("bad magic %q", magic), Err: ErrNotPerfData}
+}
+
+func (r *Reader) setMagic(magic []byte) error {
+	switch string(magic) {
+	case magicLE:
+		r.bo = binary.LittleEndian
+	case magicBE:
+		r.bo = binary.BigEndian
+		r.meta.BigEndian = true
+	default:
+		return badMagic(magic)
+	}
+	return nil
+}
+
+func (r *Reader) initStream(rd io.Reader) error {
+	var h [pipeHeaderSize]byte
+	n, err := io.ReadFull(rd, h[:])
+	if err != nil {
+		if n < 8 {
+			return &FormatError{Offset: 0, Msg: fmt.Sprintf("input too short (%d bytes) for a perf.data header", n), Err: ErrNotPerfData}
+		}
+		if err := r.setMagic(h[:8]); err != nil {
+			return err
+		}
+		return &FormatError{Offset: int64(n), Msg: "pipe header truncated", Err: err}
+	}
+	if err := r.setMagic(h[:8]); err != nil {
+		return err
+	}
+	hs := r.bo.Uint64(h[8:])
+	if hs != pipeHeaderSize {
+		return &FormatError{Offset: 8, Msg: fmt.Sprintf("header size %d: a file-mode perf.data (not pipe mode) cannot be read from a stream; pass a file instead", hs)}
+	}
+	r.meta.PipeMode = true
+	r.meta.HeaderSize = pipeHeaderSize
+	r.meta.DataOffset = pipeHeaderSize
+	r.src.sr = rd
+	r.src.streamPos = pipeHeaderSize
+	return nil
+}
+
+// readAt reads [off, off+n) from ra or mem, bounded by size.
+func readAt(ra io.ReaderAt, mem []byte, size, off int64, n uint64, what string) ([]byte, error) {
+	if off < 0 || off > size || n > uint64(size-off) {
+		return nil, &FormatError{Offset: off, Msg: fmt.Sprintf("%s of %d bytes at 0x%x runs past the end of the file (size 0x%x)", what, n, off, size)}
+	}
+	if mem != nil {
+		return mem[off : off+int64(n) : off+int64(n)], nil
+	}
+	if n > maxFeatureSize {
+		// size is the caller's claim, not proof the bytes exist: do not
+		// allocate by it beyond what any real header section needs.
+		return nil, &FormatError{Offset: off, Msg: fmt.Sprintf("%s claims %d bytes, more than any perf.data header section holds", what, n)}
+	}
+	b := make([]byte, n)
+	if _, err := ra.ReadAt(b, off); err != nil && !(err == io.EOF && n == 0) {
+		return nil, &FormatError{Offset: off, Msg: "reading " + what, Err: err}
+	}
+	return b, nil
+}
+
+func (r *Reader) init(ra io.ReaderAt, size int64, mem []byte) error {
+	r.meta.FileSize = size
+	if size < 16 {
+		return &FormatError{Offset: 0, Msg: fmt.Sprintf("input too short (%d bytes) for a perf.data header", size), Err: ErrNotPerfData}
+	}
+	h, err := readAt(ra, mem, size, 0, 16, "file header")
+	if err != nil {
+		return err
+	}
+	if err := r.setMagic(h[:8]); err != nil {
+		return err
+	}
+	hs := r.bo.Uint64(h[8:])
+	if hs == pipeHeaderSize {
+		r.meta.PipeMode = true
+		r.meta.HeaderSize = pipeHeaderSize
+		r.meta.DataOffset = pipeHeaderSize
+		if mem != nil {
+			r.src.mem = mem[pipeHeaderSize:]
+			r.src.memBase = pipeHeaderSize
+		} else {
+			r.src.sr = io.NewSectionReader(ra, pipeHeaderSize, size-pipeHeaderSize)
+			r.src.streamPos = pipeHeaderSize
+		}
+		return nil
+	}
+	if hs < fileHeaderSize {
+		return &FormatError{Offset: 8, Msg: fmt.Sprintf("header size %d, want %d (file mode) or %d (pipe mode)", hs, fileHeaderSize, pipeHeaderSize)}
+	}
+	h, err = readAt(ra, mem, size, 0, fileHeaderSize, "file header")
+	if err != nil {
+		return err
+	}
+	bo := r.bo
+	r.meta.HeaderSize = int64(hs)
+	attrSize := bo.Uint64(h[16:])
+	attrsOff, attrsSize := bo.Uint64(h[24:]), bo.Uint64(h[32:])
+	dataOff, dataSize := bo.Uint64(h[40:]), bo.Uint64(h[48:])
+	var featMask [4]uint64
+	for i := range featMask {
+		featMask[i] = bo.Uint64(h[72+8*i:])
+	}
+
+	// Attributes.
+	if attrSize < attrSizeVer0+16 || attrSize > 1<<16 {
+		return &FormatError{Offset: 16, Msg: fmt.Sprintf("attr entry size %d is not plausible (perf writes sizeof(perf_event_attr)+16)", attrSize)}
+	}
+	attrs, err := readAt(ra, mem, size, int64(attrsOff), attrsSize, "attr section")
+	if err != nil {
+		return err
+	}
+	for i := 0; uint64(i+1)*attrSize <= uint64(len(attrs)); i++ {
+		ent := attrs[uint64(i)*attrSize : uint64(i+1)*attrSize]
+		ap := ent[:attrSize-16]
+		if n := attrLen(ap, bo); n < len(ap) {
+			ap = ap[:n]
+		}
+		ev := &Event{Index: i, Attr: parseAttr(ap, bo)}
+		idOff, idSize := bo.Uint64(ent[attrSize-16:]), bo.Uint64(ent[attrSize-8:])
+		ids, err := readAt(ra, mem, size, int64(idOff), idSize, "attr id table")
+		if err != nil {
+			return err
+		}
+		for k := 0; k+8 <= len(ids); k += 8 {
+			ev.IDs = append(ev.IDs, bo.Uint64(ids[k:]))
+		}
+		r.addEvent(ev)
+	}
+	if len(r.events) == 0 {
+		return &FormatError{Offset: 24, Msg: "no events (empty attr section)"}
+	}
+
+	// Data section. perf writes the header with data size 0 first and
+	// rewrites it when it finishes; size 0 means perf did not finish.
+	r.meta.DataOffset = int64(dataOff)
+	if dataOff > uint64(size) {
+		return &FormatError{Offset: 40, Msg: fmt.Sprintf("data section offset 0x%x is past the end of the file (size 0x%x); the file is truncated", dataOff, size)}
+	}
+	avail := uint64(size) - dataOff
+	featuresOK := true
+	var feats []int
+	for bit := 0; bit < featBits; bit++ {
+		if featMask[bit/64]&(1<<(bit%64)) != 0 {
+			feats = append(feats, bit)
+		}
+	}
+	switch {
+	case dataSize == 0 && r.plausibleFeatureTable(ra, mem, size, int64(dataOff), len(feats)):
+		// A finished recording without records.
+	case dataSize == 0:
+		dataSize = avail
+		featuresOK = false
+		r.meta.Truncated = true
+		r.warn(&FormatError{Offset: 48, Msg: "the header's data size is 0: perf record did not finish writing this file (was it killed?); reading records up to the end of the file, header features are missing"})
+	case dataSize > avail:
+		r.warn(&FormatError{Offset: int64(dataOff + avail), Msg: fmt.Sprintf("data section should end at 0x%x but the file ends at 0x%x; was the file truncated (copy cut short, disk full)?", dataOff+dataSize, size)})
+		r.meta.Truncated = true
+		dataSize = avail
+		featuresOK = false
+	}
+	r.meta.DataSize = int64(dataSize)
+	if mem != nil {
+		r.src.mem = mem[dataOff : dataOff+dataSize]
+		r.src.memBase = int64(dataOff)
+	} else {
+		r.src.sr = io.NewSectionReader(ra, int64(dataOff), int64(dataSize))
+		r.src.streamPos = int64(dataOff)
+	}
+
+	// Feature sections: a table of {offset,size} after the data, one per
+	// set bit. Errors here are warnings: the samples are still good.
+	if featuresOK {
+		tabOff := int64(dataOff + dataSize)
+		tab, err := readAt(ra, mem, size, tabOff, uint64(len(feats))*16, "feature section table")
+		if err != nil {
+			r.warn(err)
+			feats = nil
+		}
+		// Order does not matter: names from EVENT_DESC win over names made
+		// from TRACING_DATA formats whichever comes first.
+		for i, f := range feats {
+			r.meta.Features = append(r.meta.Features, f)
+			off, n := bo.Uint64(tab[16*i:]), bo.Uint64(tab[16*i+8:])
+			if n > maxFeatureSize {
+				r.warn(&FormatError{Offset: tabOff + int64(16*i), Msg: fmt.Sprintf("feature %s claims %d bytes; skipped", FeatureName(f), n)})
+				continue
+			}
+			p, err := readAt(ra, mem, size, int64(off), n, "feature "+FeatureName(f))
+			if err != nil {
+				r.warn(err)
+				continue
+			}
+			if err := r.parseFeature(f, p, int64(off)); err != nil {
+				r.warn(fmt.Errorf("feature %s: %w", FeatureName(f), err))
+			}
+		}
+	}
+	r.finishEvents()
+	return nil
+}
+
+// plausibleFeatureTable reports whether a feature section table of n
+// entries at off points at sections inside the file, after the table.
+func (r *Reader) plausibleFeatureTable(ra io.ReaderAt, mem []byte, size, off int64, n int) bool {
+	if n == 0 {
+		return off == size
+	}
+	tab, err := readAt(ra, mem, size, off, uint64(n)*16, "feature section table")
+	if err != nil {
+		return false
+	}
+	end := uint64(off) + uint64(n)*16
+	for i := 0; i < n; i++ {
+		o, l := r.bo.Uint64(tab[16*i:]), r.bo.Uint64(tab[16*i+8:])
+		if o < end || o > uint64(size) || l > uint64(size)-o {
+			return false
+		}
+	}
+	return true
+}
+
+// addEvent registers an event and its ids.
+func (r *Reader) addEvent(ev *Event) {
+	ev.Index = len(r.events)
+	r.events = append(r.events, ev)
+	for _, id := range ev.IDs {
+		r.byID[id] = ev
+	}
+	r.computeIDPos()
+}
+
+// computeIDPos finds where sample ids sit, as perf's evlist__set_id_pos does:
+// from the first event's sample_type (perf requires all events to agree).
+func (r *Reader) computeIDPos() {
+	r.lastEv = nil
+	if len(r.events) == 0 {
+		return
+	}
+	r.allIdent = true
+	for _, ev := range r.events {
+		if ev.Attr.SampleType&SampleIdentifier == 0 {
+			r.allIdent = false
+		}
+	}
+	st := r.events[0].Attr.SampleType
+	switch {
+	case st&SampleIdentifier != 0:
+		r.sampleIDPos, r.trailerIDPos = 0, 1
+	case st&SampleID_ != 0:
+		r.sampleIDPos = bits.OnesCount64(st & (SampleIP | SampleTID | SampleTime | SampleAddr))
+		r.trailerIDPos = 1 + bits.OnesCount64(st&(SampleCPU|SampleStreamID))
+	default:
+		r.sampleIDPos, r.trailerIDPos = -1, -1
+	}
+}
+
+func (r *Reader) finishEvents() {
+	r.attachFormats()
+	for _, ev := range r.events {
+		if ev.Name == "" {
+			ev.Name = synthName(&ev.Attr)
+		}
+	}
+}
+
+func (r *Reader) lookupID(id uint64) *Event {
+	if r.lastEv != nil && id == r.lastID {
+		return r.lastEv
+	}
+	ev := r.byID[id]
+	if ev != nil {
+		r.lastID, r.lastEv = id, ev
+	}
+	return ev
+}
+
+// sampleEvent finds the event of a sample body (after the header).
+func (r *Reader) sampleEvent(body []byte) *Event {
+	switch {
+	case len(r.events) == 0:
+		return nil
+	case len(r.events) == 1 || r.sampleIDPos < 0:
+		return r.events[0]
+	}
+	pos := r.sampleIDPos * 8
+	if pos+8 > len(body) {
+		return nil
+	}
+	return r.lookupID(r.bo.Uint64(body[pos:]))
+}
+
+// trailerEvent finds the event of a non-sample kernel record from its
+// sample_id_all trailer, or nil when records carry no trailer.
+func (r *Reader) trailerEvent(body []byte) *Event {
+	if len(r.events) == 0 || !r.events[0].Attr.SampleIDAll() {
+		return nil
+	}
+	if len(r.events) == 1 || r.trailerIDPos < 0 {
+		return r.events[0]
+	}
+	pos := len(body) - r.trailerIDPos*8
+	if pos < 0 {
+		return nil
+	}
+	return r.lookupID(r.bo.Uint64(body[pos:]))
+}
+
+// recordTime returns the timestamp perf would order a record by.
+func (r *Reader) recordTime(data []byte) (uint64, bool) {
+	typ := RecordType(r.bo.Uint32(data))
+	body := data[8:]
+	var ev *Event
+	switch {
+	case typ == RecordSample:
+		ev = r.sampleEvent(body)
+		if ev == nil || ev.Attr.SampleType&SampleTime == 0 {
+			return 0, false
+		}
+		pos := 8 * bits.OnesCount64(ev.Attr.SampleType&(SampleIdentifier|SampleIP|SampleTID))
+		if pos+8 > len(body) {
+			return 0, false
+		}
+		return r.bo.Uint64(body[pos:]), true
+	case typ < 64:
+		ev = r.trailerEvent(body)
+		if ev == nil || !ev.Attr.SampleIDAll() || ev.Attr.SampleType&SampleTime == 0 {
+			return 0, false
+		}
+		st := ev.Attr.SampleType
+		pos := len(body) - trailerLen(st) + 8*bits.OnesCount64(st&SampleTID)
+		if pos < 0 || pos+8 > len(body) {
+			return 0, false
+		}
+		return r.bo.Uint64(body[pos:]), true
+	}
+	return 0, false
+}
+
+func (r *Reader) warn(err error) {
+	r.nwarnings++
+	if len(r.warnings) < maxWarnings {
+		r.warnings = append(r.warnings, err)
+	}
+}
+
+func (r *Reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
+
+// Events returns the recording's events (in pipe mode, those seen so far).
+func (r *Reader) Events() []*Event { return r.events }
+
+// Meta returns the header and feature information decoded so far.
+func (r *Reader) Meta() *Meta { return &r.meta }
+
+// Stats returns counts of what has been delivered so far.
+func (r *Reader) Stats() *Stats { return &r.stats }
+
+// Record returns the current record, valid until the next call to Next.
+func (r *Reader) Record() Record { return r.cur }
+
+// Err returns the first error that stopped decoding (a *FormatError for bad input).
+func (r *Reader) Err() error { return r.err }
+
+// Warnings returns non-fatal problems (truncation, skipped data, ...), each
+// with an offset. At most 100 are kept; WarningCount tells how many there were.
+func (r *Reader) Warnings() []error { return r.warnings }
+
+// WarningCount returns the number of warnings, including those not kept.
+func (r *Reader) WarningCount() int { return r.nwarnings }
+
+// Close releases what Open opened (and the decoder goroutine of compressed
+// recordings). It does not close a reader passed to New or NewStream.
+func (r *Reader) Close() error {
+	r.src.z.close()
+	var first error
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		if err := r.closers[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	r.closers = nil
+	r.cur = nil
+	r.src.mem = nil
+	r.pending, r.ready = nil, nil
+	r.eof = true
+	return first
+}
+
+// Next advances to the next record; false at the end or on error.
+func (r *Reader) Next() bool {
+	if r.curChunk != nil {
+		r.src.arena.release(r.curChunk)
+		r.curChunk = nil
+	}
+	r.cur = nil
+	for {
+		if r.readyPos < len(r.ready) {
+			e := &r.ready[r.readyPos]
+			r.readyPos++
+			rec := e.rec
+			e.rec = rawRec{}
+			if r.deliver(rec) {
+				return true
+			}
+			continue
+		}
+		if r.err != nil || r.eof {
+			return false
+		}
+		rec, ok := r.src.next()
+		if !ok {
+			r.eof = true
+			if r.err == nil {
+				r.flush(^uint64(0), rawRec{})
+			}
+			continue
+		}
+		typ := RecordType(r.bo.Uint32(rec.data))
+		if typ >= 64 {
+			r.processUser(typ, rec)
+			if r.err != nil {
+				return false
+			}
+			if typ == RecordFinishedRound && r.opts.Order == TimeOrder {
+				// ordered_events__flush(OE_FLUSH__ROUND): deliver all
+				// up to the previous round's largest time, then the marker.
+				r.flush(r.nextFlush, rec)
+				r.nextFlush = r.maxTime
+				continue
+			}
+			if r.deliver(rec) {
+				return true
+			}
+			continue
+		}
+		if r.opts.Order == TimeOrder {
+			if t, ok := r.recordTime(rec.data); ok {
+				r.queue(t, rec)
+				continue
+			}
+		}
+		// FileOrder, or a record without a time: perf delivers those at
+		// once, ahead of the queued ones.
+		if r.deliver(rec) {
+			return true
+		}
+	}
+}
+
+func (r *Reader) queue(t uint64, rec rawRec) {
+	if t < r.lastFlush {
+		r.stats.Unordered++
+	}
+	if t > r.maxTime {
+		r.maxTime = t
+	}
+	if t < r.lastPend {
+		r.sorted = false
+	}
+	r.lastPend = t
+	r.pending = append(r.pending, qent{t, rec})
+}
+
+// flush moves every pending record with time <= limit to the ready list, in
+// time order (stable: equal times keep file order), followed by marker when
+// it is set.
+func (r *Reader) flush(limit uint64, marker rawRec) {
+	if !r.sorted {
+		slices.SortStableFunc(r.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
+		r.sorted = true
+	}
+	k := sort.Search(len(r.pending), func(i int) bool { return r.pending[i].time > limit })
+	r.ready = append(r.ready[:0], r.pending[:k]...)
+	r.readyPos = 0
+	if k > 0 {
+		r.lastFlush = r.pending[k-1].time
+	}
+	n := copy(r.pending, r.pending[k:])
+	clear(r.pending[n:])
+	r.pending = r.pending[:n]
+	if n > 0 {
+		r.lastPend = r.pending[n-1].time
+	} else {
+		r.lastPend = 0
+	}
+	if marker.data != nil {
+		r.ready = append(r.ready, qent{rec: marker})
+	}
+}
