@@ -1,0 +1,262 @@
+package binfile
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"fmt"
+	"sync"
+)
+
+// Unknown is the function name of a frame nothing could name, as perf prints it.
+const Unknown = "[unknown]"
+
+// Frame is one source-level frame at an address. Symbolize returns the
+// inline chain innermost first: every frame but the last has Inlined set
+// and was inlined into the frame after it.
+type Frame struct {
+	Func      string // demangled name (DWARF, else the ELF symbol), or Unknown
+	System    string // the name as stored: the mangled linkage name when there is one
+	File      string // source file from the line table; "" if unknown
+	Line      int    // 0 if unknown
+	Inlined   bool   // an inlined call, not a real (physical) frame
+	Symbol    string // the ELF symbol containing the address (perf's name for the physical frame), demangled; "" if none
+	SymOffset uint64 // address - start of Symbol (or of the DWARF function when there is no symbol), for "sym+0x12"
+}
+
+// Binary is one opened and indexed binary with its debug file. Its methods
+// are safe for concurrent use.
+type Binary struct {
+	// Path is the recorded mapping name.
+	Path string
+	// File is the binary that was opened ("" if only a debug file was found).
+	File string
+	// DebugFile is the file DWARF is read from: File itself when it carries
+	// DWARF, a separate debug file, or "".
+	DebugFile string
+	// BuildID is the build ID of the opened binary (or of the debug file),
+	// lowercase hex; "" if it has none.
+	BuildID string
+	// Warnings are problems that did not stop the open: build-ID mismatches,
+	// missing debug info (with how to fix it), unreadable DWARF.
+	Warnings []string
+
+	bin, dbg *elfFile
+	loads    []*elf.Prog
+
+	mu   sync.Mutex // guards the lazy parts of syms and dw
+	syms symtab
+	dw   *dwarfIndex
+	buf  []int32
+}
+
+// newBinary indexes an opened binary and/or debug file.
+func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*Binary, error) {
+	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
+	main := bin
+	if main == nil {
+		main = dbg
+	}
+	if bin != nil {
+		b.File = bin.path
+	}
+	b.BuildID = main.buildID
+	for _, p := range main.ef.Progs {
+		if p.Type == elf.PT_LOAD {
+			b.loads = append(b.loads, p)
+		}
+	}
+	var err error
+	if dbg != nil && dbg != bin {
+		b.syms, err = loadSymbols(bin, dbg, bin)
+	} else {
+		b.syms, err = loadSymbols(bin, bin)
+	}
+	if err != nil {
+		b.Warnings = append(b.Warnings, err.Error())
+	}
+	if dbg != nil && dbg.hasDWARF() {
+		d, err := dwarfData(dbg)
+		if err == nil {
+			b.dw, err = newDWARFIndex(dbg.path, d)
+		}
+		if err != nil {
+			b.Warnings = append(b.Warnings, fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err))
+		} else {
+			b.DebugFile = dbg.path
+		}
+	}
+	return b, nil
+}
+
+// dwarfData loads the DWARF sections symbolization needs, with panics
+// turned into errors. It leaves out what it never reads (location lists,
+// .debug_frame, aranges, pubnames, type units): decompressing them was a
+// fifth of the time to open libc. Relocatable files and legacy .zdebug
+// compression go through elf.File.DWARF.
+func dwarfData(f *elfFile) (d *dwarf.Data, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = nil, &FormatError{Path: f.path, Msg: "loading DWARF", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
+		}
+	}()
+	if f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil {
+		return f.ef.DWARF()
+	}
+	sect := map[string][]byte{}
+	for _, name := range []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"} {
+		s := f.ef.Section(".debug_" + name)
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			return nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
+		}
+		sect[name] = data
+	}
+	d, err = dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
+	if err != nil {
+		return nil, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
+	}
+	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		if data := sect[name]; data != nil {
+			if err := d.AddSection(".debug_"+name, data); err != nil {
+				return nil, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
+			}
+		}
+	}
+	return d, nil
+}
+
+// ELF returns the binary's ELF file (for .eh_frame, .text, program
+// headers), or nil when only a debug file was found. Owned by the Binary.
+func (b *Binary) ELF() *elf.File {
+	if b.bin == nil {
+		return nil
+	}
+	return b.bin.ef
+}
+
+// DebugELF returns the ELF file DWARF comes from (for .debug_frame): the
+// separate debug file, or the binary itself when it carries DWARF, or nil.
+// In a separate debug file, code sections such as .text are SHT_NOBITS.
+func (b *Binary) DebugELF() *elf.File {
+	if b.dbg == nil {
+		return nil
+	}
+	return b.dbg.ef
+}
+
+// HasDWARF reports whether frames get inline chains and file:line.
+func (b *Binary) HasDWARF() bool { return b.dw != nil }
+
+// Close closes the files the Binary opened.
+func (b *Binary) Close() error {
+	var err error
+	if b.bin != nil && b.bin.f != nil {
+		err = b.bin.f.Close()
+	}
+	if b.dbg != nil && b.dbg != b.bin && b.dbg.f != nil {
+		if e := b.dbg.f.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// OffsetToVaddr converts a file offset in the binary (for a sample in an
+// MMAP2 mapping: pgoff + pc - start) to an ELF virtual address, using the
+// PT_LOAD program headers (p_offset ↦ p_vaddr). Offsets in the page before
+// a segment's p_offset (mapped because mappings are page-aligned) convert
+// too.
+func (b *Binary) OffsetToVaddr(off uint64) (uint64, bool) {
+	for _, p := range b.loads {
+		if p.Off <= off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr, true
+		}
+	}
+	for _, p := range b.loads {
+		if p.Off&^0xfff <= off && off < p.Off+p.Filesz {
+			return off - p.Off + p.Vaddr, true
+		}
+	}
+	return 0, false
+}
+
+// VaddrToOffset converts an ELF virtual address to its file offset.
+func (b *Binary) VaddrToOffset(vaddr uint64) (uint64, bool) {
+	for _, p := range b.loads {
+		if p.Vaddr <= vaddr && vaddr < p.Vaddr+p.Filesz {
+			return vaddr - p.Vaddr + p.Off, true
+		}
+	}
+	return 0, false
+}
+
+// MappedVaddr is OffsetToVaddr for a pc inside a mapping that starts at
+// start and maps the file from pgoff.
+func (b *Binary) MappedVaddr(pc, start, pgoff uint64) (uint64, bool) {
+	if pc < start {
+		return 0, false
+	}
+	return b.OffsetToVaddr(pgoff + (pc - start))
+}
+
+// Symbolize appends to out the frames at vaddr, innermost first, and
+// returns the extended slice. There is always at least one frame; one that
+// nothing names has Func Unknown. Callers should cache the result per
+// address: the slices are fresh but the strings are shared.
+func (b *Binary) Symbolize(vaddr uint64, out []Frame) []Frame {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+
+	var symName, symRaw, symFile string
+	var symOff uint64
+	hasSym := false
+	if s := b.syms.lookup(vaddr); s != nil {
+		hasSym = true
+		symName, symRaw, symFile, symOff = s.demangledName(), s.name, s.file, vaddr-s.start
+	}
+	if b.dw != nil {
+		if cu := b.dw.unitFor(vaddr); cu != nil {
+			file, line := cu.line(vaddr)
+			b.buf = cu.chain(vaddr, b.buf[:0])
+			if len(b.buf) > 0 {
+				if !hasSym {
+					symOff = vaddr - cu.nodes[b.buf[0]].entry
+				}
+				for i := len(b.buf) - 1; i >= 0; i-- {
+					n := &cu.nodes[b.buf[i]]
+					b.dw.resolve(n)
+					f := Frame{Func: n.name, System: n.linkage, File: file, Line: line,
+						Inlined: i > 0, Symbol: symName, SymOffset: symOff}
+					if f.Func == "" {
+						f.Func, f.System = Unknown, ""
+						if i == 0 && hasSym {
+							f.Func, f.System = symName, symRaw
+						}
+					}
+					out = append(out, f)
+					file, line = n.callFile, int(n.callLine)
+				}
+				return out
+			}
+			if file != "" || hasSym {
+				// Code without a DWARF function (assembly): like addr2line,
+				// name it from the symbol table and place it by the line table.
+				f := Frame{Func: Unknown, File: file, Line: line, Symbol: symName, SymOffset: symOff}
+				if hasSym {
+					f.Func, f.System = symName, symRaw
+					if file == "" {
+						f.File = symFile
+					}
+				}
+				return append(out, f)
+			}
+		}
+	}
+	if hasSym {
+		return append(out, Frame{Func: symName, System: symRaw, File: symFile, Symbol: symName, SymOffset: symOff})
+	}
+	return append(out, Frame{Func: Unknown})
+}

@@ -1,0 +1,61 @@
+package binfile
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFile is returned (wrapped) for recorded mapping names that are not
+// files at all: [stack], [heap], //anon, [uprobes], [vvar], … Callers print
+// such frames as [unknown] without complaining.
+var ErrNotFile = errors.New("mapping is not backed by a file")
+
+// FormatError reports a binary or debug file that debug/elf or debug/dwarf
+// could not read (including files that made them panic).
+type FormatError struct {
+	Path string // the file
+	Msg  string // what was being read
+	Err  error  // the cause
+}
+
+func (e *FormatError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("binfile: %s: %s: %v", e.Path, e.Msg, e.Err)
+	}
+	return fmt.Sprintf("binfile: %s: %s", e.Path, e.Msg)
+}
+
+// Unwrap returns the cause.
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// NotFoundError says that no file for a recorded mapping could be found, and
+// lists every place that was tried so the user can put the file there.
+type NotFoundError struct {
+	Path     string   // as recorded
+	BuildID  string   // as recorded, lowercase hex; "" if unknown
+	Searched []string // candidates tried, in order
+	Rejected []string // candidates that existed but could not be used, with why
+}
+
+func (e *NotFoundError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "binfile: no file for %s", e.Path)
+	if e.BuildID != "" {
+		fmt.Fprintf(&b, " (build ID %s)", e.BuildID)
+	}
+	if len(e.Searched) == 0 {
+		// Only [vdso] gets here: it exists nowhere but in the build-id cache.
+		b.WriteString(": the vdso is found only by build ID in perf's build-id cache, and the recording has none for it")
+		return b.String()
+	}
+	b.WriteString("; searched ")
+	b.WriteString(strings.Join(e.Searched, ", "))
+	if len(e.Rejected) > 0 {
+		b.WriteString("; rejected ")
+		b.WriteString(strings.Join(e.Rejected, "; "))
+	}
+	b.WriteString(". Copy the recording machine's binaries under a directory and pass --symfs DIR," +
+		" or run 'perf archive' there and unpack it into ~/.debug (or pass --buildid-dir)")
+	return b.String()
+}

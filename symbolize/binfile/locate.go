@@ -1,0 +1,357 @@
+package binfile
+
+import (
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path"
+	"strings"
+)
+
+// Locator finds the files behind a recorded mapping the way perf does
+// (tools/perf/util/symbol.c dso__load and dso.c dso__read_binary_type_filename,
+// with build-id.c for the cache layout). The zero value searches only the
+// recorded path on the real file system; NewLocator fills in perf's defaults.
+type Locator struct {
+	// Symfs is perf's --symfs: a directory holding a copy of the recording
+	// machine's files. Recorded paths are looked up as Symfs+path, then as
+	// Symfs+"/"+basename (a flat directory), and only then as themselves.
+	Symfs string
+	// BuildIDDir is perf's build-id cache (--buildid-dir; default ~/.debug),
+	// holding .build-id/xx/<rest> symlinks to <path>/<bid>/{elf,debug,vdso}.
+	// Empty disables the cache.
+	BuildIDDir string
+	// DebugDirs are the global debug directories (default /usr/lib/debug),
+	// searched as DIR/.build-id/xx/<rest>.debug, DIR/<dir>/<debuglink>,
+	// DIR/<path>.debug and DIR/<path>; under Symfs first when it is set.
+	DebugDirs []string
+	// DebuginfodCache is the debuginfod client cache
+	// (DIR/<bid>/debuginfo, DIR/<bid>/executable). Empty disables it. Nothing is
+	// downloaded: only what debuginfod-find or gdb already fetched is used.
+	DebuginfodCache string
+	// FS is the file system; nil means OSFS.
+	FS FS
+}
+
+// NewLocator returns a Locator with perf's defaults for a user whose
+// environment getenv reads (pass os.Getenv): BuildIDDir from
+// $PERF_BUILDID_DIR or $HOME/.debug, DebugDirs /usr/lib/debug, and the
+// debuginfod client cache from $DEBUGINFOD_CACHE_PATH, else
+// $XDG_CACHE_HOME/debuginfod_client, else $HOME/.cache/debuginfod_client.
+func NewLocator(symfs string, getenv func(string) string) Locator {
+	home := getenv("HOME")
+	l := Locator{Symfs: strings.TrimSuffix(symfs, "/"), DebugDirs: []string{"/usr/lib/debug"}}
+	switch {
+	case getenv("PERF_BUILDID_DIR") != "":
+		l.BuildIDDir = getenv("PERF_BUILDID_DIR")
+	case home != "":
+		l.BuildIDDir = path.Join(home, ".debug")
+	}
+	switch {
+	case getenv("DEBUGINFOD_CACHE_PATH") != "":
+		l.DebuginfodCache = getenv("DEBUGINFOD_CACHE_PATH")
+	case getenv("XDG_CACHE_HOME") != "":
+		l.DebuginfodCache = path.Join(getenv("XDG_CACHE_HOME"), "debuginfod_client")
+	case home != "":
+		l.DebuginfodCache = path.Join(home, ".cache", "debuginfod_client")
+	}
+	return l
+}
+
+func (l *Locator) fs() FS {
+	if l.FS == nil {
+		return OSFS{}
+	}
+	return l.FS
+}
+
+// IsFileMapping reports whether a recorded mapping name can name a file.
+// [vdso] counts as a file: perf keeps a copy in its build-id cache.
+func IsFileMapping(name string) bool {
+	name = strings.TrimSuffix(name, " (deleted)")
+	switch {
+	case name == "[vdso]":
+		return true
+	case name == "", strings.HasPrefix(name, "["), // [stack], [heap], [uprobes], [vvar], [vsyscall], [anon:…], [kernel.kallsyms]
+		strings.HasPrefix(name, "//anon"), strings.HasPrefix(name, "/anon_hugepage"),
+		strings.HasPrefix(name, "/dev/zero"), strings.HasPrefix(name, "/SYSV"),
+		strings.HasPrefix(name, "/memfd:"), strings.HasPrefix(name, "anon_inode:"):
+		return false
+	}
+	return true
+}
+
+// buildIDLink is perf's build_id_cache__linkname: DIR/.build-id/xx/<rest>.
+func buildIDLink(dir, bid string) string {
+	return dir + "/.build-id/" + bid[:2] + "/" + bid[2:]
+}
+
+func (l *Locator) symfsJoin(p string) string { return l.Symfs + p }
+
+// Open finds, opens and indexes the binary recorded as recPath with build
+// ID buildID (lowercase hex; "" when the recording has none). A build-ID
+// mismatch is a warning on the Binary, not an error. Errors: ErrNotFile
+// (wrapped) for names that are not files, *NotFoundError when nothing was
+// found. A missing debug file is only a warning: the Binary falls back to
+// ELF symbols.
+func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
+	buildID = normBuildID(buildID)
+	if !IsFileMapping(recPath) {
+		return nil, fmt.Errorf("binfile: %s: %w", recPath, ErrNotFile)
+	}
+	recPath = strings.TrimSuffix(recPath, " (deleted)")
+	s := &search{l: l, fsys: l.fs(), want: buildID}
+	defer s.closeRest()
+
+	// The binary itself: perf's BUILD_ID_CACHE, then SYSTEM_PATH_DSO (symfs
+	// joined), plus symfs's flat layout and, last, the host path.
+	var cands []string
+	if buildID != "" && l.BuildIDDir != "" {
+		link := buildIDLink(l.BuildIDDir, buildID)
+		if recPath == "[vdso]" {
+			cands = append(cands, link+"/vdso", l.BuildIDDir+"/[vdso]/"+buildID+"/vdso")
+		} else {
+			// Old caches made the link itself the file; new ones link to a directory.
+			cands = append(cands, link, link+"/elf")
+		}
+	}
+	if recPath != "[vdso]" {
+		if l.Symfs != "" {
+			cands = append(cands, l.symfsJoin(recPath), l.Symfs+"/"+path.Base(recPath))
+		}
+		cands = append(cands, recPath)
+	}
+	bin := s.first(cands, false, nil)
+
+	// The debug file, unless the binary carries its own DWARF.
+	var dbg *elfFile
+	if bin != nil && bin.hasDWARF() {
+		dbg = bin
+	} else {
+		bid := buildID
+		if bid == "" && bin != nil {
+			bid = bin.buildID
+		}
+		dbg = s.findDebug(recPath, bid, bin)
+		if dbg == nil {
+			dbg = s.symOnly
+		}
+	}
+	if bin == nil && dbg == nil {
+		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected}
+	}
+	var warns []string
+	warns = append(warns, s.warnings...)
+	if bin == nil {
+		warns = append(warns, fmt.Sprintf("%s: binary not found (searched %s); naming frames from the debug file %s alone",
+			recPath, strings.Join(cands, ", "), dbg.path))
+	} else if (dbg == nil || !dbg.hasDWARF()) && recPath != "[vdso]" {
+		warns = append(warns, noDebugWarning(recPath, bin, s.debugSearched))
+	}
+	b, err := newBinary(recPath, buildID, bin, dbg, warns)
+	if err != nil {
+		return nil, err
+	}
+	s.keep(bin)
+	s.keep(dbg)
+	return b, nil
+}
+
+func noDebugWarning(recPath string, bin *elfFile, searched []string) string {
+	fix := "install the package's debug symbols (Debian: the -dbg or -dbgsym package; see https://wiki.debian.org/HowToGetABacktrace)," +
+		" put them under --symfs DIR, or fetch them with debuginfod-find debuginfo " + bin.path
+	if strings.HasPrefix(path.Base(recPath), "libc.so") || strings.HasPrefix(path.Base(recPath), "ld-linux") {
+		fix = "install libc6-dbg (apt-get install libc6-dbg) on the machine running faultline, or pass --symfs DIR holding the recording machine's /usr/lib/debug"
+	}
+	sym := "ELF symbols only"
+	if !bin.hasSymtab() {
+		sym = "exported (.dynsym) symbols only"
+	}
+	where := "nowhere"
+	if len(searched) > 0 {
+		where = strings.Join(searched, ", ")
+	}
+	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s; to fix: %s", recPath, sym, where, fix)
+}
+
+// search tracks what one Open tried and the files it opened.
+type search struct {
+	l             *Locator
+	fsys          FS
+	want          string // recorded build ID
+	searched      []string
+	debugSearched []string
+	rejected      []string
+	warnings      []string
+	opened        []*elfFile
+	symOnly       *elfFile // a matching debug file with symbols but no DWARF
+}
+
+func (s *search) closeRest() {
+	for _, f := range s.opened {
+		if f != nil {
+			f.close()
+		}
+	}
+}
+
+func (s *search) keep(f *elfFile) {
+	for i, g := range s.opened {
+		if g == f {
+			s.opened[i] = nil
+		}
+	}
+}
+
+// first returns the first candidate that opens as ELF and whose build ID
+// matches want (or the first that opens at all, with a warning, when none
+// matches). accept, if not nil, vets a candidate further (debuglink CRC).
+func (s *search) first(cands []string, debug bool, accept func(*elfFile) string) *elfFile {
+	var fallback *elfFile
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		if debug {
+			s.debugSearched = append(s.debugSearched, c)
+		} else {
+			s.searched = append(s.searched, c)
+		}
+		if !isRegular(s.fsys, c) {
+			continue
+		}
+		f, err := openELFFile(s.fsys, c)
+		if err != nil {
+			s.rejected = append(s.rejected, err.Error())
+			continue
+		}
+		s.opened = append(s.opened, f)
+		if accept != nil {
+			if why := accept(f); why != "" {
+				s.rejected = append(s.rejected, c+": "+why)
+				continue
+			}
+		}
+		if s.want != "" && f.buildID != s.want {
+			s.rejected = append(s.rejected, fmt.Sprintf("%s: build ID %q, recorded %s", c, f.buildID, s.want))
+			if fallback == nil {
+				fallback = f
+			}
+			continue
+		}
+		if debug && !f.hasDWARF() {
+			// Still worth having for its .symtab (a debug file made from
+			// a binary built without -g), if nothing better turns up.
+			s.rejected = append(s.rejected, c+": no .debug_info")
+			if s.symOnly == nil && f.hasSymtab() {
+				s.symOnly = f
+			}
+			continue
+		}
+		return f
+	}
+	if fallback != nil && !debug {
+		// perf rejects a mismatching image; we use it and say so, because a
+		// rebuilt-but-similar binary still names most frames correctly.
+		s.warnings = append(s.warnings, fmt.Sprintf("%s: build ID mismatch: recorded %s, found %q; frames may be misnamed",
+			fallback.path, s.want, fallback.buildID))
+		return fallback
+	}
+	return nil
+}
+
+// findDebug searches for a separate debug file in perf's order: debuglink,
+// build-id cache "debug", DIR/.build-id, the Fedora and Ubuntu layouts, and
+// the debuginfod client cache.
+func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
+	l := s.l
+	saved := s.want
+	s.want = bid
+	defer func() { s.want = saved }()
+
+	var dirs []string // debug dirs, symfs-joined first
+	for _, d := range l.DebugDirs {
+		if l.Symfs != "" {
+			dirs = append(dirs, l.symfsJoin(d))
+		}
+		dirs = append(dirs, d)
+	}
+	if bin != nil && bin.debuglink != "" {
+		link := bin.debuglink
+		binDir := path.Dir(bin.path)
+		recDir := path.Dir(recPath)
+		cands := []string{binDir + "/" + link, binDir + "/.debug/" + link}
+		for _, d := range dirs {
+			cands = append(cands, d+recDir+"/"+link)
+		}
+		crc := bin.debuglinkCRC
+		if f := s.first(cands, true, func(f *elfFile) string {
+			got, err := fileCRC32(f.f)
+			if err != nil {
+				return err.Error()
+			}
+			if got != crc {
+				return fmt.Sprintf(".gnu_debuglink CRC %08x, file has %08x", crc, got)
+			}
+			return ""
+		}); f != nil {
+			return f
+		}
+	}
+	var cands []string
+	if bid != "" {
+		if l.BuildIDDir != "" {
+			cands = append(cands, buildIDLink(l.BuildIDDir, bid)+"/debug")
+		}
+		for _, d := range dirs {
+			cands = append(cands, buildIDLink(d, bid)+".debug")
+		}
+	}
+	if recPath != "[vdso]" {
+		for _, d := range dirs {
+			cands = append(cands, d+recPath+".debug", d+recPath)
+		}
+	}
+	if bid != "" && l.DebuginfodCache != "" {
+		cands = append(cands, l.DebuginfodCache+"/"+bid+"/debuginfo")
+	}
+	return s.first(cands, true, nil)
+}
+
+// fileCRC32 is the CRC gdb and objcopy --add-gnu-debuglink use (IEEE,
+// over the whole file).
+func fileCRC32(f File) (uint32, error) {
+	h := crc32.NewIEEE()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+		return 0, err
+	}
+	return h.Sum32(), nil
+}
+
+// normBuildID lowercases a hex build ID and drops the zero padding perf
+// may leave after a 20-byte ID (its build_id buffer holds 24 bytes);
+// anything that is not hex becomes "".
+func normBuildID(s string) string {
+	s = strings.ToLower(s)
+	for len(s) > 40 && strings.HasSuffix(s, "00") {
+		s = s[:len(s)-2]
+	}
+	if !validBuildID(s) {
+		return ""
+	}
+	return s
+}
+
+func validBuildID(s string) bool {
+	if len(s) < 4 || len(s)%2 != 0 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

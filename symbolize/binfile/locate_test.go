@@ -1,0 +1,246 @@
+package binfile
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// memFS is a fake file system: path -> contents. Symbolic links are
+// modelled by putting the same contents under both names.
+type memFS map[string][]byte
+
+type memFile struct {
+	*bytes.Reader
+	name string
+	size int64
+}
+
+func (f memFile) Close() error               { return nil }
+func (f memFile) Stat() (fs.FileInfo, error) { return memInfo{f.name, f.size}, nil }
+
+type memInfo struct {
+	name string
+	size int64
+}
+
+func (i memInfo) Name() string       { return i.name }
+func (i memInfo) Size() int64        { return i.size }
+func (i memInfo) Mode() fs.FileMode  { return 0o644 }
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return false }
+func (i memInfo) Sys() any           { return nil }
+
+func (m memFS) Open(name string) (File, error) {
+	d, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return memFile{bytes.NewReader(d), name, int64(len(d))}, nil
+}
+
+func (m memFS) Stat(name string) (fs.FileInfo, error) {
+	d, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+	}
+	return memInfo{name, int64(len(d))}, nil
+}
+
+func readFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	d, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// fixtureIDs returns the build IDs of the fixtures, as readelf -n shows them.
+func fixtureIDs(t *testing.T) (inline, cxx string) {
+	t.Helper()
+	for _, n := range []string{"inline", "cxx"} {
+		f, err := openELFFile(OSFS{}, "testdata/"+n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == "inline" {
+			inline = f.buildID
+		} else {
+			cxx = f.buildID
+		}
+		f.close()
+	}
+	if len(inline) != 40 || len(cxx) != 40 {
+		t.Fatalf("fixture build IDs %q %q", inline, cxx)
+	}
+	return
+}
+
+func TestLocate(t *testing.T) {
+	full, stripped, debug, other := readFixture(t, "inline"), readFixture(t, "inline.stripped"), readFixture(t, "inline.debug"), readFixture(t, "cxx")
+	bid, _ := fixtureIDs(t)
+	const rec = "/opt/app/bin/inline"
+	bidPath := bid[:2] + "/" + bid[2:]
+	for _, tc := range []struct {
+		name      string
+		loc       Locator
+		files     memFS
+		buildID   string
+		wantFile  string
+		wantDebug string
+		wantWarn  string // substring of a warning; "" means no warnings
+	}{
+		{name: "recorded path", files: memFS{rec: full}, buildID: bid, wantFile: rec, wantDebug: rec},
+		{name: "symfs", loc: Locator{Symfs: "/sym"}, files: memFS{"/sym" + rec: full, rec: other}, buildID: bid,
+			wantFile: "/sym" + rec, wantDebug: "/sym" + rec},
+		{name: "symfs flat", loc: Locator{Symfs: "/sym"}, files: memFS{"/sym/inline": full}, buildID: bid,
+			wantFile: "/sym/inline", wantDebug: "/sym/inline"},
+		{name: "build-id cache first", loc: Locator{BuildIDDir: "/home/u/.debug"},
+			files: memFS{"/home/u/.debug/.build-id/" + bidPath + "/elf": full, rec: other}, buildID: bid,
+			wantFile: "/home/u/.debug/.build-id/" + bidPath + "/elf", wantDebug: "/home/u/.debug/.build-id/" + bidPath + "/elf"},
+		{name: "old build-id cache", loc: Locator{BuildIDDir: "/c"},
+			files: memFS{"/c/.build-id/" + bidPath: full}, buildID: bid,
+			wantFile: "/c/.build-id/" + bidPath, wantDebug: "/c/.build-id/" + bidPath},
+		{name: "mismatch skipped for a later match", loc: Locator{Symfs: "/sym"},
+			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: rec, wantDebug: rec},
+		{name: "mismatch used with warning", files: memFS{rec: other}, buildID: bid,
+			wantFile: rec, wantDebug: rec, wantWarn: "build ID mismatch"},
+		{name: "no recorded build ID", files: memFS{rec: full}, wantFile: rec, wantDebug: rec},
+		{name: "padded build ID", loc: Locator{Symfs: "/sym"}, files: memFS{"/sym" + rec: other, rec: full}, buildID: strings.ToUpper(bid) + "00000000",
+			wantFile: rec, wantDebug: rec},
+		{name: "debuglink same dir", files: memFS{rec: stripped, "/opt/app/bin/inline.debug": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/opt/app/bin/inline.debug"},
+		{name: "debuglink .debug dir", files: memFS{rec: stripped, "/opt/app/bin/.debug/inline.debug": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/opt/app/bin/.debug/inline.debug"},
+		{name: "debuglink global dir", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: stripped, "/usr/lib/debug/opt/app/bin/inline.debug": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/usr/lib/debug/opt/app/bin/inline.debug"},
+		{name: "debuglink CRC mismatch", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: stripped, "/opt/app/bin/inline.debug": full}, buildID: bid,
+			wantFile: rec, wantWarn: "no debug info"},
+		{name: "build-id debug dir", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: stripped, "/usr/lib/debug/.build-id/" + bidPath + ".debug": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/usr/lib/debug/.build-id/" + bidPath + ".debug"},
+		{name: "build-id debug dir under symfs", loc: Locator{Symfs: "/s", DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{"/s" + rec: stripped, "/s/usr/lib/debug/.build-id/" + bidPath + ".debug": debug,
+				"/usr/lib/debug/.build-id/" + bidPath + ".debug": debug}, buildID: bid,
+			wantFile: "/s" + rec, wantDebug: "/s/usr/lib/debug/.build-id/" + bidPath + ".debug"},
+		{name: "build-id cache debug", loc: Locator{BuildIDDir: "/c"},
+			files: memFS{rec: stripped, "/c/.build-id/" + bidPath + "/debug": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/c/.build-id/" + bidPath + "/debug"},
+		{name: "debuginfod cache", loc: Locator{DebuginfodCache: "/h/.cache/debuginfod_client"},
+			files: memFS{rec: stripped, "/h/.cache/debuginfod_client/" + bid + "/debuginfo": debug}, buildID: bid,
+			wantFile: rec, wantDebug: "/h/.cache/debuginfod_client/" + bid + "/debuginfo"},
+		{name: "debug file of another build is refused", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: stripped, "/usr/lib/debug" + rec + ".debug": other}, buildID: bid,
+			wantFile: rec, wantWarn: "no debug info"},
+		{name: "debug file only", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{"/usr/lib/debug/.build-id/" + bidPath + ".debug": debug}, buildID: bid,
+			wantDebug: "/usr/lib/debug/.build-id/" + bidPath + ".debug", wantWarn: "binary not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := tc.loc
+			l.FS = tc.files
+			b, err := l.Open(rec, tc.buildID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if b.File != tc.wantFile || b.DebugFile != tc.wantDebug {
+				t.Errorf("got file %q debug %q, want %q %q", b.File, b.DebugFile, tc.wantFile, tc.wantDebug)
+			}
+			warns := strings.Join(b.Warnings, "\n")
+			if tc.wantWarn == "" && warns != "" || !strings.Contains(warns, tc.wantWarn) {
+				t.Errorf("warnings %q, want %q", warns, tc.wantWarn)
+			}
+			// Whatever DWARF was found must name main.
+			if tc.wantDebug == "" {
+				return
+			}
+			if f := b.Symbolize(mainAddr(t, b), nil); f[len(f)-1].Func != "main" {
+				t.Errorf("main's address named %+v", f)
+			}
+		})
+	}
+}
+
+func mainAddr(t *testing.T, b *Binary) uint64 {
+	t.Helper()
+	for _, s := range b.syms.syms {
+		if s.name == "main" {
+			return s.start + 1
+		}
+	}
+	t.Fatalf("no main in %s", b.File)
+	return 0
+}
+
+func TestLocateVDSO(t *testing.T) {
+	_, bid := fixtureIDs(t) // any ELF stands in for the vdso
+	vdso := readFixture(t, "cxx")
+	l := Locator{BuildIDDir: "/root/.debug", FS: memFS{"/root/.debug/[vdso]/" + bid + "/vdso": vdso}}
+	b, err := l.Open("[vdso]", bid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.File != "/root/.debug/[vdso]/"+bid+"/vdso" {
+		t.Errorf("vdso found at %q", b.File)
+	}
+	if _, err := l.Open("[vdso]", ""); err == nil {
+		t.Error("[vdso] without build ID: no error")
+	}
+}
+
+func TestLocateNotFiles(t *testing.T) {
+	l := Locator{FS: memFS{}}
+	for _, name := range []string{"[stack]", "[heap]", "//anon", "[uprobes]", "[vvar]", "/dev/zero (deleted)", "/memfd:x (deleted)", "[anon:glibc]"} {
+		if _, err := l.Open(name, ""); !errors.Is(err, ErrNotFile) {
+			t.Errorf("%s: got %v, want ErrNotFile", name, err)
+		}
+	}
+}
+
+func TestLocateMissing(t *testing.T) {
+	l := Locator{Symfs: "/sym", BuildIDDir: "/root/.debug", DebugDirs: []string{"/usr/lib/debug"}, FS: memFS{}}
+	_, err := l.Open(libcPath, "93ac61ec5a8eb1396f9fbd350e3169a558528a40")
+	var nf *NotFoundError
+	if !errors.As(err, &nf) {
+		t.Fatalf("got %v, want *NotFoundError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"/sym" + libcPath, "/root/.debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40/elf", "--symfs"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+	// libc found but not its debug file: the warning says what to install.
+	l.FS = memFS{libcPath: readFixture(t, "inline.stripped")}
+	b, err := l.Open(libcPath, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if w := strings.Join(b.Warnings, "\n"); !strings.Contains(w, "libc6-dbg") {
+		t.Errorf("warning %q does not say to install libc6-dbg", w)
+	}
+}
+
+func TestNewLocator(t *testing.T) {
+	env := map[string]string{"HOME": "/home/u"}
+	l := NewLocator("/sym/", func(k string) string { return env[k] })
+	if l.Symfs != "/sym" || l.BuildIDDir != "/home/u/.debug" || l.DebuginfodCache != "/home/u/.cache/debuginfod_client" || len(l.DebugDirs) != 1 {
+		t.Errorf("got %+v", l)
+	}
+	env["DEBUGINFOD_CACHE_PATH"] = "/d"
+	env["PERF_BUILDID_DIR"] = "/b"
+	l = NewLocator("", func(k string) string { return env[k] })
+	if l.BuildIDDir != "/b" || l.DebuginfodCache != "/d" {
+		t.Errorf("got %+v", l)
+	}
+}

@@ -1,0 +1,252 @@
+package binfile
+
+import (
+	"debug/elf"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ianlancetaylor/demangle"
+)
+
+// elfSym is one function symbol; end is exclusive.
+type elfSym struct {
+	start, end uint64
+	name       string
+	bind       elf.SymBind
+	file       string // source file from the preceding STT_FILE symbol, as binutils finds it
+	demangled  string // filled on first use
+}
+
+// symtab is a binary's function symbols sorted by start, one per start
+// address, as perf keeps them (symbol.c: symbols__fixup_duplicate and
+// symbols__fixup_end).
+type symtab struct {
+	syms   []elfSym
+	source string // ".symtab of FILE" etc., for Binary.Describe
+}
+
+// loadSymbols reads function symbols from the first of the files' .symtab
+// and then .dynsym that has any, in perf's order (the debug file's symtab
+// first: dso__load takes the first candidate image with a symtab).
+func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
+	defer func() {
+		// perf adds "name@plt" symbols for the runtime image's PLT
+		// (dso__synthesize_plt_symbols) whichever file the symtab came from.
+		if plt := synthesizePLT(runtime); len(plt) > 0 {
+			st.syms = append(st.syms, plt...)
+			st.fixup()
+		}
+	}()
+	for _, want := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		for _, f := range files {
+			if f == nil {
+				continue
+			}
+			syms, err := readSyms(f, want)
+			if err != nil || len(syms) == 0 {
+				continue
+			}
+			st.syms = syms
+			st.source = fmt.Sprintf("%s of %s", map[elf.SectionType]string{elf.SHT_SYMTAB: ".symtab", elf.SHT_DYNSYM: ".dynsym"}[want], f.path)
+			st.fixup()
+			return st, nil
+		}
+	}
+	return st, nil
+}
+
+func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
+	s := f.ef.SectionByType(typ)
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Size == 0 {
+		return nil, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: fmt.Errorf("debug/elf panicked: %v", p)}
+		}
+	}()
+	var syms []elf.Symbol
+	if typ == elf.SHT_SYMTAB {
+		syms, err = f.ef.Symbols()
+	} else {
+		syms, err = f.ef.DynamicSymbols()
+	}
+	if err != nil {
+		return nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: err}
+	}
+	// binutils (elf.c elf_find_function) names the source file of a
+	// symbol-only address after the STT_FILE symbol before it; a global
+	// symbol after a second STT_FILE gets none.
+	file, fileAfterSym, symSeen := "", false, false
+	for _, s := range syms {
+		t := elf.ST_TYPE(s.Info)
+		if t == elf.STT_FILE {
+			file = s.Name
+			if symSeen {
+				fileAfterSym = true
+			}
+			continue
+		}
+		if t != elf.STT_SECTION {
+			symSeen = true
+		}
+		symFile := file
+		if elf.ST_BIND(s.Info) != elf.STB_LOCAL && fileAfterSym || typ != elf.SHT_SYMTAB {
+			symFile = ""
+		}
+		// perf's elf_sym__is_function (FUNC or GNU_IFUNC) or
+		// elf_sym__is_label (NOTYPE, e.g. ld.so's _start, in an
+		// executable section); named and defined.
+		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE || s.Value == 0 {
+			continue
+		}
+		switch t {
+		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
+		case elf.STT_NOTYPE:
+			if int(s.Section) >= len(f.ef.Sections) || f.ef.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
+				continue
+			}
+		default:
+			continue
+		}
+		// Names keep any version suffix (libc's .symtab has
+		// "__libc_start_main@@GLIBC_2.34"), as perf prints them.
+		name := s.Name
+		out = append(out, elfSym{start: s.Value, end: s.Value + s.Size, name: name, bind: elf.ST_BIND(s.Info), file: symFile})
+	}
+	return out, nil
+}
+
+// fixup sorts, keeps perf's best symbol per start address, and gives
+// zero-sized symbols the extent up to the next one.
+func (st *symtab) fixup() {
+	s := st.syms
+	sort.SliceStable(s, func(i, j int) bool { return s[i].start < s[j].start })
+	out := s[:0]
+	for _, sym := range s {
+		if n := len(out); n > 0 && out[n-1].start == sym.start {
+			if !betterSymbol(out[n-1], sym) {
+				out[n-1] = sym
+			}
+			continue
+		}
+		out = append(out, sym)
+	}
+	for i := range out {
+		if out[i].end == out[i].start {
+			if i+1 < len(out) {
+				out[i].end = out[i+1].start
+			} else {
+				out[i].end = (out[i].start+4095)&^4095 + 4096
+			}
+		}
+	}
+	st.syms = out
+}
+
+// betterSymbol reports whether a should be kept over b when both start at
+// the same address: perf's choose_best_symbol (symbol.c). Sized over
+// zero-sized, non-weak over weak, global over local, fewer leading
+// underscores, longer name; else the first.
+func betterSymbol(a, b elfSym) bool {
+	if sa, sb := a.end > a.start, b.end > b.start; sa != sb {
+		return sa
+	}
+	if wa, wb := a.bind == elf.STB_WEAK, b.bind == elf.STB_WEAK; wa != wb {
+		return wb
+	}
+	if ga, gb := a.bind == elf.STB_GLOBAL, b.bind == elf.STB_GLOBAL; ga != gb {
+		return ga
+	}
+	if ua, ub := leadingUnderscores(a.name), leadingUnderscores(b.name); ua != ub {
+		return ua < ub
+	}
+	if len(a.name) != len(b.name) {
+		return len(a.name) > len(b.name)
+	}
+	return true
+}
+
+func leadingUnderscores(s string) int {
+	n := 0
+	for n < len(s) && s[n] == '_' {
+		n++
+	}
+	return n
+}
+
+// lookup returns the symbol containing addr, or nil.
+func (st *symtab) lookup(addr uint64) *elfSym {
+	s := st.syms
+	i := sort.Search(len(s), func(i int) bool { return s[i].start > addr }) - 1
+	for j := i; j >= 0 && j > i-4; j-- {
+		if addr < s[j].end {
+			return &s[j]
+		}
+	}
+	return nil
+}
+
+func (s *elfSym) demangledName() string {
+	if s.demangled == "" {
+		s.demangled = demangleName(s.name)
+	}
+	return s.demangled
+}
+
+// demangleName demangles C++ (Itanium) and Rust names, as addr2line -C and
+// perf do; anything else comes back unchanged.
+func demangleName(s string) string {
+	if !strings.HasPrefix(s, "_Z") && !strings.HasPrefix(s, "_R") {
+		return s
+	}
+	// A symbol version ("@@GLIBCXX_3.4") or perf's "@plt" is not part of
+	// the mangled name.
+	if i := strings.IndexByte(s, '@'); i > 0 {
+		return demangle.Filter(s[:i]) + s[i:]
+	}
+	return demangle.Filter(s)
+}
+
+// synthesizePLT names x86-64 PLT entries as perf does: entry i (after the
+// 16-byte header of .plt, or of .plt.sec when the binary has one) is
+// "SYM@plt" for the i-th .rela.plt relocation's dynamic symbol, "@plt" for
+// one without a symbol (IRELATIVE).
+func synthesizePLT(f *elfFile) (out []elfSym) {
+	if f == nil || f.ef.Machine != elf.EM_X86_64 || f.ef.Class != elf.ELFCLASS64 {
+		return nil
+	}
+	defer func() {
+		if recover() != nil {
+			out = nil
+		}
+	}()
+	rel := f.ef.Section(".rela.plt")
+	plt := f.ef.Section(".plt")
+	if rel == nil || plt == nil || plt.Type == elf.SHT_NOBITS || rel.Size > 1<<24 {
+		return nil
+	}
+	start, end := plt.Addr+16, plt.Addr+plt.Size
+	if sec := f.ef.Section(".plt.sec"); sec != nil && sec.Type != elf.SHT_NOBITS {
+		start, end = sec.Addr, sec.Addr+sec.Size
+	}
+	data, err := sectionData(rel)
+	if err != nil {
+		return nil
+	}
+	dyn, _ := f.ef.DynamicSymbols() // index i of the file is dyn[i-1]
+	bo := f.ef.ByteOrder
+	for off := 0; off+24 <= len(data); off += 24 {
+		addr := start + uint64(off/24)*16
+		if addr+16 > end {
+			break
+		}
+		name := ""
+		if idx := bo.Uint64(data[off+8:]) >> 32; idx > 0 && idx <= uint64(len(dyn)) {
+			name = dyn[idx-1].Name
+		}
+		out = append(out, elfSym{start: addr, end: addr + 16, name: name + "@plt", bind: elf.STB_GLOBAL})
+	}
+	return out
+}
