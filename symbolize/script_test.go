@@ -1,0 +1,211 @@
+package symbolize_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+)
+
+// The expected stacks come from perf itself: testdata/perf/*.script.txt is
+// `perf script -F comm,pid,tid,time,event,addr,ip,sym,dso,trace` of each
+// recording (testdata/gen.sh), unwound by perf's libdw unwinder.
+
+type frame struct {
+	dso, addr, sym string
+	inlinedOnly    bool // perf printed only "(inlined)" lines at this address
+}
+
+type scriptSample struct {
+	key    string // "pid/tid time event"
+	frames []frame
+}
+
+var (
+	hdrRE   = regexp.MustCompile(`^\S.*?\s+(\d+)/(\d+)\s+([\d.]+):\s+(\S+):`)
+	frameRE = regexp.MustCompile(`^\t\s*([0-9a-f]+) (.*) \((.*)\)$`)
+)
+
+// parseScript reads perf script text into samples with one frame per
+// address: perf prints an address's inlined functions first, then the real
+// one with its dso; sometimes (libdw) only the inlined line.
+func parseScript(t *testing.T, data []byte) []scriptSample {
+	t.Helper()
+	var out []scriptSample
+	var cur *scriptSample
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur != nil {
+				out = append(out, *cur)
+				cur = nil
+			}
+		case !strings.HasPrefix(line, "\t"):
+			m := hdrRE.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("unparsable header %q", line)
+			}
+			cur = &scriptSample{key: m[1] + "/" + m[2] + " " + m[3] + " " + m[4]}
+		case cur != nil:
+			m := frameRE.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			f := frame{addr: m[1], sym: m[2], dso: m[3]}
+			inl := f.dso == "inlined"
+			if n := len(cur.frames); n > 0 && cur.frames[n-1].addr == f.addr && cur.frames[n-1].inlinedOnly {
+				if !inl {
+					cur.frames[n-1] = f
+				}
+				continue
+			}
+			if inl {
+				f.dso, f.inlinedOnly = "?", true
+			}
+			cur.frames = append(cur.frames, f)
+		}
+	}
+	if cur != nil {
+		out = append(out, *cur)
+	}
+	return out
+}
+
+var roots = map[string]bool{"_start": true, "__libc_start_call_main": true, "start_thread": true, "clone3": true}
+
+func userFrames(fs []frame) []frame {
+	var out []frame
+	for _, f := range fs {
+		if !strings.Contains(f.dso, "kernel") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func reachesRoot(fs []frame) bool { return len(fs) > 0 && roots[fs[len(fs)-1].sym] }
+
+// sameStack compares stacks as (dso, address) per frame; where perf printed
+// only an inlined line it gave no dso, so the address alone is compared.
+func sameStack(perf, ours []frame) bool {
+	if len(perf) != len(ours) {
+		return false
+	}
+	for i := range perf {
+		if perf[i].addr != ours[i].addr || (perf[i].dso != "?" && perf[i].dso != ours[i].dso) {
+			return false
+		}
+	}
+	return true
+}
+
+type compareResult struct {
+	samples, perfRoot, identical, oursRoot int
+	firstDiff                              string
+}
+
+func compareStacks(t *testing.T, perf, ours []scriptSample) compareResult {
+	byKey := map[string][]scriptSample{}
+	for _, s := range ours {
+		byKey[s.key] = append(byKey[s.key], s)
+	}
+	var r compareResult
+	for _, p := range perf {
+		c := byKey[p.key]
+		if len(c) == 0 {
+			t.Errorf("sample %s in perf's output, not in ours", p.key)
+			continue
+		}
+		o := c[0]
+		byKey[p.key] = c[1:]
+		r.samples++
+		pf, of := userFrames(p.frames), userFrames(o.frames)
+		if reachesRoot(of) {
+			r.oursRoot++
+		}
+		if !reachesRoot(pf) {
+			continue
+		}
+		r.perfRoot++
+		if sameStack(pf, of) {
+			r.identical++
+		} else if r.firstDiff == "" {
+			r.firstDiff = fmt.Sprintf("%s\nperf: %v\nours: %v", p.key, pf, of)
+		}
+	}
+	return r
+}
+
+func runScript(t *testing.T, path string, inline bool) []byte {
+	t.Helper()
+	r, err := perfdata.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	w := &symbolize.ScriptWriter{S: sess, Inline: inline}
+	for _, ev := range r.Events() {
+		w.NameWidth = max(w.NameWidth, len(ev.Name))
+	}
+	var out bytes.Buffer
+	for r.Next() {
+		switch rec := r.Record().(type) {
+		case *perfdata.Sample:
+			id, _ := sess.Unwind(rec, true)
+			out.Write(w.Format(rec, id))
+		default:
+			sess.Observe(rec)
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestStacksMatchPerf: on every fixture, where perf's stack reaches a root
+// frame ours is the same in ≥ 99% of samples, and ours reaches a root at
+// least as often as perf's.
+func TestStacksMatchPerf(t *testing.T) {
+	files, _ := filepath.Glob("../testdata/perf/*.data")
+	if len(files) == 0 {
+		t.Skip("no fixtures in testdata/perf (run testdata/gen.sh)")
+	}
+	for _, f := range files {
+		base := strings.TrimSuffix(f, ".data")
+		t.Run(filepath.Base(base), func(t *testing.T) {
+			want, err := os.ReadFile(base + ".script.txt")
+			if err != nil {
+				t.Skip(err)
+			}
+			perf := parseScript(t, want)
+			ours := parseScript(t, runScript(t, f, true))
+			r := compareStacks(t, perf, ours)
+			t.Logf("%d samples; perf reached a root in %d, ours in %d; identical where perf reached it: %d", r.samples, r.perfRoot, r.oursRoot, r.identical)
+			if r.samples != len(perf) {
+				t.Errorf("matched %d of perf's %d samples", r.samples, len(perf))
+			}
+			if r.identical*100 < r.perfRoot*99 {
+				t.Errorf("identical stacks %d of %d (< 99%%); first difference:\n%s", r.identical, r.perfRoot, r.firstDiff)
+			}
+			if r.oursRoot < r.perfRoot {
+				t.Errorf("we reached a root in %d samples, perf in %d", r.oursRoot, r.perfRoot)
+			}
+		})
+	}
+}

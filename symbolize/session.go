@@ -1,0 +1,556 @@
+package symbolize
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize/binfile"
+	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/unwind"
+)
+
+// Config says where to find binaries and debug info.
+type Config struct {
+	// Symfs is perf's --symfs: a directory holding the recording machine's files.
+	Symfs string
+	// BuildIDDir is perf's --buildid-dir (default ~/.debug).
+	BuildIDDir string
+	// Kallsyms is a /proc/kallsyms copy to name kernel frames; "" names them [kernel].
+	Kallsyms string
+	// Getenv reads the environment (nil: os.Getenv).
+	Getenv func(string) string
+	// Locator overrides the file search entirely (tests); nil builds one from the fields above.
+	Locator *binfile.Locator
+}
+
+// StackID names an interned stack: a sequence of locations, leaf first.
+// 0 is the empty stack.
+type StackID uint32
+
+// LocID names an interned location: a PC in a mapping.
+type LocID uint32
+
+// Loc is one interned location.
+type Loc struct {
+	PC     uint64
+	Map    *Mapping // nil: in no known mapping
+	Return bool     // a return address: its call is at PC-1
+	Kernel bool
+	Kind   unwind.FrameKind
+}
+
+type locKey struct {
+	pc     uint64
+	m      *Mapping
+	ret    bool
+	kernel bool
+}
+
+// mapInfo is what a Mapping's binary gives the unwinder and the symbolizer,
+// loaded on first use.
+type mapInfo struct {
+	bin   *binfile.Binary
+	table *cfi.Table
+	bias  uint64
+	err   error
+}
+
+// UnwindStats counts how walks ended.
+type UnwindStats struct {
+	Samples  uint64
+	Complete uint64            // reached a root frame
+	ByStop   map[string]uint64 // walks per stop reason
+	Frames   uint64
+}
+
+// Session follows the processes of one recording (maps, comms) and unwinds
+// and names the stacks of its samples. Not safe for concurrent use.
+type Session struct {
+	Maps *Maps
+
+	cache    *binfile.Cache
+	kallsyms *binfile.Kallsyms
+	comms    map[uint32]string
+	buildIDs map[string]string // recorded path → build id (hex) from the BUILD_ID feature
+	info     map[*Mapping]*mapInfo
+	tables   map[*binfile.Binary]*cfi.Table
+	tableErr map[*binfile.Binary]error
+
+	unw    *unwind.Unwinder
+	res    resolver
+	frames []unwind.Frame
+	ids    []LocID
+
+	locIndex   map[locKey]LocID
+	locs       []Loc
+	stackIndex map[uint64][]StackID
+	stackData  []LocID
+	stackOff   []uint32 // stack i is stackData[stackOff[i]:stackOff[i+1]]
+	seed       maphash.Seed
+
+	tramps     map[uint32][]trampEntry // by tid
+	entryProbe map[*perfdata.Event]bool
+
+	lines    map[lineKey][]binfile.Frame
+	warnings []string
+	warned   map[string]bool
+	stats    UnwindStats
+}
+
+type lineKey struct {
+	id    LocID
+	exact bool // symbolize PC itself (perf script's convention) rather than PC-1
+}
+
+// NewSession starts a session. meta supplies build IDs (the BUILD_ID feature).
+func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var loc binfile.Locator
+	if cfg.Locator != nil {
+		loc = *cfg.Locator
+	} else {
+		loc = binfile.NewLocator(cfg.Symfs, getenv)
+		if cfg.BuildIDDir != "" {
+			loc.BuildIDDir = cfg.BuildIDDir
+		}
+	}
+	s := &Session{
+		Maps:       NewMaps(),
+		cache:      binfile.NewCache(loc),
+		comms:      map[uint32]string{},
+		buildIDs:   map[string]string{},
+		info:       map[*Mapping]*mapInfo{},
+		tables:     map[*binfile.Binary]*cfi.Table{},
+		tableErr:   map[*binfile.Binary]error{},
+		unw:        unwind.New(unwind.ArchX86_64),
+		locIndex:   map[locKey]LocID{},
+		locs:       []Loc{{}}, // LocID 0 is unused
+		stackIndex: map[uint64][]StackID{},
+		stackOff:   []uint32{0, 0}, // StackID 0 is the empty stack
+		seed:       maphash.MakeSeed(),
+		lines:      map[lineKey][]binfile.Frame{},
+		tramps:     map[uint32][]trampEntry{},
+		entryProbe: map[*perfdata.Event]bool{},
+		warned:     map[string]bool{},
+		stats:      UnwindStats{ByStop: map[string]uint64{}},
+	}
+	s.res.s = s
+	if meta != nil {
+		s.AddBuildIDs(meta.BuildIDs)
+	}
+	if cfg.Kallsyms != "" {
+		f, err := os.Open(cfg.Kallsyms)
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms: %w", err)
+		}
+		ks, err := binfile.ParseKallsyms(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("kallsyms %s: %w", cfg.Kallsyms, err)
+		}
+		s.kallsyms = ks
+	}
+	return s, nil
+}
+
+// AddBuildIDs records build IDs by path (the BUILD_ID feature, or pipe
+// mode's HEADER_BUILD_ID records as they arrive).
+func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
+	for _, b := range ids {
+		if len(b.ID) > 0 && b.Filename != "" {
+			s.buildIDs[b.Filename] = hex.EncodeToString(b.ID)
+		}
+	}
+}
+
+// Close releases the opened binaries.
+func (s *Session) Close() error { return s.cache.Close() }
+
+// Warnings returns what could not be found or used, each said once.
+func (s *Session) Warnings() []string { return s.warnings }
+
+func (s *Session) warn(key, msg string) {
+	if !s.warned[key] {
+		s.warned[key] = true
+		s.warnings = append(s.warnings, msg)
+	}
+}
+
+// Stats returns the unwinding counts so far.
+func (s *Session) Stats() UnwindStats { return s.stats }
+
+// Comm returns the command name of pid as of the current record.
+func (s *Session) Comm(pid uint32) string {
+	if c, ok := s.comms[pid]; ok {
+		return c
+	}
+	return ":" + fmt.Sprint(pid)
+}
+
+// Observe updates process state from a non-sample record. Call it for every
+// record, in time order.
+func (s *Session) Observe(rec perfdata.Record) {
+	switch r := rec.(type) {
+	case *perfdata.Mmap:
+		m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
+			Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
+		m.Exec = r.Prot&0x4 != 0 || (r.Type == perfdata.RecordType(1) && r.Misc&0x2000 == 0) // PROT_EXEC; MMAP without PERF_RECORD_MISC_MMAP_DATA
+		if len(r.BuildID) > 0 {
+			m.BuildID = append([]byte(nil), r.BuildID...)
+		}
+		if r.Pid == ^uint32(0) { // kernel maps (pid -1)
+			return
+		}
+		s.Maps.Add(r.Pid, m)
+	case *perfdata.Comm:
+		if r.Exec {
+			s.Maps.Exec(r.Pid)
+		}
+		if r.Pid == r.Tid || s.comms[r.Pid] == "" {
+			s.comms[r.Pid] = r.Comm
+		}
+	case *perfdata.Fork:
+		if r.Type == perfdata.RecordType(7) { // PERF_RECORD_FORK
+			if r.Pid != r.Ppid {
+				s.Maps.Fork(r.Ppid, r.Pid)
+				if c, ok := s.comms[r.Ppid]; ok {
+					s.comms[r.Pid] = c
+				}
+			}
+		}
+	}
+}
+
+// resolver implements unwind.Resolver over one process's maps, and
+// unwind.TrampolineResolver over the return addresses seen at uprobe entries.
+type resolver struct {
+	s        *Session
+	pid, tid uint32
+}
+
+func (r *resolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
+	m := r.s.Maps.Find(r.pid, pc)
+	if m == nil || m.Anon() || m.File == "[stack]" || m.File == "[heap]" || m.File == "[uprobes]" {
+		return nil, 0, false
+	}
+	mi := r.s.mapInfo(m)
+	if mi.bin == nil {
+		return nil, 0, true
+	}
+	return mi.table, mi.bias, true
+}
+
+// trampEntry is a return address a uretprobe replaced with the kernel's
+// [uprobes] trampoline: at the probed function's entry the word at SP was
+// the real return address, and the caller's SP will be entry SP + 8.
+type trampEntry struct{ callerSP, ret uint64 }
+
+// ResolveTrampoline implements unwind.TrampolineResolver: a frame whose
+// return address is the trampoline returns to what the entry probe saw.
+func (r *resolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
+	for _, e := range r.s.tramps[r.tid] {
+		if e.callerSP == sp {
+			return e.ret, true
+		}
+	}
+	return 0, false
+}
+
+// noteEntry remembers the return address on top of the stack at a uprobe
+// entry. Per thread the entries form a stack ordered by SP: a new entry
+// drops those at or below it, whose frames have returned.
+func (s *Session) noteEntry(tid uint32, sp uint64, stack []byte) {
+	if len(stack) < 8 {
+		return
+	}
+	ret := binary.LittleEndian.Uint64(stack)
+	k := sp + 8
+	es := s.tramps[tid]
+	for len(es) > 0 && es[len(es)-1].callerSP <= k {
+		es = es[:len(es)-1]
+	}
+	if len(es) == 8 { // deeper than any allocator nesting: forget the oldest
+		copy(es, es[1:])
+		es = es[:7]
+	}
+	s.tramps[tid] = append(es, trampEntry{k, ret})
+}
+
+// isEntryProbe reports whether ev is a uprobe on a function's entry (its raw
+// data has __probe_ip but not __probe_ret_ip); cached per event.
+func (s *Session) isEntryProbe(ev *perfdata.Event) bool {
+	if ev == nil {
+		return false
+	}
+	if v, ok := s.entryProbe[ev]; ok {
+		return v
+	}
+	v := ev.Format != nil && ev.Format.Field("__probe_ip") != nil && ev.Format.Field("__probe_ret_ip") == nil
+	s.entryProbe[ev] = v
+	return v
+}
+
+func (s *Session) key(m *Mapping) binfile.Key {
+	k := binfile.Key{Path: m.File, Ino: m.Ino, Dev: uint64(m.Maj)<<8 | uint64(m.Min)}
+	if len(m.BuildID) > 0 {
+		k.BuildID = hex.EncodeToString(m.BuildID)
+	} else if id, ok := s.buildIDs[m.File]; ok {
+		k.BuildID = id
+	}
+	return k
+}
+
+// mapInfo opens m's binary and CFI on first use.
+func (s *Session) mapInfo(m *Mapping) *mapInfo {
+	if mi := s.info[m]; mi != nil {
+		return mi
+	}
+	mi := &mapInfo{}
+	s.info[m] = mi
+	if !binfile.IsFileMapping(m.File) && m.File != "[vdso]" {
+		mi.err = binfile.ErrNotFile
+		return mi
+	}
+	b, err := s.cache.Open(s.key(m))
+	if err != nil {
+		mi.err = err
+		if !errors.Is(err, binfile.ErrNotFile) {
+			s.warn("open "+m.File, err.Error())
+		}
+		return mi
+	}
+	for _, w := range b.Warnings {
+		s.warn(m.File+": "+w, m.File+": "+w)
+	}
+	mi.bin = b
+	if t, ok := s.tables[b]; ok {
+		mi.table = t
+	} else if _, failed := s.tableErr[b]; !failed {
+		t, err := cfi.Load(b.ELF(), b.DebugELF())
+		if err != nil {
+			s.tableErr[b] = err
+			s.warn("cfi "+m.File, fmt.Sprintf("%s: no usable unwind info (%v); its frames are walked by frame pointers", m.File, err))
+		} else {
+			s.tables[b] = t
+			mi.table = t
+		}
+	}
+	if f := b.ELF(); f != nil {
+		if bias, ok := unwind.LoadBias(f, m.Start, m.Pgoff); ok {
+			mi.bias = bias
+		}
+	}
+	return mi
+}
+
+// Unwind walks a sample's user stack (and takes its kernel frames from the
+// callchain when kernel is set) and returns the interned stack.
+func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Stop) {
+	pid := smp.Pid
+	s.ids = s.ids[:0]
+	var user []uint64
+	if cc := smp.Callchain; len(cc) > 0 {
+		ctx := uint64(0)
+		for i, pc := range cc {
+			if pc >= perfdata.ContextMax {
+				ctx = pc
+				if pc == perfdata.ContextUser {
+					user = cc[i+1:]
+					break
+				}
+				continue
+			}
+			if kernel && ctx == perfdata.ContextKernel {
+				s.ids = append(s.ids, s.intern(Loc{PC: pc, Kernel: true, Return: len(s.ids) > 0}))
+			}
+		}
+	}
+	var stop unwind.Stop
+	if smp.RegsABI != 0 && len(smp.Regs) > 0 {
+		regs := unwind.RegsFromPerf(unwind.ArchX86_64, smp.RegsMask, smp.Regs)
+		sp, _ := regs.SP(unwind.ArchX86_64)
+		if s.isEntryProbe(smp.Event) {
+			s.noteEntry(smp.Tid, sp, smp.Stack)
+		}
+		s.res.pid, s.res.tid = pid, smp.Tid
+		s.frames, stop = s.unw.Unwind(regs, sp, smp.Stack, &s.res, user, s.frames[:0])
+	} else {
+		// No user registers (e.g. a sample without --call-graph dwarf):
+		// the kernel's user callchain is all there is.
+		s.frames = s.frames[:0]
+		for i, pc := range user {
+			s.frames = append(s.frames, unwind.Frame{PC: pc, Kind: unwind.FrameCallchain, Return: i > 0})
+		}
+		stop = unwind.StopNoRegs
+	}
+	for _, f := range s.frames {
+		s.ids = append(s.ids, s.intern(Loc{PC: f.PC, Map: s.Maps.Find(pid, f.PC), Return: f.Return, Kind: f.Kind}))
+	}
+	s.stats.Samples++
+	s.stats.Frames += uint64(len(s.frames))
+	if stop.Complete() {
+		s.stats.Complete++
+	}
+	s.stats.ByStop[stop.String()]++
+	return s.internStack(s.ids), stop
+}
+
+func (s *Session) intern(l Loc) LocID {
+	k := locKey{pc: l.PC, m: l.Map, ret: l.Return, kernel: l.Kernel}
+	if id, ok := s.locIndex[k]; ok {
+		return id
+	}
+	id := LocID(len(s.locs))
+	s.locs = append(s.locs, l)
+	s.locIndex[k] = id
+	return id
+}
+
+func (s *Session) internStack(ids []LocID) StackID {
+	if len(ids) == 0 {
+		return 0
+	}
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	var b [4]byte
+	for _, id := range ids {
+		b[0], b[1], b[2], b[3] = byte(id), byte(id>>8), byte(id>>16), byte(id>>24)
+		h.Write(b[:])
+	}
+	sum := h.Sum64()
+	for _, c := range s.stackIndex[sum] {
+		if equalIDs(s.Stack(c), ids) {
+			return c
+		}
+	}
+	id := StackID(len(s.stackOff) - 1)
+	s.stackData = append(s.stackData, ids...)
+	s.stackOff = append(s.stackOff, uint32(len(s.stackData)))
+	s.stackIndex[sum] = append(s.stackIndex[sum], id)
+	return id
+}
+
+func equalIDs(a, b []LocID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Stack returns the locations of an interned stack, leaf first. The slice
+// belongs to the session.
+func (s *Session) Stack(id StackID) []LocID {
+	if int(id)+1 >= len(s.stackOff) {
+		return nil
+	}
+	return s.stackData[s.stackOff[id]:s.stackOff[id+1]]
+}
+
+// NumStacks returns how many distinct stacks were interned.
+func (s *Session) NumStacks() int { return len(s.stackOff) - 2 }
+
+// Loc returns an interned location.
+func (s *Session) Loc(id LocID) *Loc { return &s.locs[id] }
+
+// Binary returns the opened binary of a mapping, or nil.
+func (s *Session) Binary(m *Mapping) *binfile.Binary {
+	if m == nil {
+		return nil
+	}
+	return s.mapInfo(m).bin
+}
+
+// Lines names a location: its inline chain, innermost first (at least one
+// frame; binfile.Unknown when nothing names it). exact selects perf
+// script's convention of naming a return address itself; otherwise a
+// return address is named by its call instruction (PC-1), as pprof and
+// addr2line want. Cached per location.
+func (s *Session) Lines(id LocID, exact bool) []binfile.Frame {
+	k := lineKey{id, exact}
+	if f, ok := s.lines[k]; ok {
+		return f
+	}
+	l := &s.locs[id]
+	pc := l.PC
+	if l.Return && !exact {
+		pc--
+	}
+	var out []binfile.Frame
+	switch {
+	case l.Kernel:
+		if s.kallsyms != nil {
+			out = s.kallsyms.Symbolize(pc, nil)
+		} else {
+			out = []binfile.Frame{{Func: "[kernel]"}}
+		}
+	case l.Map != nil:
+		if b := s.Binary(l.Map); b != nil {
+			if vaddr, ok := b.MappedVaddr(pc, l.Map.Start, l.Map.Pgoff); ok {
+				out = b.Symbolize(vaddr, nil)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []binfile.Frame{{Func: binfile.Unknown}}
+	}
+	s.lines[k] = out
+	return out
+}
+
+// RelAddr is the address perf script prints for a location: the file
+// offset (PC - start + pgoff) for file mappings, the PC itself otherwise.
+func (l *Loc) RelAddr() uint64 {
+	if l.Map == nil || l.Kernel || l.Map.Anon() {
+		return l.PC
+	}
+	return l.PC - l.Map.Start + l.Map.Pgoff
+}
+
+// DSO names the location's mapping as perf does: the recorded path,
+// "[kernel.kallsyms]" for kernel frames, "[unknown]" when unmapped.
+func (l *Loc) DSO() string {
+	switch {
+	case l.Kernel:
+		return "[kernel.kallsyms]"
+	case l.Map == nil:
+		return "[unknown]"
+	}
+	return l.Map.File
+}
+
+// Region says what an address of pid lies in now: the mapping's file or
+// its special name, "" when unmapped.
+func (s *Session) Region(pid uint32, addr uint64) *Mapping { return s.Maps.Find(pid, addr) }
+
+// Pids returns the processes seen, sorted.
+func (s *Session) Pids() []uint32 {
+	var out []uint32
+	for p := range s.Maps.procs {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// IsMemsetFamily reports whether a function name is memset or one of its
+// variants (the zero flag's test).
+func IsMemsetFamily(name string) bool {
+	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
+		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
+		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
+}
