@@ -46,9 +46,12 @@ expect.tsv columns (tab-separated, '#' comments):
            inherited)
   in_alloc page faults taken inside those calls (between entry and return
            probe)
+  in_block of those, the ones whose address lies in the returned chunk,
+           [ptr-16, ptr+size): faultline credits them to the allocation
+           (an mmap'd chunk's header page; realloc's memcpy into the new block)
   faults   faults after return inside [ptr, ptr+size)
   flags    comma list: fast (size <= 120, fastbin/tcache), mmap (IS_MMAPPED
-           chunk), zero (calloc), not-malloc (calloc/realloc: invisible to the
+           chunk), zero (calloc, or memset before any other touch), not-malloc (calloc/realloc: invisible to the
            malloc probes), moved (realloc), cow, inline, reuse, exec-overlap
 
 calloc and realloc rows are checked fully only in recordings that probe
@@ -136,7 +139,7 @@ def analyse(path, symfs):
     forked = {}                                # pid -> 0/1
     comm_of = {}
     root = None
-    obs = collections.defaultdict(lambda: {"count": 0, "in_alloc": 0, "faults": 0, "mmap": set()})
+    obs = collections.defaultdict(lambda: {"count": 0, "in_alloc": 0, "in_block": 0, "faults": 0, "mmap": set()})
     unattributed = collections.Counter()
     nfaults = 0
     for h, frames in events(perf_script(path, symfs)):
@@ -171,7 +174,7 @@ def analyse(path, symfs):
                 size = int(re.search(r"size=(\d+)", trace)[1])
             site = frames[1][1] if len(frames) > 1 else "[unknown]"
             dso = frames[1][2] if len(frames) > 1 else ""
-            open_calls[tid].append([call, size, proc + (site, call, size), 0, dso])
+            open_calls[tid].append([call, size, proc + (site, call, size), [], dso])
         elif ev.startswith("probe_libc:") and ev.endswith("__return"):
             call = ev[len("probe_libc:"):-len("__return")]
             call = "malloc" if call == "malloc_hdr" else call
@@ -182,14 +185,15 @@ def analyse(path, symfs):
             m = re.search(r"ptr=0x([0-9a-f]+)", trace)
             if i < 0 or m is None:        # entry lost (or never probed)
                 continue
-            _, size, key, in_alloc, dso = stack[i]
+            _, size, key, in_addrs, dso = stack[i]
             del stack[i:]
             hdr = re.search(r"hdr=(\d+)", trace)
             a = Alloc(int(m[1], 16), size, key, int(hdr[1]) if hdr else None)
             allocs[pid].append(a)
             o = obs[key]
             o["count"] += 1
-            o["in_alloc"] += in_alloc
+            o["in_alloc"] += len(in_addrs)
+            o["in_block"] += sum(1 for x in in_addrs if a.ptr - 16 <= x < a.ptr + a.size)
             o["dso"] = dso
             if a.hdr is not None:
                 o["mmap"].add(bool(a.hdr & 2))
@@ -200,7 +204,7 @@ def analyse(path, symfs):
             else:
                 addr = int(re.search(r"address=0x([0-9a-f]+)", trace)[1], 16)
             if open_calls[tid]:
-                open_calls[tid][-1][3] += 1
+                open_calls[tid][-1][3].append(addr)
                 continue
             for a in reversed(allocs[pid]):
                 if a.ptr <= addr < a.ptr + a.size:
@@ -229,8 +233,8 @@ def load_expect(path):
                 continue
             rows.append(dict(prog=f[0], comm=f[1], forked=int(f[2]), site=f[3], call=f[4],
                              size=int(f[5]), count=int(f[6]), in_alloc=int(f[7]),
-                             faults=int(f[8]), flags=set(filter(None, f[9].split(","))),
-                             note=f[10] if len(f) > 10 else ""))
+                             in_block=int(f[8]), faults=int(f[9]), flags=set(filter(None, f[10].split(","))),
+                             note=f[11] if len(f) > 11 else ""))
     return rows
 
 
@@ -247,21 +251,21 @@ def check(path, rows, symfs, verbose):
             continue
         key = (r["comm"], r["forked"], r["site"], r["call"], r["size"])
         if r["call"] in probed or r["call"] == "inherited":
-            o = obs.get(key, {"count": 0, "in_alloc": 0, "faults": 0, "mmap": set()})
-            got = (o["count"], o["in_alloc"], o["faults"])
+            o = obs.get(key, {"count": 0, "in_alloc": 0, "in_block": 0, "faults": 0, "mmap": set()})
+            got = (o["count"], o["in_alloc"], o["faults"], o["in_block"])
             seen.add(key)
             if "mmap" in r["flags"] and o["mmap"] == {False} or "mmap" not in r["flags"] and o["mmap"] == {True}:
                 got += ("hdr says mmap=%s" % o["mmap"],)
         else:  # calloc/realloc in a recording that does not probe them
             got = (0, 0, unattr.get((r["comm"], r["forked"], r["site"], FIXTURE_DIR + r["comm"]), 0))
-        want = (r["count"], r["in_alloc"], r["faults"])
+        want = (r["count"], r["in_alloc"], r["faults"], r["in_block"])
         if r["call"] not in probed and r["call"] != "inherited":
-            got, want = ("-", "-") + got[2:], ("-", "-", r["faults"])
+            got, want = ("-", "-") + got[2:3], ("-", "-", r["faults"])
         ok = got == want
         bad += not ok
         print(fmt.format("ok" if ok else "FAIL", r["comm"], r["forked"], r["site"], r["call"], r["size"],
                          got[0], got[1], got[2], ",".join(sorted(r["flags"])))
-              + ("" if ok else f"   want count={want[0]} in_alloc={want[1]} faults={want[2]} {got[3:]}"))
+              + ("" if ok else f"   want count={want[0]} in_alloc={want[1]} faults={want[2]} in_block={want[3:]}"))
     for key, o in sorted(obs.items()):
         if key in seen or not o.get("dso", "").startswith(FIXTURE_DIR):
             if verbose and key not in seen:

@@ -1,0 +1,383 @@
+// Package analyze runs faultline's whole job over one recording: it reads
+// the records in time order (perfdata), keeps every process's maps and
+// unwinds each sample's stack (symbolize), feeds allocations, frees and page
+// faults to the tracker (attribute) and builds the pprof profile and the
+// summary (attribute/report).
+package analyze
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/binfile"
+	"github.com/google/pprof/profile"
+)
+
+// Options configures a run.
+type Options struct {
+	Attr attribute.Config
+	Mode report.Mode
+	// Events overrides event roles by event name: "malloc", "malloc-return",
+	// "calloc", ..., "free", "fault", "ignore".
+	Events map[string]string
+	// Progress, when set, is called now and then with the bytes read so far.
+	Progress func(offset int64)
+}
+
+// EventSummary is one event's counts.
+type EventSummary struct {
+	Name    string
+	Role    string
+	Samples uint64
+	Lost    uint64
+}
+
+// Summary is what a run found, for people and for tests.
+type Summary struct {
+	Events    []EventSummary
+	Tracker   attribute.Stats
+	Classes   map[string]uint64 // unattributed faults by class
+	Unwind    symbolize.UnwindStats
+	TopSites  []report.SiteTotals
+	Fallbacks []string // approximations the run had to make
+	Warnings  []string
+	LostTotal uint64
+	Truncated bool
+}
+
+// Result is a finished run.
+type Result struct {
+	Profile *profile.Profile
+	Summary Summary
+}
+
+type run struct {
+	opts    Options
+	r       *perfdata.Reader
+	sess    *symbolize.Session
+	tr      *attribute.Tracker
+	b       *report.Builder
+	infos   []*eventInfo
+	counts  []EventSummary
+	classes map[string]uint64
+	memset  map[symbolize.LocID]bool
+
+	entry attribute.Entry
+	ret   attribute.Return
+	free  attribute.Free
+	fault attribute.Fault
+}
+
+// Run analyzes everything r delivers. sess must be fresh.
+func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}}
+	nBuildIDs := 0
+	nEvents := -1
+	var n uint64
+	for r.Next() {
+		rec := r.Record()
+		n++
+		if opts.Progress != nil && n&0xfff == 0 {
+			opts.Progress(rec.Common().Offset)
+		}
+		switch rec := rec.(type) {
+		case *perfdata.Sample:
+			if ids := r.Meta().BuildIDs; len(ids) != nBuildIDs {
+				sess.AddBuildIDs(ids[nBuildIDs:])
+				nBuildIDs = len(ids)
+			}
+			// In pipe mode the attrs arrive as records, all before the
+			// first sample; a file has them in its header.
+			if len(r.Events()) != nEvents {
+				if err := ru.setup(); err != nil {
+					return nil, err
+				}
+				nEvents = len(r.Events())
+			}
+			ru.sample(rec)
+		case *perfdata.Lost:
+			if rec.Event != nil && rec.Event.Index < len(ru.counts) {
+				ru.counts[rec.Event.Index].Lost += rec.Count
+			}
+		default:
+			ru.observe(rec)
+		}
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	if ru.tr == nil {
+		if err := ru.setup(); err != nil {
+			return nil, err
+		}
+	}
+	ru.tr.Close()
+	stacks := &stackAdapter{sess: sess, maps: map[*symbolize.Mapping]*report.Mapping{}}
+	p := ru.b.Profile(stacks)
+	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
+	p.TimeNanos = 0
+	res := &Result{Profile: p}
+	s := &res.Summary
+	s.Events = ru.counts
+	for _, e := range s.Events {
+		s.LostTotal += e.Lost
+	}
+	s.Tracker = ru.tr.Stats()
+	s.Classes = ru.classes
+	s.Unwind = sess.Stats()
+	if opts.Mode == report.ByAlloc {
+		s.TopSites = report.TopSites(p, 10)
+	}
+	if ru.opts.Attr.WindowMode {
+		s.Fallbacks = append(s.Fallbacks, fmt.Sprintf("no malloc return probe: faults attributed to the thread's most recent allocation within %v ms (approximate)", float64(ru.opts.Attr.Window)/1e6))
+	} else if s.Tracker.MmapBySize > 0 {
+		s.Fallbacks = append(s.Fallbacks, "no anonymous mmap events (record with -d) and no chunk header: the mmap flag was judged by size ≥ the mmap threshold")
+	}
+	for _, w := range r.Warnings() {
+		s.Warnings = append(s.Warnings, w.Error())
+		if strings.Contains(w.Error(), "truncated") {
+			s.Truncated = true
+		}
+	}
+	s.Warnings = append(s.Warnings, sess.Warnings()...)
+	return res, nil
+}
+
+// setup classifies the events (again, in pipe mode, as new ones arrive) and
+// picks the attribution mode.
+func (ru *run) setup() error {
+	evs := ru.r.Events()
+	for len(ru.infos) < len(evs) {
+		ev := evs[len(ru.infos)]
+		in, err := classify(ev, ru.opts.Events)
+		if err != nil {
+			return err
+		}
+		ru.infos = append(ru.infos, in)
+		ru.counts = append(ru.counts, EventSummary{Name: ev.Name, Role: in.role.String()})
+	}
+	if ru.tr != nil {
+		return nil
+	}
+	var entries, returns, faults int
+	anonMmaps := false
+	for _, in := range ru.infos {
+		switch in.role {
+		case RoleAllocEntry:
+			entries++
+		case RoleAllocReturn:
+			returns++
+		case RoleFault:
+			faults++
+		}
+		if in.ev.Attr.Flags&(1<<17) != 0 { // perf_event_attr.mmap_data: anonymous mmaps recorded (-d)
+			anonMmaps = true
+		}
+	}
+	if faults == 0 && len(evs) > 0 {
+		return fmt.Errorf("the recording has no page-fault event (events: %s); record with -e page-faults:u -d or -e exceptions:page_fault_user", eventNames(evs))
+	}
+	if entries == 0 && len(evs) > 0 {
+		return fmt.Errorf("the recording has no allocator entry probe (events: %s); add one with perf probe -x LIBC 'malloc size=%%di:u64', or use faultline record", eventNames(evs))
+	}
+	if returns == 0 {
+		ru.opts.Attr.WindowMode = true
+	}
+	ru.opts.Attr.AnonMmapEvents = anonMmaps
+	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
+	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes}, regions{ru.sess})
+	return nil
+}
+
+func eventNames(evs []*perfdata.Event) string {
+	var names []string
+	for _, e := range evs {
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (ru *run) observe(rec perfdata.Record) {
+	ru.sess.Observe(rec)
+	if ru.tr == nil {
+		// Before the first sample (pipe mode's attrs and tracing data may
+		// still be arriving) nothing is live, so there is nothing to
+		// fork, exec or end; the maps are kept by the session.
+		return
+	}
+	switch r := rec.(type) {
+	case *perfdata.Mmap:
+		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
+		ru.tr.Mmap(r.Pid, r.Time, r.Addr, anon)
+	case *perfdata.Comm:
+		if r.Exec {
+			ru.tr.Exec(r.Pid)
+		}
+	case *perfdata.Fork:
+		if r.Type == perfdata.RecordType(7) { // FORK
+			ru.tr.Fork(r.Ppid, r.Pid)
+		} else { // EXIT
+			ru.tr.Exit(r.Pid, r.Tid)
+		}
+	}
+}
+
+func (ru *run) sample(smp *perfdata.Sample) {
+	if smp.Event == nil || smp.Event.Index >= len(ru.infos) {
+		return
+	}
+	in := ru.infos[smp.Event.Index]
+	ru.counts[smp.Event.Index].Samples++
+	switch in.role {
+	case RoleAllocEntry:
+		e := &ru.entry
+		*e = attribute.Entry{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
+		e.Size, _ = in.size.Uint64(smp.Raw)
+		if in.nmemb != nil {
+			n, _ := in.nmemb.Uint64(smp.Raw)
+			e.Size *= n
+		}
+		if in.oldPtr != nil {
+			e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
+		}
+		if len(smp.Stack) >= 8 {
+			// At the entry probe the return address is on top of the stack.
+			e.CallerRet = binary.LittleEndian.Uint64(smp.Stack)
+		}
+		id, _ := ru.sess.Unwind(smp, false)
+		e.Stack = attribute.StackID(id)
+		ru.tr.Entry(e)
+	case RoleAllocReturn:
+		rt := &ru.ret
+		*rt = attribute.Return{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
+		rt.Ptr, _ = in.ptr.Uint64(smp.Raw)
+		if in.retIP != nil {
+			rt.RetIP, _ = in.retIP.Uint64(smp.Raw)
+		}
+		if in.hdr != nil {
+			rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
+		}
+		ru.tr.Return(rt)
+	case RoleFree:
+		f := &ru.free
+		*f = attribute.Free{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time}
+		f.Ptr, _ = in.ptr.Uint64(smp.Raw)
+		ru.tr.Free(f)
+	case RoleFault:
+		f := &ru.fault
+		*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
+		if in.address != nil {
+			f.Addr, _ = in.address.Uint64(smp.Raw)
+		}
+		if in.errorCode != nil {
+			code, _ := in.errorCode.Uint64(smp.Raw)
+			f.Access = attribute.AccessFromX86ErrorCode(code)
+		}
+		id, _ := ru.sess.Unwind(smp, false)
+		f.Stack = attribute.StackID(id)
+		if st := ru.sess.Stack(id); len(st) > 0 {
+			f.InMemset = ru.inMemset(st[0])
+		}
+		ru.tr.Fault(f)
+	}
+}
+
+// inMemset reports whether a leaf location is in the memset family; cached
+// per location.
+func (ru *run) inMemset(id symbolize.LocID) bool {
+	if v, ok := ru.memset[id]; ok {
+		return v
+	}
+	v := false
+	for _, f := range ru.sess.Lines(id, false) {
+		if symbolize.IsMemsetFamily(f.Func) || symbolize.IsMemsetFamily(f.Symbol) {
+			v = true
+			break
+		}
+	}
+	ru.memset[id] = v
+	return v
+}
+
+// regions classes unattributed faults from the maps at the time.
+type regions struct{ s *symbolize.Session }
+
+func (g regions) Region(pid uint32, addr uint64) attribute.Class {
+	m := g.s.Region(pid, addr)
+	if m == nil {
+		// The stack grows below its recorded mapping without an mmap event.
+		if st := g.s.Region(pid, addr+1<<20); st != nil && strings.HasPrefix(st.File, "[stack") {
+			return attribute.Class{Kind: attribute.ClassStack}
+		}
+		return attribute.Class{Kind: attribute.ClassUnknown}
+	}
+	switch {
+	case strings.HasPrefix(m.File, "[stack"):
+		return attribute.Class{Kind: attribute.ClassStack}
+	case m.File == "[heap]":
+		return attribute.Class{Kind: attribute.ClassHeap}
+	case m.Anon():
+		return attribute.Class{Kind: attribute.ClassAnon}
+	}
+	return attribute.Class{Kind: attribute.ClassFile, Name: path.Base(m.File)}
+}
+
+// countingSink counts unattributed faults by class on their way to the builder.
+type countingSink struct {
+	*report.Builder
+	classes map[string]uint64
+}
+
+func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
+	if a == nil {
+		c.classes[f.Class.String()]++
+	}
+	c.Builder.Fault(f, a)
+}
+
+// stackAdapter resolves the session's stacks for the profile builder.
+type stackAdapter struct {
+	sess *symbolize.Session
+	maps map[*symbolize.Mapping]*report.Mapping
+}
+
+func (a *stackAdapter) mapping(m *symbolize.Mapping) *report.Mapping {
+	if m == nil {
+		return nil
+	}
+	if rm, ok := a.maps[m]; ok {
+		return rm
+	}
+	rm := &report.Mapping{File: m.File, Start: m.Start, Limit: m.End, Offset: m.Pgoff}
+	if len(m.BuildID) > 0 {
+		rm.BuildID = hex.EncodeToString(m.BuildID)
+	} else if b := a.sess.Binary(m); b != nil {
+		rm.BuildID = b.BuildID
+	}
+	a.maps[m] = rm
+	return rm
+}
+
+func (a *stackAdapter) Stack(id attribute.StackID) []report.Location {
+	ids := a.sess.Stack(symbolize.StackID(id))
+	out := make([]report.Location, 0, len(ids))
+	for _, lid := range ids {
+		l := a.sess.Loc(lid)
+		loc := report.Location{Addr: l.PC, Mapping: a.mapping(l.Map)}
+		for _, f := range a.sess.Lines(lid, false) {
+			if f.Func == binfile.Unknown {
+				continue
+			}
+			loc.Lines = append(loc.Lines, report.Line{Function: f.Func, SystemName: f.System, File: f.File, Line: int64(f.Line)})
+		}
+		out = append(out, loc)
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package analyze
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata"
+)
+
+// Role is what an event means to the analysis.
+type Role uint8
+
+// Event roles.
+const (
+	RoleNone        Role = iota // not used (decoded, counted, otherwise ignored)
+	RoleAllocEntry              // an allocator's entry probe: size (and old pointer for realloc)
+	RoleAllocReturn             // an allocator's return probe: the pointer
+	RoleFree                    // free's entry probe: the pointer
+	RoleFault                   // a page fault: page-faults:u, minor/major-faults, exceptions:page_fault_user
+)
+
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault"}
+
+func (r Role) String() string { return roleNames[r] }
+
+// eventInfo is what the analysis resolved once per event: its role and the
+// raw fields it reads, so the per-sample path does no name lookups.
+type eventInfo struct {
+	ev   *perfdata.Event
+	role Role
+	kind attribute.AllocKind
+
+	size, nmemb, oldPtr   *perfdata.TraceField // entry
+	ptr, retIP, hdr       *perfdata.TraceField // return (ptr also for free)
+	address, errorCode    *perfdata.TraceField // tracepoint faults
+	faultFromAddr         bool                 // software fault event: sample ADDR (needs -d)
+	warnedMissingAddrFlag bool
+}
+
+// Software event configs (include/uapi/linux/perf_event.h, perf_sw_ids).
+const (
+	perfTypeSoftware   = 1
+	perfTypeTracepoint = 2
+	swPageFaults       = 2
+	swPageFaultsMin    = 5
+	swPageFaultsMaj    = 6
+	sampleAddr         = 1 << 3 // PERF_SAMPLE_ADDR
+)
+
+// allocNames maps allocator function names (as probed) to their kind.
+var allocNames = map[string]attribute.AllocKind{
+	"malloc": attribute.KindMalloc, "__libc_malloc": attribute.KindMalloc, "__malloc": attribute.KindMalloc,
+	"calloc": attribute.KindCalloc, "__libc_calloc": attribute.KindCalloc, "__calloc": attribute.KindCalloc,
+	"realloc": attribute.KindRealloc, "__libc_realloc": attribute.KindRealloc, "__realloc": attribute.KindRealloc,
+	"memalign": attribute.KindMemalign, "__libc_memalign": attribute.KindMemalign,
+	"aligned_alloc": attribute.KindMemalign, "posix_memalign": attribute.KindMemalign, "__posix_memalign": attribute.KindMemalign,
+	"valloc": attribute.KindMemalign, "__libc_valloc": attribute.KindMemalign,
+	"pvalloc": attribute.KindMemalign, "__libc_pvalloc": attribute.KindMemalign,
+}
+
+var freeNames = map[string]bool{"free": true, "__libc_free": true, "cfree": true, "__free": true}
+
+// probeName returns the function part of a probe event's name:
+// "probe_libc:malloc__return" → "malloc", true.
+func probeName(ev *perfdata.Event) (fn string, ret bool) {
+	name := ev.Name
+	if ev.Format != nil && ev.Format.Name != "" {
+		name = ev.Format.Name
+	} else if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		name = name[i+1:]
+	}
+	fn, ret = strings.CutSuffix(name, "__return")
+	return fn, ret
+}
+
+// baseFunc finds the allocator a probe's function part names: the name
+// itself, or the name with "_suffix" parts dropped from the right, as perf
+// probe users name variants ("malloc_hdr", "malloc_1").
+func baseFunc(fn string) string {
+	for {
+		if _, ok := allocNames[fn]; ok || freeNames[fn] {
+			return fn
+		}
+		i := strings.LastIndexByte(fn, '_')
+		if i <= 0 || strings.Trim(fn[:i], "_") == "" {
+			return fn
+		}
+		fn = fn[:i]
+	}
+}
+
+// field returns the first of names the event's format has.
+func field(ev *perfdata.Event, names ...string) *perfdata.TraceField {
+	if ev.Format == nil {
+		return nil
+	}
+	for _, n := range names {
+		if f := ev.Format.Field(n); f != nil {
+			return f
+		}
+	}
+	return nil
+}
+
+// classify decides an event's role. override maps event names to a role
+// spelled as on the command line ("malloc", "malloc-return", "calloc", ...,
+// "free", "fault", "ignore").
+func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error) {
+	in := &eventInfo{ev: ev}
+	fn, ret := probeName(ev)
+	fn = baseFunc(fn)
+	if spec, ok := override[ev.Name]; ok {
+		switch {
+		case spec == "ignore":
+			return in, nil
+		case spec == "fault":
+			return faultInfo(in), nil
+		case spec == "free":
+			fn, ret = "free", false
+		default:
+			base, isRet := strings.CutSuffix(spec, "-return")
+			if _, ok := allocNames[base]; !ok {
+				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
+			}
+			fn, ret = base, isRet
+		}
+	}
+	switch {
+	case ev.Attr.Type == perfTypeSoftware && (ev.Attr.Config == swPageFaults || ev.Attr.Config == swPageFaultsMin || ev.Attr.Config == swPageFaultsMaj):
+		return faultInfo(in), nil
+	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
+		return faultInfo(in), nil
+	}
+	if kind, ok := allocNames[fn]; ok {
+		in.kind = kind
+		if ret {
+			in.role = RoleAllocReturn
+			in.ptr = field(ev, "ptr", "ret", "arg1")
+			in.retIP = field(ev, "__probe_ret_ip")
+			in.hdr = field(ev, "hdr")
+			if in.ptr == nil {
+				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
+			}
+			return in, nil
+		}
+		in.role = RoleAllocEntry
+		switch kind {
+		case attribute.KindCalloc:
+			in.nmemb = field(ev, "nmemb", "n", "arg1")
+			in.size = field(ev, "size", "bytes", "arg2")
+		case attribute.KindRealloc:
+			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
+			in.size = field(ev, "size", "bytes", "arg2")
+		case attribute.KindMemalign:
+			if fn == "posix_memalign" || fn == "__posix_memalign" {
+				in.size = field(ev, "size", "bytes", "arg3")
+			} else if fn == "valloc" || fn == "__libc_valloc" || fn == "pvalloc" || fn == "__libc_pvalloc" {
+				in.size = field(ev, "size", "bytes", "arg1")
+			} else {
+				in.size = field(ev, "size", "bytes", "arg2")
+			}
+		default:
+			in.size = field(ev, "size", "bytes", "arg1")
+		}
+		if in.size == nil {
+			return nil, fmt.Errorf("event %s: an entry probe needs the requested size as field size (perf probe -x LIBC '%s size=%%di:u64')", ev.Name, fn)
+		}
+		return in, nil
+	}
+	if freeNames[fn] && !ret {
+		in.role = RoleFree
+		in.ptr = field(ev, "ptr", "mem", "arg1")
+		if in.ptr == nil {
+			return nil, fmt.Errorf("event %s: a free probe needs the pointer as field ptr (perf probe -x LIBC 'free ptr=%%di:u64')", ev.Name)
+		}
+	}
+	return in, nil
+}
+
+func faultInfo(in *eventInfo) *eventInfo {
+	in.role = RoleFault
+	in.address = field(in.ev, "address")
+	in.errorCode = field(in.ev, "error_code")
+	in.faultFromAddr = in.address == nil
+	return in
+}

@@ -1,0 +1,118 @@
+package analyze
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// WriteText prints the summary for a terminal: totals first, then where
+// the faults went, then the top sites.
+func (s *Summary) WriteText(w io.Writer) {
+	t := &s.Tracker
+	pct := func(a, b uint64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
+	}
+	fmt.Fprintf(w, "Faults:       %d, attributed to an allocation %d (%s)", t.Faults, t.Attributed, pct(t.Attributed, t.Faults))
+	if t.InFlight > 0 {
+		fmt.Fprintf(w, ", %d of them inside the allocator", t.InFlight)
+	}
+	if t.Approx > 0 {
+		fmt.Fprintf(w, ", %d by time window", t.Approx)
+	}
+	fmt.Fprintln(w)
+	if len(s.Classes) > 0 {
+		var keys []string
+		for k := range s.Classes {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if s.Classes[keys[i]] != s.Classes[keys[j]] {
+				return s.Classes[keys[i]] > s.Classes[keys[j]]
+			}
+			return keys[i] < keys[j]
+		})
+		var parts []string
+		for i, k := range keys {
+			if i == 8 {
+				parts = append(parts, fmt.Sprintf("%d more classes", len(keys)-i))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %d", k, s.Classes[k]))
+		}
+		fmt.Fprintf(w, "  not in any allocation: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "Allocations:  %d (entries %d, returns %d", t.Allocations, t.Entries, t.Returns)
+	if t.UnpairedEntries+t.UnpairedReturns > 0 {
+		fmt.Fprintf(w, "; unpaired: %d entries, %d returns", t.UnpairedEntries, t.UnpairedReturns)
+	}
+	if t.RetIPMismatches > 0 {
+		fmt.Fprintf(w, ", %d return-address mismatches", t.RetIPMismatches)
+	}
+	if t.Frees > 0 {
+		fmt.Fprintf(w, "; frees %d", t.Frees)
+	}
+	fmt.Fprintln(w, ")")
+	var lost []string
+	for _, e := range s.Events {
+		if e.Lost > 0 {
+			lost = append(lost, fmt.Sprintf("%s %d of %d (%s)", e.Name, e.Lost, e.Lost+e.Samples, pct(e.Lost, e.Lost+e.Samples)))
+		}
+	}
+	if len(lost) > 0 {
+		fmt.Fprintf(w, "Lost samples: %s\n", strings.Join(lost, "; "))
+		fmt.Fprintln(w, "  attribution is incomplete where allocation events were lost; record with a larger -m or a smaller --call-graph dwarf size")
+	} else {
+		fmt.Fprintln(w, "Lost samples: none")
+	}
+	u := &s.Unwind
+	fmt.Fprintf(w, "Stacks:       %d unwound, %s reached the root frame", u.Samples, pct(u.Complete, u.Samples))
+	if u.Samples > u.Complete {
+		var keys []string
+		for k, v := range u.ByStop {
+			if k != "root" && k != "zero-pc" && v > 0 {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %d", k, u.ByStop[k]))
+		}
+		fmt.Fprintf(w, " (stopped early: %s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	for _, f := range s.Fallbacks {
+		fmt.Fprintf(w, "Approximate:  %s\n", f)
+	}
+	if s.Truncated {
+		fmt.Fprintln(w, "Truncated:    the recording was cut short; everything before the cut is counted")
+	}
+	if len(s.TopSites) > 0 {
+		fmt.Fprintln(w, "\nTop allocation sites by faults:")
+		fmt.Fprintf(w, "%8s %7s %10s  %-14s %s\n", "faults", "allocs", "bytes", "flags", "site")
+		for _, t := range s.TopSites {
+			flags := strings.Join(t.Flags, ",")
+			if flags == "" {
+				flags = "-"
+			}
+			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, humanBytes(t.Size), flags, t.Name)
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
