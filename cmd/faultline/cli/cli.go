@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -78,20 +80,33 @@ func usageError(format string, args ...any) error {
 
 // Main runs the faultline command line and returns the exit status.
 func Main(args []string, env *Env) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) > 1 && args[0] == "help" {
-			if c, ok := commands[args[1]]; ok {
-				return finish(env, c.run(env, []string{"--help"}))
-			}
+	if len(args) == 0 {
+		// Bad usage: the command list goes where errors go.
+		printUsage(env.Stderr)
+		return ExitFailure
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		if len(args) == 1 || args[0] != "help" {
+			printUsage(env.Stdout)
+			return ExitOK
 		}
-		printUsage(env.Stdout)
-		if len(args) == 0 {
+		if len(args) > 2 {
+			fmt.Fprintf(env.Stderr, "faultline: help takes one command, got %q\n", args[1:])
 			return ExitFailure
 		}
-		return ExitOK
-	}
-	if args[0] == "--version" || args[0] == "version" {
-		fmt.Fprintf(env.Stdout, "faultline %s\n", Version)
+		if args[1] == "help" {
+			printUsage(env.Stdout)
+			return ExitOK
+		}
+		c, ok := commands[args[1]]
+		if !ok {
+			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q; run 'faultline --help' for the list\n", args[1])
+			return ExitFailure
+		}
+		return finish(env, c.run(env, []string{"--help"}))
+	case "-V", "--version", "version":
+		fmt.Fprintln(env.Stdout, versionString())
 		return ExitOK
 	}
 	c, ok := commands[args[0]]
@@ -100,6 +115,30 @@ func Main(args []string, env *Env) int {
 		return ExitFailure
 	}
 	return finish(env, c.run(env, args[1:]))
+}
+
+// versionString is Version with what the Go toolchain recorded about the
+// build: "faultline 0.1.0-dev (go1.26.8 linux/amd64, commit 0123abcd4567, modified)".
+func versionString() string {
+	extra := []string{runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, modified string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value
+			}
+		}
+		if rev != "" {
+			extra = append(extra, "commit "+rev[:min(len(rev), 12)])
+			if modified == "true" {
+				extra = append(extra, "modified")
+			}
+		}
+	}
+	return fmt.Sprintf("faultline %s (%s)", Version, strings.Join(extra, ", "))
 }
 
 func finish(env *Env, err error) int {
@@ -132,6 +171,8 @@ stack, joins each page fault to the live allocation whose bytes it touched,
 and writes a pprof profile.
 
 Usage: faultline <command> [flags] [args]
+       faultline help <command>     (or faultline <command> --help)
+       faultline --version
 
 Commands:
 `)
@@ -139,10 +180,23 @@ Commands:
 		fmt.Fprintf(&b, "  %-9s %s\n", n, commands[n].summary)
 	}
 	b.WriteString(`
-Run 'faultline <command> --help' for a command's flags and an example.
+Example (a recording shipped with faultline; no root or perf needed):
 
-Exit status: 0 success; 1 'diff' found a regression past the threshold;
-2 bad usage, unreadable input or a missing prerequisite.
+  faultline analyze --symfs testdata/symfs testdata/perf/basic.plain.data -o faults.pb.gz
+  go tool pprof -top faults.pb.gz
+
+Your own program (as root: record adds uprobes):
+
+  sudo faultline record -z -o app.data -- ./app ARGS
+  faultline analyze app.data -o faults.pb.gz
+
+Run 'faultline help <command>' for a command's flags and an example.
+
+Exit status:
+  0  success
+  1  diff: a site regressed past the threshold
+  2  bad usage, unreadable or unusable input, or a missing prerequisite
+     (perf, root, tracefs)
 `)
 	io.WriteString(w, b.String())
 }

@@ -1,0 +1,363 @@
+package diff
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// frame and sample describe a synthetic faultline profile: what
+// report.Builder writes in by-alloc mode.
+type frame struct {
+	fn, file string
+	line     int64
+}
+
+type sample struct {
+	stack  []frame // leaf first
+	class  string  // unattributed class; its pseudo location is the leaf
+	flags  []string
+	comm   string
+	values [3]int64 // faults, allocs, alloc_space
+}
+
+// build makes a profile the way one build of a program would: its binary
+// mapped at start, each distinct frame at its own address (stride apart),
+// source files under dir. Two builds differ in every address and path.
+func build(t *testing.T, start, stride uint64, dir string, samples []sample) *profile.Profile {
+	t.Helper()
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "faults", Unit: "count"}, {Type: "allocs", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "faults",
+		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		Period:            1,
+	}
+	m := &profile.Mapping{ID: 1, Start: start, Limit: start + 0x100000, File: dir + "/prog", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	p.Mapping = []*profile.Mapping{m}
+	funcs := map[string]*profile.Function{}
+	locs := map[frame]*profile.Location{}
+	function := func(name, file string) *profile.Function {
+		if f := funcs[name]; f != nil {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		funcs[name] = f
+		p.Function = append(p.Function, f)
+		return f
+	}
+	for _, s := range samples {
+		ps := &profile.Sample{Value: s.values[:], Label: map[string][]string{}}
+		if s.class != "" {
+			// report.Builder's classLocation: no mapping, no address.
+			k := frame{fn: s.class}
+			loc := locs[k]
+			if loc == nil {
+				loc = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: function(s.class, "")}}}
+				locs[k] = loc
+				p.Location = append(p.Location, loc)
+			}
+			ps.Location = append(ps.Location, loc)
+			ps.Label["class"] = []string{s.class}
+		}
+		for _, f := range s.stack {
+			loc := locs[f]
+			if loc == nil {
+				id := uint64(len(p.Location) + 1)
+				loc = &profile.Location{ID: id, Mapping: m, Address: start + 0x1000 + id*stride,
+					Line: []profile.Line{{Function: function(f.fn, filepath.Join(dir, f.file)), Line: f.line}}}
+				locs[f] = loc
+				p.Location = append(p.Location, loc)
+			}
+			ps.Location = append(ps.Location, loc)
+		}
+		if len(s.flags) > 0 {
+			ps.Label["flag"] = s.flags
+		}
+		if s.comm != "" {
+			ps.Label["comm"] = []string{s.comm}
+		}
+		p.Sample = append(p.Sample, ps)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var (
+	mainF     = frame{"main", "main.c", 40}
+	readInput = frame{"read_input", "io.c", 12}
+	buildIdx  = frame{"build_index", "index.c", 88}
+	parseLine = frame{"parse_line", "parse.c", 30}
+	oldCache  = frame{"old_cache", "cache.c", 7}
+	newTable  = frame{"new_table", "table.c", 19}
+)
+
+func baseSamples() []sample {
+	return []sample{
+		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, comm: "prog", values: [3]int64{60, 6, 24576}},
+		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, comm: "prog:worker", values: [3]int64{40, 4, 16384}},
+		{stack: []frame{buildIdx, mainF}, flags: []string{"zero"}, values: [3]int64{50, 5, 5000}},
+		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{4, 2, 64}},
+		{stack: []frame{oldCache, mainF}, values: [3]int64{20, 1, 8192}},
+		{class: "[stack]", stack: []frame{mainF}, values: [3]int64{30, 0, 0}},
+	}
+}
+
+func newSamples() []sample {
+	return []sample{
+		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, values: [3]int64{130, 10, 40960}},
+		{stack: []frame{buildIdx, mainF}, flags: []string{"zero"}, values: [3]int64{40, 5, 5000}},
+		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{6, 3, 96}},
+		{stack: []frame{newTable, mainF}, flags: []string{"fast", "zero"}, values: [3]int64{12, 12, 1200}},
+		{class: "[stack]", stack: []frame{buildIdx, mainF}, values: [3]int64{31, 0, 0}},
+	}
+}
+
+// Two builds: different load addresses, strides and checkout paths.
+func profiles(t *testing.T) (base, head *profile.Profile) {
+	return build(t, 0x400000, 0x10, "/build/a/src", baseSamples()),
+		build(t, 0x555555554000, 0x24, "/ci/b/src", newSamples())
+}
+
+func siteByName(t *testing.T, r *Result, prefix string) Site {
+	t.Helper()
+	for _, s := range r.Sites {
+		if strings.HasPrefix(s.Name, prefix) {
+			return s
+		}
+	}
+	t.Fatalf("no site %q in %+v", prefix, r.Sites)
+	return Site{}
+}
+
+func TestCompareFaults(t *testing.T) {
+	base, head := profiles(t)
+	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Totals: base 60+40+50+4+20+30 = 204, new 130+40+6+12+31 = 219.
+	if r.Total != (Row{204, 219}) {
+		t.Errorf("total = %+v, want {204 219}", r.Total)
+	}
+	if r.Unattributed != (Row{30, 31}) {
+		t.Errorf("unattributed = %+v, want {30 31}", r.Unattributed)
+	}
+	// flag rows: fast 4 → 6+12, mmap 100 → 130, zero 50 → 40+12.
+	wantFlags := []FlagRow{{"fast", Row{4, 18}}, {"mmap", Row{100, 130}}, {"zero", Row{50, 52}}}
+	if len(r.Flags) != len(wantFlags) {
+		t.Fatalf("flags = %+v, want %+v", r.Flags, wantFlags)
+	}
+	for i := range wantFlags {
+		if r.Flags[i] != wantFlags[i] {
+			t.Errorf("flag %d = %+v, want %+v", i, r.Flags[i], wantFlags[i])
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		row       Row
+		status    Status
+		regressed bool
+	}{
+		// Same frames at different addresses and paths: one site.
+		{"read_input io.c:12 ← main", Row{100, 130}, StatusGrew, true}, // +30 = 30% > 10%, ≥ 8
+		{"build_index index.c:88", Row{50, 40}, StatusShrank, false},
+		{"parse_line parse.c:30", Row{4, 6}, StatusGrew, false}, // +50% but +2 < 8
+		{"old_cache", Row{20, 0}, StatusVanished, false},
+		{"new_table", Row{0, 12}, StatusNew, true}, // new and ≥ 8
+		{"[stack]", Row{30, 31}, StatusGrew, false},
+	} {
+		s := siteByName(t, r, tc.name)
+		if s.Row != tc.row || s.Status != tc.status || s.Regressed != tc.regressed {
+			t.Errorf("%s: got %+v %s regressed=%v, want %+v %s regressed=%v", tc.name, s.Row, s.Status, s.Regressed, tc.row, tc.status, tc.regressed)
+		}
+	}
+	if len(r.Sites) != 6 || r.Regressions != 2 {
+		t.Errorf("%d sites, %d regressions; want 6, 2", len(r.Sites), r.Regressions)
+	}
+	// Largest absolute change first: read_input +30, old_cache -20, new_table +12, ...
+	var order []string
+	for _, s := range r.Sites {
+		order = append(order, strings.Fields(s.Name)[0])
+	}
+	if got, want := strings.Join(order, " "), "read_input old_cache new_table build_index parse_line [stack]"; got != want {
+		t.Errorf("order = %s, want %s", got, want)
+	}
+	if s := siteByName(t, r, "[stack]"); s.Class != "[stack]" || s.Frames != nil {
+		t.Errorf("class site = %+v", s)
+	}
+}
+
+func TestCompareOtherMetrics(t *testing.T) {
+	base, head := profiles(t)
+	r, err := Compare(base, head, Options{Metric: "alloc_space", Threshold: 0.1, MinDelta: DefaultMinDelta("alloc_space")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 24576+16384+5000+64+8192 = 54216; 40960+5000+96+1200 = 47256.
+	if r.Total != (Row{54216, 47256}) || r.Unit != "bytes" {
+		t.Errorf("total = %+v %s", r.Total, r.Unit)
+	}
+	// read_input grew by 0 bytes; nothing reaches 64 KiB.
+	if r.Regressed() {
+		t.Errorf("alloc_space regressed: %+v", r.Sites)
+	}
+	r, err = Compare(base, head, Options{Metric: "allocs", Threshold: 0.1, MinDelta: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// allocs: new_table 0 → 12 is the only change of 8 or more.
+	if r.Regressions != 1 || !siteByName(t, r, "new_table").Regressed {
+		t.Errorf("allocs: %d regressions", r.Regressions)
+	}
+	if _, err := Compare(base, &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}}, Options{Metric: "faults"}); err == nil || !strings.Contains(err.Error(), `no "faults" samples`) {
+		t.Errorf("foreign profile: err = %v", err)
+	}
+}
+
+func TestRegressedBoundaries(t *testing.T) {
+	opts := Options{Threshold: 0.1, MinDelta: 8}
+	for _, tc := range []struct {
+		row  Row
+		want bool
+	}{
+		{Row{100, 110}, false}, // exactly 10%: not more than
+		{Row{100, 111}, true},
+		{Row{10, 17}, false}, // 70% but only +7
+		{Row{10, 18}, true},  // +8 is at least min-delta
+		{Row{0, 7}, false},   // new but small
+		{Row{0, 8}, true},    // new: infinite growth
+		{Row{50, 10}, false}, // improvement
+		{Row{0, 0}, false},
+	} {
+		if got := regressed(tc.row, opts); got != tc.want {
+			t.Errorf("regressed(%+v) = %v, want %v", tc.row, got, tc.want)
+		}
+	}
+	if g := (Row{0, 5}).Growth(); !math.IsInf(g, 1) {
+		t.Errorf("growth of a new site = %v", g)
+	}
+}
+
+func TestParseThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		err  string
+	}{
+		{"10%", 0.1, ""},
+		{"0.1", 0.1, ""},
+		{"2.5%", 0.025, ""},
+		{"250%", 2.5, ""},
+		{"0", 0, ""},
+		{"10", 0, "ambiguous"},
+		{"ten", 0, "invalid"},
+		{"-5%", 0, "invalid"},
+		{"", 0, "invalid"},
+	} {
+		got, err := ParseThreshold(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ParseThreshold(%q) err = %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("ParseThreshold(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+func TestProfile(t *testing.T) {
+	base, head := profiles(t)
+	d, err := Profile(base, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	// Round trip through the wire format.
+	var buf bytes.Buffer
+	if err := d.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	d, err = profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total, baseTotal int64
+	byLeaf := map[string]int64{}
+	for _, s := range d.Sample {
+		isBase := s.HasLabel(BaseLabel, "true")
+		if isBase {
+			baseTotal += s.Value[0]
+			if s.Value[0] > 0 {
+				t.Errorf("base sample with positive value %v", s.Value)
+			}
+		}
+		total += s.Value[0]
+		byLeaf[s.Location[0].Line[0].Function.Name] += s.Value[0]
+	}
+	// Sum is NEW-BASE = 219-204; base part is -204.
+	if total != 15 || baseTotal != -204 {
+		t.Errorf("diff profile total %d, base part %d; want 15, -204", total, baseTotal)
+	}
+	if byLeaf["read_input"] != 30 || byLeaf["old_cache"] != -20 || byLeaf["new_table"] != 12 {
+		t.Errorf("per leaf: %v", byLeaf)
+	}
+	// Inputs untouched.
+	if base.Sample[0].Value[0] != 60 || len(base.Sample[0].Label[BaseLabel]) != 0 {
+		t.Errorf("Profile modified BASE: %+v", base.Sample[0])
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := profiles(t)
+	good := filepath.Join(dir, "good.pb.gz")
+	f, err := os.Create(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if p, err := Load(good); err != nil || len(p.Sample) != len(base.Sample) {
+		t.Fatalf("Load(good) = %v, %v", p, err)
+	}
+	if perf, err := IsPerfData(good); perf || err != nil {
+		t.Errorf("IsPerfData(profile) = %v, %v", perf, err)
+	}
+
+	junk := filepath.Join(dir, "junk.txt")
+	os.WriteFile(junk, []byte("hello, world\n"), 0o644)
+	_, err = Load(junk)
+	var npe *NotProfileError
+	if !errors.As(err, &npe) || npe.Path != junk || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Load(junk) err = %v", err)
+	}
+
+	for _, magic := range []string{"PERFILE2", "2ELIFREP"} {
+		perfFile := filepath.Join(dir, magic)
+		os.WriteFile(perfFile, append([]byte(magic), make([]byte, 100)...), 0o644)
+		if perf, err := IsPerfData(perfFile); !perf || err != nil {
+			t.Errorf("IsPerfData(%s) = %v, %v", magic, perf, err)
+		}
+	}
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("PER"), 0o644)
+	if perf, err := IsPerfData(short); perf || err != nil {
+		t.Errorf("IsPerfData(short) = %v, %v", perf, err)
+	}
+}

@@ -1,0 +1,77 @@
+// Package diff compares two faultline profiles allocation site by allocation
+// site, decides whether NEW regressed against BASE, renders the comparison as
+// text, Markdown or JSON, and builds a pprof diff profile like
+// `go tool pprof -diff_base`.
+//
+// Sites are keyed by symbolized frames (function, source file base name,
+// line), never by addresses, so two builds of a program or two ASLR layouts
+// compare site for site. Unattributed faults form one site per class
+// ("[stack]", "[file] libc.so.6", ...).
+package diff
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/google/pprof/profile"
+)
+
+// perf.data magics (tools/perf/util/header.c: __perf_magic2 and its
+// byte-swapped form); pipe-mode recordings start with the same magic.
+var (
+	perfMagicLE = []byte("PERFILE2")
+	perfMagicBE = []byte("2ELIFREP")
+)
+
+// IsPerfData reports whether the file at path is a perf.data recording
+// rather than a profile, judging by its magic.
+func IsPerfData(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var magic [8]byte
+	n, err := io.ReadFull(f, magic[:])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return isPerfMagic(magic[:n]), nil
+}
+
+func isPerfMagic(b []byte) bool {
+	return bytes.Equal(b, perfMagicLE) || bytes.Equal(b, perfMagicBE)
+}
+
+// NotProfileError reports an input that is neither a pprof profile nor a
+// perf.data recording.
+type NotProfileError struct {
+	Path string
+	Err  error
+}
+
+func (e *NotProfileError) Error() string {
+	return fmt.Sprintf("%s: not a faultline profile (gzipped pprof) or perf.data recording: %v", e.Path, e.Err)
+}
+
+func (e *NotProfileError) Unwrap() error { return e.Err }
+
+// Load reads a pprof profile (gzipped or not) from path. A file that is not
+// a profile yields a *NotProfileError naming it.
+func Load(path string) (*profile.Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if isPerfMagic(data[:min(len(data), 8)]) {
+		return nil, &NotProfileError{Path: path, Err: errors.New("this is a perf.data recording; analyze it first")}
+	}
+	p, err := profile.ParseData(data)
+	if err != nil {
+		return nil, &NotProfileError{Path: path, Err: err}
+	}
+	return p, nil
+}

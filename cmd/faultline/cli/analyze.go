@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/analyze"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/symbolize"
+	"github.com/google/pprof/profile"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
+)
+
+func init() {
+	register(&command{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze})
+	analyzeForDiff = func(env *Env, path string) (*profile.Profile, error) {
+		res, err := analyzeFile(env, path, defaultAnalyzeOptions(), symbolize.Config{}, true)
+		if err != nil {
+			return nil, err
+		}
+		return res.Profile, nil
+	}
+}
+
+const analyzeHelp = `Usage: faultline analyze [flags] FILE|-
+
+Reads a perf.data recording made with uprobes on malloc (entry with the size,
+return with the pointer) and page faults with their data addresses, unwinds
+every stack from its DWARF stack copy, joins each fault to the live allocation
+whose bytes it touched (per process: fork and exec aware) and writes a gzipped
+pprof profile:
+
+  sample types  faults (default), allocs, alloc_space (bytes)
+  stacks        --by alloc: the allocation's call stack, allocator frames
+                dropped, so the leaf is the code that called malloc;
+                --by touch: the faulting code's stack (label alloc_site names
+                the allocation's caller)
+  labels        flag=fast|mmap|zero, comm, access=read|write|exec (tracepoint
+                faults), class=[stack]|[heap]|[anon]|[file] NAME|[unknown] for
+                faults that touched no allocation (their leaf names the class)
+
+A summary goes to standard output. FILE "-" reads a pipe-mode recording from
+standard input: perf record -o - ... | faultline analyze -
+
+Record with 'faultline record -- CMD', or by hand:
+
+  perf probe -x $LIBC 'malloc size=%di:u64'
+  perf probe -x $LIBC 'malloc%return ptr=$retval'
+  perf record -c 1 -d --call-graph dwarf -e probe_libc:malloc \
+      -e probe_libc:malloc__return -e page-faults:u -- ./prog
+
+Example (a recording shipped with faultline; no root or perf needed):
+
+  faultline analyze --symfs testdata/symfs testdata/perf/basic.plain.data -o faults.pb.gz
+  go tool pprof -top faults.pb.gz
+  go tool pprof -top -tagfocus=flag=mmap faults.pb.gz
+
+Flags:
+`
+
+type analyzeFlags struct {
+	out, by             string
+	quiet               bool
+	fastMax, mmapThresh uint64
+	window              time.Duration
+	events              []string
+	sym                 *symbolizeFlags
+}
+
+func defaultAnalyzeOptions() analyze.Options {
+	return analyze.Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc}
+}
+
+func runAnalyze(env *Env, args []string) error {
+	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	f := &analyzeFlags{}
+	def := defaultAnalyzeOptions()
+	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
+	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary and no progress bar")
+	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
+	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
+	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
+	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
+	f.sym = addSymbolizeFlags(fs)
+	fs.Usage = func() { fmt.Fprint(env.Stderr, analyzeHelp+fs.FlagUsages()) }
+	if err := fs.Parse(args); err != nil {
+		if err == pflag.ErrHelp {
+			fmt.Fprint(env.Stdout, analyzeHelp+fs.FlagUsages())
+			return nil
+		}
+		return usageError("analyze: %v", err)
+	}
+	if fs.NArg() != 1 {
+		return usageError("analyze: want one recording (FILE or - for stdin); see 'faultline analyze --help'")
+	}
+	opts := def
+	switch f.by {
+	case "alloc":
+		opts.Mode = report.ByAlloc
+	case "touch":
+		opts.Mode = report.ByTouch
+	default:
+		return usageError("analyze: --by %q: want alloc or touch", f.by)
+	}
+	opts.Attr.FastMax = f.fastMax
+	opts.Attr.MmapThreshold = f.mmapThresh
+	opts.Attr.Window = uint64(f.window)
+	if len(f.events) > 0 {
+		opts.Events = map[string]string{}
+		for _, e := range f.events {
+			name, role, ok := strings.Cut(e, "=")
+			if !ok {
+				return usageError("analyze: --event %q: want NAME=ROLE", e)
+			}
+			opts.Events[name] = role
+		}
+	}
+	start := time.Now()
+	res, err := analyzeFile(env, fs.Arg(0), opts, f.sym.config(), f.quiet)
+	if err != nil {
+		return err
+	}
+	if err := writeProfile(f.out, res.Profile); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	if !f.quiet {
+		fmt.Fprintf(env.Stdout, "faultline: analyzed %s in %.2fs; wrote %s\n\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
+		res.Summary.WriteText(env.Stdout)
+		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
+	}
+	for _, w := range res.Summary.Warnings {
+		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", w)
+	}
+	return nil
+}
+
+// analyzeFile runs the analysis on a file or on stdin ("-").
+func analyzeFile(env *Env, name string, opts analyze.Options, cfg symbolize.Config, quiet bool) (*analyze.Result, error) {
+	r, err := openRecording(env, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	sess, err := symbolize.NewSession(cfg, r.Meta())
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: err}
+	}
+	defer sess.Close()
+	var bar *progressbar.ProgressBar
+	if !quiet && env.StderrIsTerminal && name != "-" {
+		if fi, err := os.Stat(name); err == nil && fi.Size() > 64<<20 {
+			bar = progressbar.NewOptions64(fi.Size(),
+				progressbar.OptionSetWriter(env.Stderr),
+				progressbar.OptionSetDescription("analyzing"),
+				progressbar.OptionShowBytes(true),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionClearOnFinish())
+			opts.Progress = func(off int64) { bar.Set64(off) }
+		}
+	}
+	res, err := analyze.Run(r, sess, opts)
+	if bar != nil {
+		bar.Finish()
+	}
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", displayName(name), err)}
+	}
+	return res, nil
+}
+
+func displayName(name string) string {
+	if name == "-" {
+		return "standard input"
+	}
+	return name
+}
+
+func writeProfile(path string, p *profile.Profile) error {
+	var w io.Writer
+	if path == "-" {
+		w = os.Stdout
+	} else {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+	"github.com/spf13/pflag"
+)
+
+// symbolizeFlags are the flags every command that names frames takes, with
+// perf's spellings.
+type symbolizeFlags struct {
+	symfs, buildIDDir, kallsyms string
+}
+
+func addSymbolizeFlags(fs *pflag.FlagSet) *symbolizeFlags {
+	o := &symbolizeFlags{}
+	fs.StringVar(&o.symfs, "symfs", "", "look for binaries and debug files under `DIR` first (perf's --symfs)")
+	fs.StringVar(&o.buildIDDir, "buildid-dir", "", "perf's build-id cache `DIR` (default $PERF_BUILDID_DIR or ~/.debug)")
+	fs.StringVar(&o.kallsyms, "kallsyms", "", "name kernel frames from `FILE`, a copy of /proc/kallsyms")
+	return o
+}
+
+func (o *symbolizeFlags) config() symbolize.Config {
+	return symbolize.Config{Symfs: o.symfs, BuildIDDir: o.buildIDDir, Kallsyms: o.kallsyms}
+}
+
+// openRecording opens a perf.data file, or reads a pipe-mode recording from
+// standard input for "-". Errors are one line saying what the input is.
+func openRecording(env *Env, name string, opts *perfdata.Options) (*perfdata.Reader, error) {
+	if name == "-" {
+		r, err := perfdata.NewStream(env.Stdin, opts)
+		if err != nil {
+			if errors.Is(err, perfdata.ErrNotPerfData) {
+				return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("standard input is not a pipe-mode perf.data stream (%v); record with perf record -o - ... | faultline ...", err)}
+			}
+			return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("standard input: %w", err)}
+		}
+		return r, nil
+	}
+	r, err := perfdata.Open(name, opts)
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: openError(name, err)}
+	}
+	return r, nil
+}
+
+// newFlagSet returns a subcommand's flag set. Parse errors are returned, not
+// printed: parseFlags turns them into one-line usage errors.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// parseFlags parses a subcommand's arguments the same way for every
+// command. -h/--help prints help, then the flag list, to standard output
+// and reports done (the command ends with exit status 0); a bad flag is a
+// usage error (exit 2) naming the command. help should end with "Flags:\n".
+func parseFlags(env *Env, fs *pflag.FlagSet, help string, args []string) (done bool, err error) {
+	if fs.Lookup("help") == nil {
+		fs.BoolP("help", "h", false, "show this help")
+	}
+	// pflag calls Usage before returning ErrHelp and on some errors.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err = fs.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) || err == nil && boolFlag(fs, "help") {
+		io.WriteString(env.Stdout, help+flagUsages(fs))
+		return true, nil
+	}
+	if err != nil {
+		return true, usageError("%s: %v; run 'faultline %s --help'", fs.Name(), err, fs.Name())
+	}
+	return false, nil
+}
+
+func boolFlag(fs *pflag.FlagSet, name string) bool {
+	v, err := fs.GetBool(name)
+	return err == nil && v
+}
+
+// hideDefault keeps --help from showing a flag's default value, for flags
+// whose zero value is a placeholder the usage explains.
+func hideDefault(fs *pflag.FlagSet, name string) {
+	fs.SetAnnotation(name, hideDefaultKey, []string{"true"})
+}
+
+const hideDefaultKey = "faultline/hide-default"
+
+// flagUsages lists fs's flags for --help, wrapped at 80 columns: pflag's own
+// FlagUsages writes "--quiet[=true|false]" for booleans and does not wrap.
+func flagUsages(fs *pflag.FlagSet) string {
+	type row struct{ left, usage string }
+	var rows []row
+	width := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		left := "      --" + f.Name
+		if f.Shorthand != "" {
+			left = "  -" + f.Shorthand + ", --" + f.Name
+		}
+		varname, usage := pflag.UnquoteUsage(f)
+		if varname != "" {
+			left += " " + varname
+		}
+		def := f.DefValue
+		if f.Annotations[hideDefaultKey] != nil {
+			def = ""
+		}
+		switch def {
+		case "", "0", "false", "[]", "0s":
+		default:
+			if f.Value.Type() == "string" {
+				def = strconv.Quote(def)
+			}
+			usage += " (default " + def + ")"
+		}
+		rows = append(rows, row{left, usage})
+		width = max(width, len(left))
+	})
+	var b strings.Builder
+	col := width + 3
+	for _, r := range rows {
+		b.WriteString(r.left)
+		pad := col - len(r.left)
+		line := col
+		for i, word := range strings.Fields(r.usage) {
+			switch {
+			case i == 0:
+				b.WriteString(strings.Repeat(" ", pad))
+			case line+1+len(word) > 80:
+				b.WriteString("\n" + strings.Repeat(" ", col))
+				line = col
+			default:
+				b.WriteByte(' ')
+				line++
+			}
+			b.WriteString(word)
+			line += len(word)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/faultline/faultline/attribute/diff"
+	"github.com/google/pprof/profile"
+)
+
+// analyzeForDiff turns a perf.data recording into a faultline profile (by
+// allocation site) so diff can take recordings directly. It is nil until
+// the analyze command provides it; diff then refuses perf.data inputs.
+var analyzeForDiff func(env *Env, path string) (*profile.Profile, error)
+
+func init() {
+	register(&command{
+		name:    "diff",
+		summary: "compare two profiles per allocation site; exit 1 on a regression",
+		run:     runDiff,
+	})
+}
+
+const diffHelp = `Usage: faultline diff [flags] BASE NEW
+
+Compares two faultline profiles (or perf.data recordings, analyzed on the fly
+without --symfs) allocation site by allocation site, and fails when NEW
+regressed.
+
+A site is an allocation's stack (allocator frames dropped) named by function,
+source file and line, never by address: two builds of a program, or two runs
+with different ASLR layouts, compare site for site. Unsymbolized frames are
+named module+offset. Faults that hit no allocation are one site per class
+("[stack]", "[file] libc.so.6", ...).
+
+A site regresses when it grew by more than --threshold relative to BASE and
+by at least --min-delta in absolute terms; a site absent from BASE counts as
+infinite growth once it reaches --min-delta. Improvements never fail.
+
+Exit status: 0 no regression (improvements included); 1 a site regressed;
+2 bad usage or an unreadable input.
+
+Example (recordings shipped with faultline: one program on an input and on
+one three times larger; no root or perf needed):
+
+  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
+
+A CI job that records the base branch and the head, comments on the pull
+request and fails the job on a regression:
+
+  git checkout "$BASE_SHA" && make
+  sudo faultline record -z -o base.data -- ./bench
+  faultline analyze -q base.data -o base.pb.gz
+  git checkout "$HEAD_SHA" && make
+  sudo faultline record -z -o head.data -- ./bench
+  faultline analyze -q head.data -o head.pb.gz
+  faultline diff --format markdown -o diff.pb.gz base.pb.gz head.pb.gz > comment.md
+
+  # afterwards, where did it change?
+  go tool pprof -top diff.pb.gz
+
+Flags:
+`
+
+type diffFlags struct {
+	metric    string
+	threshold string
+	minDelta  int64
+	top       int
+	format    string
+	output    string
+}
+
+func runDiff(env *Env, args []string) error {
+	var f diffFlags
+	fs := newFlagSet("diff")
+	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
+	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
+	hideDefault(fs, "min-delta")
+	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
+	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
+	if done, err := parseFlags(env, fs, diffHelp, args); done {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
+	}
+	if !contains(diff.Metrics, f.metric) {
+		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
+	}
+	if !contains(diff.Formats, f.format) {
+		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
+	}
+	threshold, err := diff.ParseThreshold(f.threshold)
+	if err != nil {
+		return usageError("diff: --threshold: %v", err)
+	}
+	if !fs.Changed("min-delta") {
+		f.minDelta = diff.DefaultMinDelta(f.metric)
+	} else if f.minDelta < 0 {
+		return usageError("diff: --min-delta must not be negative")
+	}
+	if f.top < 0 {
+		return usageError("diff: --top must not be negative")
+	}
+
+	baseName, newName := fs.Arg(0), fs.Arg(1)
+	base, err := loadForDiff(env, baseName)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: BASE: %w", err)}
+	}
+	head, err := loadForDiff(env, newName)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
+	}
+	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta})
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
+	}
+	if f.output != "" {
+		if err := writeDiffProfile(f.output, base, head); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
+		}
+	}
+	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
+	}
+	if res.Regressed() {
+		// Also on stderr: CI logs show it when stdout goes to a file.
+		return &ExitError{Code: ExitRegression, Err: errors.New(res.Verdict())}
+	}
+	return nil
+}
+
+// loadForDiff reads a profile, or analyzes a perf.data recording through
+// analyzeForDiff.
+func loadForDiff(env *Env, path string) (*profile.Profile, error) {
+	perf, err := diff.IsPerfData(path)
+	if err != nil {
+		return nil, err
+	}
+	if perf {
+		if analyzeForDiff == nil {
+			return nil, fmt.Errorf("%s is a perf.data recording: perf.data inputs need analyze, which this build lacks; pass profiles written by 'faultline analyze'", path)
+		}
+		p, err := analyzeForDiff(env, path)
+		if err != nil {
+			return nil, fmt.Errorf("analyzing %s: %w", path, err)
+		}
+		return p, nil
+	}
+	return diff.Load(path)
+}
+
+func writeDiffProfile(path string, base, head *profile.Profile) error {
+	p, err := diff.Profile(base, head)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(out); err != nil {
+		out.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

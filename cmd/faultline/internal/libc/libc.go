@@ -1,0 +1,430 @@
+// Package libc finds the C library a program really loads and the file
+// offsets of its functions, for placing uprobes: from a command's ELF
+// dependencies (PT_INTERP, DT_NEEDED, RUNPATH, LD_LIBRARY_PATH, the ld.so
+// cache) or from a running process's /proc/PID/maps. It runs no ldd: ldd
+// executes the program's loader.
+package libc
+
+import (
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// System is the outside world the search reads; tests substitute a fake.
+type System interface {
+	LookPath(file string) (string, error)
+	Run(name string, args ...string) (stdout, stderr []byte, err error)
+	ReadFile(path string) ([]byte, error)
+	// Open opens a file for random access (ELF files can be large).
+	Open(path string) (File, error)
+	Exists(path string) bool
+	Inode(path string) (uint64, error)
+	Getenv(key string) string
+}
+
+// File is an open file.
+type File interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// IsLibcName reports whether a file's base name is glibc's (or musl's) C
+// library: libc.so.6, libc-2.31.so, libc.musl-x86_64.so.1.
+func IsLibcName(base string) bool { return libcRE.MatchString(base) }
+
+var libcRE = regexp.MustCompile(`^libc(\.so(\.\d+)*|-\d[\d.]*\.so|\.musl-[\w-]+\.so(\.\d+)*)$`)
+
+// ResolveCommand finds name as exec would: a name with a slash as is, else
+// through PATH.
+func ResolveCommand(sys System, name string) (string, error) {
+	if strings.Contains(name, "/") {
+		if !sys.Exists(name) {
+			return "", fmt.Errorf("%s: no such file", name)
+		}
+		return name, nil
+	}
+	p, err := sys.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("command %q not found in PATH", name)
+	}
+	return p, nil
+}
+
+// binInfo is what the search needs from one ELF file.
+type binInfo struct {
+	class   elf.Class
+	machine elf.Machine
+	interp  string
+	needed  []string
+	paths   []string // DT_RUNPATH, else DT_RPATH, $ORIGIN expanded
+}
+
+// readELF reads path's dynamic linking information. debug/elf can panic on
+// hostile files; a panic becomes an error.
+func readELF(sys System, path string) (bi *binInfo, err error) {
+	r, err := sys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	defer func() {
+		if p := recover(); p != nil {
+			bi, err = nil, fmt.Errorf("%s: malformed ELF file (%v)", path, p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, err
+	}
+	bi = &binInfo{class: f.Class, machine: f.Machine}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				bi.interp = strings.TrimRight(string(b), "\x00")
+			}
+		}
+	}
+	// A file without a dynamic section has no needed libraries.
+	bi.needed, _ = f.ImportedLibraries()
+	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	if len(runpath) == 0 {
+		runpath, _ = f.DynString(elf.DT_RPATH)
+	}
+	origin := filepath.Dir(path)
+	for _, rp := range runpath {
+		for _, d := range strings.Split(rp, ":") {
+			d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", origin), "$ORIGIN", origin)
+			if d != "" {
+				bi.paths = append(bi.paths, d)
+			}
+		}
+	}
+	return bi, nil
+}
+
+// maxShebang bounds #! chains (a script run by a script ...).
+const maxShebang = 4
+
+// ForBinary returns the libc the program at path loads, following a #!
+// script to its interpreter.
+func ForBinary(sys System, path string) (string, error) {
+	for range maxShebang {
+		head, err := readHead(sys, path, 256)
+		if err != nil {
+			return "", err
+		}
+		if !bytes.HasPrefix(head, []byte("#!")) {
+			break
+		}
+		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
+		f := strings.Fields(string(line))
+		if len(f) == 0 {
+			return "", fmt.Errorf("%s: empty #! line", path)
+		}
+		interp := f[0]
+		if filepath.Base(interp) == "env" && len(f) > 1 {
+			interp = f[1]
+			if f[1] == "-S" && len(f) > 2 {
+				interp = f[2]
+			}
+		}
+		if path, err = ResolveCommand(sys, interp); err != nil {
+			return "", fmt.Errorf("%s's interpreter: %w", path, err)
+		}
+	}
+	bi, err := readELF(sys, path)
+	if err != nil {
+		return "", fmt.Errorf("%s: not a program faultline can probe: %w", path, err)
+	}
+	if bi.interp == "" && len(bi.needed) == 0 {
+		return "", fmt.Errorf("%s is statically linked: there is no shared libc whose malloc could be probed", path)
+	}
+	cache := ldCache(sys)
+	seen := map[string]bool{}
+	queue := []string{}
+	for _, n := range bi.needed {
+		queue = append(queue, n)
+	}
+	// Breadth first, as the loader orders them; a program that needs libc
+	// only through a library (libstdc++) still finds it.
+	for len(queue) > 0 && len(seen) < 256 {
+		name := queue[0]
+		queue = queue[1:]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		lib := findLib(sys, name, bi, cache)
+		if lib == "" {
+			if IsLibcName(filepath.Base(name)) {
+				return "", fmt.Errorf("%s needs %s but it is not in RUNPATH, LD_LIBRARY_PATH, the ld.so cache or the standard directories; name it with --libc", path, name)
+			}
+			continue
+		}
+		if IsLibcName(filepath.Base(name)) {
+			return canonical(lib), nil
+		}
+		if dep, err := readELF(sys, lib); err == nil {
+			queue = append(queue, dep.needed...)
+		}
+	}
+	return "", fmt.Errorf("%s does not load a libc (needs %s); name one with --libc", path, strings.Join(bi.needed, ", "))
+}
+
+// readHead returns up to n bytes from the start of path.
+func readHead(sys System, path string, n int) ([]byte, error) {
+	r, err := sys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b := make([]byte, n)
+	m, err := r.ReadAt(b, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:m], nil
+}
+
+// canonical resolves symlinks so messages show the real file; uprobes are
+// per inode, so either name would work.
+func canonical(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// findLib searches for a needed library the way ld.so does: RUNPATH,
+// LD_LIBRARY_PATH, the cache, the default directories. Candidates of the
+// wrong class or machine (a 32-bit libc in /usr/lib32) are skipped.
+func findLib(sys System, name string, bin *binInfo, cache map[string][]string) string {
+	ok := func(p string) bool {
+		if !sys.Exists(p) {
+			return false
+		}
+		bi, err := readELF(sys, p)
+		return err == nil && bi.class == bin.class && bi.machine == bin.machine
+	}
+	if strings.Contains(name, "/") {
+		if ok(name) {
+			return name
+		}
+		return ""
+	}
+	var dirs []string
+	dirs = append(dirs, bin.paths...)
+	for _, d := range strings.Split(sys.Getenv("LD_LIBRARY_PATH"), ":") {
+		if d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if p := filepath.Join(d, name); ok(p) {
+			return p
+		}
+	}
+	for _, p := range cache[name] {
+		if ok(p) {
+			return p
+		}
+	}
+	for _, d := range defaultDirs(bin) {
+		if p := filepath.Join(d, name); ok(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+// defaultDirs are the loader's trusted directories: Debian's multiarch
+// ones first, then the classic ones.
+func defaultDirs(bin *binInfo) []string {
+	var triplet string
+	switch bin.machine {
+	case elf.EM_X86_64:
+		triplet = "x86_64-linux-gnu"
+	case elf.EM_AARCH64:
+		triplet = "aarch64-linux-gnu"
+	case elf.EM_386:
+		triplet = "i386-linux-gnu"
+	case elf.EM_RISCV:
+		triplet = "riscv64-linux-gnu"
+	case elf.EM_PPC64:
+		triplet = "powerpc64le-linux-gnu"
+	case elf.EM_S390:
+		triplet = "s390x-linux-gnu"
+	}
+	var dirs []string
+	if triplet != "" {
+		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
+	}
+	if bin.class == elf.ELFCLASS64 {
+		dirs = append(dirs, "/lib64", "/usr/lib64")
+	}
+	return append(dirs, "/lib", "/usr/lib")
+}
+
+// ldCache reads the ld.so cache through `ldconfig -p`; without ldconfig the
+// search goes on without it.
+func ldCache(sys System) map[string][]string {
+	for _, name := range []string{"ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"} {
+		p, err := sys.LookPath(name)
+		if err != nil {
+			continue
+		}
+		out, _, err := sys.Run(p, "-p")
+		if err != nil {
+			continue
+		}
+		return ParseLdconfig(string(out))
+	}
+	return nil
+}
+
+// ParseLdconfig parses `ldconfig -p` output, whose lines read
+//
+//	libc.so.6 (libc6,x86-64) => /lib/x86_64-linux-gnu/libc.so.6
+//
+// into library name → paths in cache order (every architecture: the
+// caller checks each candidate's class and machine).
+func ParseLdconfig(out string) map[string][]string {
+	m := map[string][]string{}
+	for _, line := range strings.Split(out, "\n") {
+		left, path, ok := strings.Cut(line, " => ")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(left)
+		if len(f) == 0 {
+			continue
+		}
+		m[f[0]] = append(m[f[0]], strings.TrimSpace(path))
+	}
+	return m
+}
+
+// ForProcess returns the libc mapped into process pid, from /proc/PID/maps.
+// When the process sees another file system (a container), the path is
+// taken through /proc/PID/root.
+func ForProcess(sys System, pid int) (string, error) {
+	mapsPath := fmt.Sprintf("/proc/%d/maps", pid)
+	data, err := sys.ReadFile(mapsPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("no process %d", pid)
+		}
+		return "", fmt.Errorf("reading %s: %w", mapsPath, err)
+	}
+	path, ino, err := LibcFromMaps(string(data))
+	if err != nil {
+		return "", fmt.Errorf("process %d: %w", pid, err)
+	}
+	if got, err := sys.Inode(path); err == nil && got == ino {
+		return path, nil
+	}
+	root := fmt.Sprintf("/proc/%d/root%s", pid, path)
+	if sys.Exists(root) {
+		return root, nil
+	}
+	return "", fmt.Errorf("process %d maps %s (inode %d), which is not that file here: was libc upgraded since the process started? Restart it, or name the file with --libc", pid, path, ino)
+}
+
+// LibcFromMaps finds the libc mapping in /proc/PID/maps text, whose lines
+// read "start-end perms offset dev inode path".
+func LibcFromMaps(maps string) (path string, ino uint64, err error) {
+	for _, line := range strings.Split(maps, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 {
+			continue
+		}
+		p := strings.Join(f[5:], " ")
+		deleted := strings.HasSuffix(p, " (deleted)")
+		p = strings.TrimSuffix(p, " (deleted)")
+		if !strings.HasPrefix(p, "/") || !IsLibcName(filepath.Base(p)) {
+			continue
+		}
+		if deleted {
+			return "", 0, fmt.Errorf("its libc %s was deleted (upgraded?) after it started; restart the process", p)
+		}
+		n, err := strconv.ParseUint(f[4], 10, 64)
+		if err != nil {
+			return "", 0, fmt.Errorf("bad maps line %q", line)
+		}
+		return p, n, nil
+	}
+	return "", 0, errors.New("maps no libc (statically linked?); name one with --libc")
+}
+
+// Lib is a libc opened to place probes.
+type Lib struct {
+	Path    string
+	Machine elf.Machine
+	syms    map[string]uint64 // function symbol → file offset
+}
+
+// Open reads path's function symbols (.dynsym, then .symtab when present)
+// and converts their addresses to file offsets, which is what uprobes take.
+func Open(sys System, path string) (lib *Lib, err error) {
+	r, err := sys.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	defer func() {
+		if p := recover(); p != nil {
+			lib, err = nil, fmt.Errorf("%s: malformed ELF file (%v)", path, p)
+		}
+	}()
+	f, err := elf.NewFile(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lib = &Lib{Path: path, Machine: f.Machine, syms: map[string]uint64{}}
+	var syms []elf.Symbol
+	if s, err := f.DynamicSymbols(); err == nil {
+		syms = append(syms, s...)
+	}
+	if s, err := f.Symbols(); err == nil {
+		syms = append(syms, s...)
+	}
+	for _, s := range syms {
+		// Not STT_GNU_IFUNC: its address is the resolver, not the code.
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 {
+			continue
+		}
+		name, _, _ := strings.Cut(s.Name, "@") // versioned names
+		if _, dup := lib.syms[name]; dup {
+			continue
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 && s.Value >= p.Vaddr && s.Value < p.Vaddr+p.Memsz {
+				lib.syms[name] = s.Value - p.Vaddr + p.Off
+				break
+			}
+		}
+	}
+	if len(lib.syms) == 0 {
+		return nil, fmt.Errorf("%s has no function symbols", path)
+	}
+	return lib, nil
+}
+
+// Offset returns the file offset of the first of symbols that exists.
+func (l *Lib) Offset(symbols ...string) (off uint64, sym string, ok bool) {
+	for _, s := range symbols {
+		if off, ok := l.syms[s]; ok {
+			return off, s, true
+		}
+	}
+	return 0, "", false
+}
