@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -12,7 +14,6 @@ import (
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/pflag"
 )
 
@@ -70,6 +71,8 @@ type analyzeFlags struct {
 	window              time.Duration
 	events              []string
 	sym                 *symbolizeFlags
+	cpuProfile          string
+	memProfile          string
 }
 
 func defaultAnalyzeOptions() analyze.Options {
@@ -89,6 +92,11 @@ func runAnalyze(env *Env, args []string) error {
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	f.sym = addSymbolizeFlags(fs)
+	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
+	fs.MarkHidden("cpuprofile")
+	fs.MarkHidden("memprofile")
 	fs.Usage = func() { fmt.Fprint(env.Stderr, analyzeHelp+fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if err == pflag.ErrHelp {
@@ -123,6 +131,24 @@ func runAnalyze(env *Env, args []string) error {
 		}
 	}
 	start := time.Now()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		opts.Done = func() {
+			if err := writeHeapProfile(f.memProfile); err != nil {
+				fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", err)
+			}
+		}
+	}
 	res, err := analyzeFile(env, fs.Arg(0), opts, f.sym.config(), f.quiet)
 	if err != nil {
 		return err
@@ -153,26 +179,27 @@ func analyzeFile(env *Env, name string, opts analyze.Options, cfg symbolize.Conf
 		return nil, &ExitError{Code: ExitFailure, Err: err}
 	}
 	defer sess.Close()
-	var bar *progressbar.ProgressBar
-	if !quiet && env.StderrIsTerminal && name != "-" {
-		if fi, err := os.Stat(name); err == nil && fi.Size() > 64<<20 {
-			bar = progressbar.NewOptions64(fi.Size(),
-				progressbar.OptionSetWriter(env.Stderr),
-				progressbar.OptionSetDescription("analyzing"),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionThrottle(100*time.Millisecond),
-				progressbar.OptionClearOnFinish())
-			opts.Progress = func(off int64) { bar.Set64(off) }
-		}
-	}
+	var done func()
+	opts.Progress, done = newProgress(env, name, quiet, "analyzing")
 	res, err := analyze.Run(r, sess, opts)
-	if bar != nil {
-		bar.Finish()
-	}
+	done()
 	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", displayName(name), err)}
 	}
 	return res, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC() // up-to-date statistics
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func displayName(name string) string {

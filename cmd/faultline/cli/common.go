@@ -3,6 +3,10 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 	"io"
 	"strconv"
 	"strings"
@@ -150,4 +154,25 @@ func flagUsages(fs *pflag.FlagSet) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// newProgress returns a progress callback (file offset read so far) and a
+// function to end it. The bar is drawn on stderr only when stderr is a
+// terminal, the input is a file larger than 64 MiB, and quiet is off;
+// otherwise both functions do nothing.
+func newProgress(env *Env, name string, quiet bool, what string) (func(int64), func()) {
+	if quiet || !env.StderrIsTerminal || name == "-" {
+		return nil, func() {}
+	}
+	fi, err := os.Stat(name)
+	if err != nil || fi.Size() <= 64<<20 {
+		return nil, func() {}
+	}
+	bar := progressbar.NewOptions64(fi.Size(),
+		progressbar.OptionSetWriter(env.Stderr),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+	return func(off int64) { bar.Set64(off) }, func() { bar.Finish() }
 }

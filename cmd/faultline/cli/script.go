@@ -65,10 +65,16 @@ func runScript(env *Env, args []string) error {
 	}
 	defer sess.Close()
 
+	progress, done := newProgress(env, fs.Arg(0), false, "unwinding")
+	defer done()
+	var n uint64
 	out := bufio.NewWriterSize(env.Stdout, 1<<20)
 	w := &symbolize.ScriptWriter{S: sess, Inline: !*noInline}
 	nBuildIDs := 0
 	for r.Next() {
+		if n++; progress != nil && n&0xfff == 0 {
+			progress(r.Record().Common().Offset)
+		}
 		switch rec := r.Record().(type) {
 		case *perfdata.Sample:
 			if *event != "" && (rec.Event == nil || rec.Event.Name != *event) {
