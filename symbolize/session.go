@@ -98,6 +98,7 @@ type Session struct {
 	tramps     map[uint32][]trampEntry // by tid
 	entryProbe map[*perfdata.Event]bool
 
+	canon    map[mapIdentity]*Mapping
 	lines    map[lineKey][]binfile.Frame
 	warnings []string
 	warned   map[string]bool
@@ -139,6 +140,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		stackOff:   []uint32{0, 0}, // StackID 0 is the empty stack
 		seed:       maphash.MakeSeed(),
 		lines:      map[lineKey][]binfile.Frame{},
+		canon:      map[mapIdentity]*Mapping{},
 		tramps:     map[uint32][]trampEntry{},
 		entryProbe: map[*perfdata.Event]bool{},
 		warned:     map[string]bool{},
@@ -330,7 +332,7 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 		return mi
 	}
 	for _, w := range b.Warnings {
-		s.warn(m.File+": "+w, m.File+": "+w)
+		s.warn(w, w) // binfile's warnings name the file already
 	}
 	mi.bin = b
 	if t, ok := s.tables[b]; ok {
@@ -394,7 +396,8 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 		stop = unwind.StopNoRegs
 	}
 	for _, f := range s.frames {
-		s.ids = append(s.ids, s.intern(Loc{PC: f.PC, Map: s.Maps.Find(pid, f.PC), Return: f.Return, Kind: f.Kind}))
+		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
 	}
 	s.stats.Samples++
 	s.stats.Frames += uint64(len(s.frames))
@@ -403,6 +406,42 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 	}
 	s.stats.ByStop[stop.String()]++
 	return s.internStack(s.ids), stop
+}
+
+// mapIdentity says when two mappings, in different processes or at
+// different addresses (ASLR), hold the same bytes of the same file.
+type mapIdentity struct {
+	file       string
+	buildID    string
+	ino, dev   uint64
+	pgoff, len uint64
+}
+
+// canonical moves pc in m to the session's shared mapping of the same file
+// range: the first mapping seen of it. Every process that runs a program
+// (each cc1 of a build) then shares its locations, stacks and cached
+// lines, so they grow with the code run, not with the number of processes
+// in the recording. The address relative to the file (Loc.RelAddr), which
+// perf script prints and symbolization uses, does not change. Anonymous
+// and special mappings other than [vdso] stay per process.
+func (s *Session) canonical(pc uint64, m *Mapping) (uint64, *Mapping) {
+	if m == nil {
+		return pc, nil
+	}
+	c := m.canon
+	if c == nil {
+		if m.Anon() || (m.Special() && m.File != "[vdso]") {
+			c = m
+		} else {
+			k := mapIdentity{file: m.File, buildID: string(m.BuildID), ino: m.Ino, dev: uint64(m.Maj)<<32 | uint64(m.Min), pgoff: m.Pgoff, len: m.End - m.Start}
+			if c = s.canon[k]; c == nil {
+				c = m
+				s.canon[k] = m
+			}
+		}
+		m.canon = c
+	}
+	return pc - m.Start + c.Start, c
 }
 
 func (s *Session) intern(l Loc) LocID {

@@ -219,7 +219,37 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		p.Sample = append(p.Sample, s)
 	}
+	mainMappingFirst(p)
 	return p
+}
+
+// mainMappingFirst moves the mapping that holds most samples' leaf code to
+// the front: pprof names the profile after its first mapping ("File:").
+func mainMappingFirst(p *profile.Profile) {
+	weight := map[*profile.Mapping]int64{}
+	for _, s := range p.Sample {
+		for _, l := range s.Location {
+			if l.Mapping != nil {
+				weight[l.Mapping] += s.Value[0] + s.Value[1]
+				break
+			}
+		}
+	}
+	best := 0
+	for i, m := range p.Mapping {
+		if weight[m] > weight[p.Mapping[best]] {
+			best = i
+		}
+	}
+	if best == 0 {
+		return
+	}
+	m := p.Mapping[best]
+	copy(p.Mapping[1:best+1], p.Mapping[:best])
+	p.Mapping[0] = m
+	for i, m := range p.Mapping {
+		m.ID = uint64(i + 1)
+	}
 }
 
 // dropAllocator removes the allocator's own frames from the leaf end.
@@ -241,11 +271,16 @@ func dropAllocator(frames []Location) []Location {
 
 // siteName names an allocation site by its leaf frame.
 func siteName(locs []*profile.Location) string {
-	if len(locs) == 0 || len(locs[0].Line) == 0 {
-		if len(locs) > 0 {
-			return fmt.Sprintf("%#x", locs[0].Address)
-		}
+	if len(locs) == 0 {
 		return "[unknown]"
+	}
+	if len(locs[0].Line) == 0 {
+		// No symbols: name the address by module and file offset, which
+		// stay put across runs (ASLR), as diff does.
+		if m := locs[0].Mapping; m != nil {
+			return fmt.Sprintf("%s+%#x", baseName(m.File), locs[0].Address-m.Start+m.Offset)
+		}
+		return fmt.Sprintf("%#x", locs[0].Address)
 	}
 	l := locs[0].Line[len(locs[0].Line)-1]
 	if l.Function.Filename != "" && l.Line != 0 {

@@ -167,9 +167,11 @@ func noDebugWarning(recPath string, bin *elfFile, searched []string) string {
 	if !bin.hasSymtab() {
 		sym = "exported (.dynsym) symbols only"
 	}
+	// One line a user can act on: the places searched are many and
+	// follow perf's documented order, so only the first is named.
 	where := "nowhere"
 	if len(searched) > 0 {
-		where = strings.Join(searched, ", ")
+		where = fmt.Sprintf("%d places (first %s)", len(searched), searched[0])
 	}
 	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s; to fix: %s", recPath, sym, where, fix)
 }

@@ -19,8 +19,8 @@ import (
 
 func init() {
 	register(&command{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze})
-	analyzeForDiff = func(env *Env, path string) (*profile.Profile, error) {
-		res, err := analyzeFile(env, path, defaultAnalyzeOptions(), symbolize.Config{}, true)
+	analyzeForDiff = func(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
+		res, err := analyzeFile(env, path, defaultAnalyzeOptions(), cfg, true)
 		if err != nil {
 			return nil, err
 		}
@@ -69,6 +69,7 @@ type analyzeFlags struct {
 	quiet               bool
 	fastMax, mmapThresh uint64
 	window              time.Duration
+	maxLive             int
 	events              []string
 	sym                 *symbolizeFlags
 	cpuProfile          string
@@ -81,7 +82,6 @@ func defaultAnalyzeOptions() analyze.Options {
 
 func runAnalyze(env *Env, args []string) error {
 	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	f := &analyzeFlags{}
 	def := defaultAnalyzeOptions()
 	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
@@ -90,6 +90,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
+	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	f.sym = addSymbolizeFlags(fs)
 	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
@@ -97,13 +98,8 @@ func runAnalyze(env *Env, args []string) error {
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
 	fs.MarkHidden("cpuprofile")
 	fs.MarkHidden("memprofile")
-	fs.Usage = func() { fmt.Fprint(env.Stderr, analyzeHelp+fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			fmt.Fprint(env.Stdout, analyzeHelp+fs.FlagUsages())
-			return nil
-		}
-		return usageError("analyze: %v", err)
+	if done, err := parseFlags(env, fs, analyzeHelp, args); done {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("analyze: want one recording (FILE or - for stdin); see 'faultline analyze --help'")
@@ -120,6 +116,10 @@ func runAnalyze(env *Env, args []string) error {
 	opts.Attr.FastMax = f.fastMax
 	opts.Attr.MmapThreshold = f.mmapThresh
 	opts.Attr.Window = uint64(f.window)
+	if f.maxLive < 0 {
+		return usageError("analyze: --max-live %d: want 0 (no limit) or a positive count", f.maxLive)
+	}
+	opts.Attr.MaxLive = f.maxLive
 	if len(f.events) > 0 {
 		opts.Events = map[string]string{}
 		for _, e := range f.events {

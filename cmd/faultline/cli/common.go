@@ -171,8 +171,14 @@ func newProgress(env *Env, name string, quiet bool, what string) (func(int64), f
 	bar := progressbar.NewOptions64(fi.Size(),
 		progressbar.OptionSetWriter(env.Stderr),
 		progressbar.OptionSetDescription(what),
-		progressbar.OptionShowBytes(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionClearOnFinish())
-	return func(off int64) { bar.Set64(off) }, func() { bar.Finish() }
+	// Records arrive in time order, so offsets can step back a little.
+	var last int64
+	return func(off int64) {
+		if off > last {
+			last = off
+			bar.Set64(off)
+		}
+	}, func() { bar.Finish() }
 }

@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
 
 // analyzeForDiff turns a perf.data recording into a faultline profile (by
 // allocation site) so diff can take recordings directly. It is nil until
 // the analyze command provides it; diff then refuses perf.data inputs.
-var analyzeForDiff func(env *Env, path string) (*profile.Profile, error)
+var analyzeForDiff func(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error)
 
 func init() {
 	register(&command{
@@ -84,6 +85,7 @@ func runDiff(env *Env, args []string) error {
 	hideDefault(fs, "min-delta")
 	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
 	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	sym := addSymbolizeFlags(fs)
 	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
 	if done, err := parseFlags(env, fs, diffHelp, args); done {
 		return err
@@ -111,11 +113,11 @@ func runDiff(env *Env, args []string) error {
 	}
 
 	baseName, newName := fs.Arg(0), fs.Arg(1)
-	base, err := loadForDiff(env, baseName)
+	base, err := loadForDiff(env, baseName, sym.config())
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: BASE: %w", err)}
 	}
-	head, err := loadForDiff(env, newName)
+	head, err := loadForDiff(env, newName, sym.config())
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
 	}
@@ -140,7 +142,7 @@ func runDiff(env *Env, args []string) error {
 
 // loadForDiff reads a profile, or analyzes a perf.data recording through
 // analyzeForDiff.
-func loadForDiff(env *Env, path string) (*profile.Profile, error) {
+func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
 	perf, err := diff.IsPerfData(path)
 	if err != nil {
 		return nil, err
@@ -149,7 +151,7 @@ func loadForDiff(env *Env, path string) (*profile.Profile, error) {
 		if analyzeForDiff == nil {
 			return nil, fmt.Errorf("%s is a perf.data recording: perf.data inputs need analyze, which this build lacks; pass profiles written by 'faultline analyze'", path)
 		}
-		p, err := analyzeForDiff(env, path)
+		p, err := analyzeForDiff(env, path, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("analyzing %s: %w", path, err)
 		}

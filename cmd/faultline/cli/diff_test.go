@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
 
@@ -270,9 +271,9 @@ func TestDiffPerfDataHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func(old func(*Env, string) (*profile.Profile, error)) { analyzeForDiff = old }(analyzeForDiff)
+	defer func(old func(*Env, string, symbolize.Config) (*profile.Profile, error)) { analyzeForDiff = old }(analyzeForDiff)
 	var analyzed []string
-	analyzeForDiff = func(env *Env, path string) (*profile.Profile, error) {
+	analyzeForDiff = func(env *Env, path string, _ symbolize.Config) (*profile.Profile, error) {
 		analyzed = append(analyzed, path)
 		return profile.ParseData(headProfile)
 	}
@@ -280,7 +281,9 @@ func TestDiffPerfDataHook(t *testing.T) {
 	if code != ExitRegression || len(analyzed) != 1 || analyzed[0] != perfData {
 		t.Errorf("exit %d (stderr %q), analyzed %v", code, errOut, analyzed)
 	}
-	analyzeForDiff = func(env *Env, path string) (*profile.Profile, error) { return nil, errors.New("no samples") }
+	analyzeForDiff = func(env *Env, path string, _ symbolize.Config) (*profile.Profile, error) {
+		return nil, errors.New("no samples")
+	}
 	code, _, errOut = runCLI("diff", perfData, head)
 	if code != ExitFailure || !strings.Contains(errOut, "analyzing "+perfData+": no samples") {
 		t.Errorf("exit %d, stderr %q", code, errOut)

@@ -208,6 +208,10 @@ func TestRecordFlags(t *testing.T) {
 	if o, err := parseRecordFlags(env, []string{"--help"}); o != nil || err != nil || !strings.Contains(env.Stdout.(*bytes.Buffer).String(), "sudo faultline record") {
 		t.Errorf("--help: %v %v", o, err)
 	}
+	// --help after CMD is CMD's.
+	if o, err := parseRecordFlags(env, []string{"-q", "sort", "--help"}); err != nil || o == nil || strings.Join(o.cmd, " ") != "sort --help" {
+		t.Errorf("sort --help: %+v %v", o, err)
+	}
 }
 
 // TestGiveToInvoker: under sudo the recording goes to the user who ran

@@ -19,33 +19,27 @@ Prints every sample of a perf.data recording with its user stack, unwound
 from the recorded registers and stack copy with the binaries' DWARF CFI and
 named from their symbols and debug info, in the layout of
 
-    perf script -F comm,pid,tid,time,event,addr,ip,sym,dso,trace
+  perf script -F comm,pid,tid,time,event,addr,ip,sym,dso,trace
 
 so stackcollapse-perf.pl, FlameGraph and speedscope read it unchanged.
 FILE "-" reads a pipe-mode recording from standard input.
 
 Example:
 
-    faultline script --symfs testdata/symfs testdata/perf/basic.plain.data | head
-    faultline script --no-inline --event page-faults:u perf.data > stacks.txt
+  faultline script --symfs testdata/symfs testdata/perf/basic.plain.data | head
+  faultline script --no-inline --event page-faults:u perf.data > stacks.txt
 
 Flags:
 `
 
 func runScript(env *Env, args []string) error {
 	fs := pflag.NewFlagSet("script", pflag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	noInline := fs.Bool("no-inline", false, "do not print inlined frames")
-	event := fs.String("event", "", "print only samples of this event (as `faultline info` names it)")
+	event := fs.String("event", "", "print only samples of event `NAME` (as faultline info names it)")
 	symOpts := addSymbolizeFlags(fs)
 	fileOrder := fs.Bool("file-order", false, "print records in file order instead of time order")
-	fs.Usage = func() { fmt.Fprint(env.Stderr, scriptHelp+fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			fmt.Fprint(env.Stdout, scriptHelp+fs.FlagUsages())
-			return nil
-		}
-		return usageError("script: %v", err)
+	if done, err := parseFlags(env, fs, scriptHelp, args); done {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("script: want one recording (FILE or - for stdin); see 'faultline script --help'")

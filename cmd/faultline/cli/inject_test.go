@@ -1,0 +1,142 @@
+package cli
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// injectAnalyze runs `faultline analyze` in-process on data (a file, or
+// standard input when stdin is set) and returns the exit status and output.
+func injectAnalyze(t *testing.T, data []byte, stdin bool) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.data")
+	if err := os.WriteFile(in, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"analyze", "--symfs", "../../../testdata/symfs", "-o", filepath.Join(dir, "out.pb.gz"), in}
+	env := &Env{Stdin: bytes.NewReader(nil)}
+	if stdin {
+		args[len(args)-1] = "-"
+		env.Stdin = bytes.NewReader(data)
+	}
+	var out, errb bytes.Buffer
+	env.Stdout, env.Stderr = &out, &errb
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("analyze panicked: %v", p)
+		}
+	}()
+	code = Main(args, env)
+	return code, out.String(), errb.String()
+}
+
+// TestAnalyzeHostileInputs: inputs that are not recordings at all get a
+// one-line error naming what they are and exit status 2.
+func TestAnalyzeHostileInputs(t *testing.T) {
+	elfBin, err := os.ReadFile("../../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
+	if err != nil {
+		t.Skip(err)
+	}
+	random := make([]byte, 64<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(rng.Uint32())
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"empty", nil, "empty"},
+		{"random", random, "not a perf.data file"},
+		{"elf", elfBin, "ELF"},
+		{"magic-only", []byte("PERFILE2"), "0x"},
+		{"pipe-header-only", []byte("PERFILE2\x10\x00\x00\x00\x00\x00\x00\x00"), "no events"},
+	} {
+		for _, stdin := range []bool{false, true} {
+			name := c.name
+			if stdin {
+				name += "/stdin"
+			}
+			t.Run(name, func(t *testing.T) {
+				code, stdout, stderr := injectAnalyze(t, c.data, stdin)
+				if code != ExitFailure {
+					t.Errorf("exit status %d, want %d; stderr:\n%s", code, ExitFailure, stderr)
+				}
+				if stdout != "" {
+					t.Errorf("stdout not empty:\n%s", stdout)
+				}
+				lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+				if len(lines) != 1 || !strings.HasPrefix(lines[0], "faultline: ") {
+					t.Errorf("want one line 'faultline: ...' on stderr, got:\n%s", stderr)
+				}
+				if !stdin && !strings.Contains(stderr, c.want) {
+					t.Errorf("stderr does not say %q:\n%s", c.want, stderr)
+				}
+			})
+		}
+	}
+}
+
+// TestAnalyzeTruncated: a pipe-mode recording cut mid-record yields the
+// profile of everything before the cut (exit 0), says so in the summary and
+// warns with the offset; a file cut inside its data loses the probes'
+// formats (kept after the data), and the one error says the file was
+// truncated.
+func TestAnalyzeTruncated(t *testing.T) {
+	pipe, err := os.ReadFile("../../../testdata/perf/threads.pipe.data")
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, stdin := range []bool{false, true} {
+		code, stdout, stderr := injectAnalyze(t, pipe[:len(pipe)*2/3+5], stdin)
+		if code != ExitOK {
+			t.Fatalf("pipe recording cut at 2/3 (stdin %v): exit %d; stderr:\n%s", stdin, code, stderr)
+		}
+		if !strings.Contains(stdout, "Truncated:") {
+			t.Errorf("summary does not say truncated:\n%s", stdout)
+		}
+		if !strings.Contains(stderr, "warning: ") || !strings.Contains(stderr, "0x") {
+			t.Errorf("no warning naming the offset:\n%s", stderr)
+		}
+	}
+	file, err := os.ReadFile("../../../testdata/perf/threads.plain.data")
+	if err != nil {
+		t.Skip(err)
+	}
+	code, _, stderr := injectAnalyze(t, file[:len(file)/2], false)
+	if code != ExitFailure || !strings.Contains(stderr, "truncated") || !strings.Contains(stderr, "0x") {
+		t.Errorf("file recording cut in half: exit %d, want %d with an error saying truncated at 0x...; stderr:\n%s", code, ExitFailure, stderr)
+	}
+	if first := strings.SplitN(stderr, "\n", 2)[0]; !strings.HasPrefix(first, "faultline: ") {
+		t.Errorf("stderr does not start with the error line:\n%s", stderr)
+	}
+}
+
+// TestAnalyzeMaxLive: the live-set guard is a flag; at the cap the summary
+// says how many allocations were not tracked.
+func TestAnalyzeMaxLive(t *testing.T) {
+	data := "../../../testdata/perf/basic.z.data"
+	if _, err := os.Stat(data); err != nil {
+		t.Skip(err)
+	}
+	out := filepath.Join(t.TempDir(), "out.pb.gz")
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"analyze", "--symfs", "../../../testdata/symfs", "--max-live", "5", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr})
+	if code != ExitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "allocations not tracked (--max-live reached)") {
+		t.Errorf("summary does not report the cap:\n%s", stdout.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := Main([]string{"analyze", "--max-live", "-1", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr}); code != ExitFailure {
+		t.Errorf("--max-live -1: exit %d, want %d", code, ExitFailure)
+	}
+}
