@@ -19,6 +19,13 @@ type Config struct {
 	// return probe (no pointers). Approximate.
 	WindowMode bool
 	Window     uint64
+	// MaxLive caps the live allocations tracked across all processes (0:
+	// no cap), bounding memory on recordings that leak or lose their free
+	// events. At the cap new allocations are still counted (allocs,
+	// alloc_space, flags) but not tracked, so faults on them go
+	// unattributed; Stats.Untracked counts them. Forked copies beyond the
+	// cap are not made either.
+	MaxLive int
 }
 
 // DefaultConfig returns the defaults the command line documents.
@@ -49,11 +56,20 @@ type Stats struct {
 	MmapByEvent             uint64 // ... by an anonymous mmap at the chunk's start
 	MmapBySize              uint64 // ... by the size threshold (fallback)
 	Forks, Execs            uint64
+	ChainedReturns          uint64 // returns of an enclosing call that tail-called the allocator (realloc(NULL, n) → malloc)
+	Untracked               uint64 // allocations (and forked copies) not tracked: Config.MaxLive reached
+	PendingOverflows        uint64 // threads whose faults held for calls in flight hit maxPending
 }
 
 // maxInFlight bounds the allocator calls nested on one thread
 // (realloc(NULL, n) calls malloc; operator new calls malloc).
 const maxInFlight = 8
+
+// maxPending bounds the faults one thread holds while allocator calls are
+// in flight. Past it the calls' returns are taken as lost (a real call
+// takes a few faults; a lost return would otherwise hold every later fault
+// of the thread until it ends).
+const maxPending = 1 << 16
 
 // anonRing is how many recent anonymous mmaps per process are remembered to
 // recognise an mmap'd chunk.
@@ -69,6 +85,7 @@ type Tracker struct {
 	threads map[uint32]*thread
 	spare   []*Allocation // recycled allocations
 	stats   Stats
+	nlive   int // live allocations in all spaces: Live() without the walk
 }
 
 type space struct {
@@ -89,6 +106,11 @@ type thread struct {
 	pending  []Fault     // faults taken while calls are in flight
 	last     *Allocation // window mode: the thread's most recent allocation
 	lastTime uint64
+	// The thread's last return that made an allocation: realloc(NULL, n)
+	// jumps into malloc, so both uretprobes fire on one return, with the
+	// same pointer and return address, with no entry in between.
+	lastPtr, lastRetIP uint64
+	lastKind           AllocKind
 }
 
 // NewTracker returns a tracker reporting to sink; regions classes faults
@@ -156,6 +178,7 @@ func (t *Tracker) Entry(e *Entry) {
 		t.windowEntry(th, e)
 		return
 	}
+	th.lastPtr, th.lastRetIP = 0, 0 // a chained return has no entry before it
 	// A call of the same kind still in flight lost its return.
 	for th.n > 0 && th.calls[th.n-1].Kind == e.Kind {
 		t.abandonTop(th)
@@ -212,6 +235,16 @@ func (t *Tracker) Return(r *Return) {
 	th.n--
 	pend := th.pending[call.pendStart:]
 	th.pending = th.pending[:call.pendStart]
+	if r.Ptr != 0 && r.RetIP != 0 && r.Ptr == th.lastPtr && r.RetIP == th.lastRetIP && call.Kind != th.lastKind {
+		// The enclosing call's half of a chained return (realloc(NULL, n)
+		// tail-calling malloc): the inner call already made this allocation.
+		t.stats.ChainedReturns++
+		for i := range pend {
+			t.attribute(&pend[i])
+		}
+		return
+	}
+	th.lastPtr, th.lastRetIP, th.lastKind = r.Ptr, r.RetIP, call.Kind
 	if r.Ptr == 0 {
 		t.stats.FailedAllocations++
 		for i := range pend {
@@ -222,6 +255,7 @@ func (t *Tracker) Return(r *Return) {
 	sp := t.space(r.Pid)
 	if call.Kind == KindRealloc && call.OldPtr != 0 {
 		if old := removePtr(sp, call.OldPtr); old != nil {
+			t.nlive--
 			t.end(old)
 		}
 	}
@@ -265,7 +299,15 @@ func (t *Tracker) Return(r *Return) {
 	if a.Flags&FlagMmap != 0 {
 		start = chunk
 	}
-	sp.live.Insert(start, r.Ptr+a.Size, a, t.evict)
+	if t.cfg.MaxLive > 0 && t.nlive >= t.cfg.MaxLive && !t.roomAt(sp, start, r.Ptr+a.Size) {
+		t.stats.Untracked++
+		for i := range pend {
+			t.attribute(&pend[i])
+		}
+		t.end(a)
+		return
+	}
+	t.insert(sp, start, r.Ptr+a.Size, a, t.evict)
 	if a.decided {
 		t.report(a)
 	}
@@ -297,6 +339,7 @@ func (t *Tracker) Free(f *Free) {
 		t.stats.UnknownFrees++
 		return
 	}
+	t.nlive--
 	t.end(a)
 }
 
@@ -310,6 +353,19 @@ func removePtr(sp *space, ptr uint64) *Allocation {
 		return sp.live.Remove(ptr - 8)
 	}
 	return nil
+}
+
+// insert adds [start, end) to sp's live set, keeping the live count.
+func (t *Tracker) insert(sp *space, start, end uint64, a *Allocation, evicted func(*Allocation)) {
+	n := sp.live.Len()
+	sp.live.Insert(start, end, a, evicted)
+	t.nlive += sp.live.Len() - n
+}
+
+// roomAt reports whether inserting [start, end) would evict a live
+// allocation (memory reused), so the live count would not grow.
+func (t *Tracker) roomAt(sp *space, start, end uint64) bool {
+	return sp.live.Find(start) != nil || sp.live.Find(end-1) != nil
 }
 
 // Mmap records a new mapping in pid; anon marks anonymous memory, whose
@@ -339,8 +395,14 @@ func (t *Tracker) Fault(f *Fault) {
 		return
 	}
 	if th.n > 0 {
-		th.pending = append(th.pending, *f)
-		return
+		if len(th.pending) < maxPending {
+			th.pending = append(th.pending, *f)
+			return
+		}
+		t.stats.PendingOverflows++
+		for th.n > 0 {
+			t.abandonTop(th)
+		}
 	}
 	t.attribute(f)
 }
@@ -440,6 +502,7 @@ func (t *Tracker) Fork(pid, child uint32) {
 	}
 	t.stats.Forks++
 	if old := t.spaces[child]; old != nil {
+		t.nlive -= old.live.Len()
 		old.live.Clear(t.end)
 	}
 	parent := t.spaces[pid]
@@ -449,13 +512,17 @@ func (t *Tracker) Fork(pid, child uint32) {
 	}
 	cs := &space{live: newLiveSet()}
 	parent.live.Each(func(start, end uint64, pa *Allocation) {
+		if t.cfg.MaxLive > 0 && t.nlive >= t.cfg.MaxLive {
+			t.stats.Untracked++
+			return
+		}
 		a := t.newAlloc()
 		p := a.pending
 		*a = *pa
 		a.pending = p[:0]
 		a.Pid, a.Faults = child, 0
 		a.Inherited, a.decided, a.counted = true, true, true
-		cs.live.Insert(start, end, a, nil)
+		t.insert(cs, start, end, a, nil)
 	})
 	t.spaces[child] = cs
 }
@@ -485,6 +552,7 @@ func (t *Tracker) Exit(pid, tid uint32) {
 
 func (t *Tracker) endSpace(pid uint32) {
 	if sp := t.spaces[pid]; sp != nil {
+		t.nlive -= sp.live.Len()
 		sp.live.Clear(t.end)
 		delete(t.spaces, pid)
 	}

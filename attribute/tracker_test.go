@@ -385,3 +385,40 @@ func BenchmarkTracker(b *testing.B) {
 		tr.Fault(&f)
 	}
 }
+
+// realloc(NULL, n) jumps into malloc: the malloc entry sees the realloc
+// uretprobe's trampoline as its return address (the caller passes 0), and
+// one return fires both return probes, malloc's first, with the same
+// pointer and return address. One allocation, no lost-event signals.
+func TestChainedReallocNull(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, nil)
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Kind: KindRealloc, Size: 8192, Stack: 1, CallerRet: 0x401234})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 2, Kind: KindMalloc, Size: 8192, Stack: 2})
+	fault(tr, 3, 0x600010-8, false) // header write, in flight
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Kind: KindMalloc, Ptr: 0x600010, RetIP: 0x401234})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Kind: KindRealloc, Ptr: 0x600010, RetIP: 0x401234})
+	fault(tr, 5, 0x601000, false)
+	tr.Close()
+	st := tr.Stats()
+	if st.Allocations != 1 || st.ChainedReturns != 1 || st.UnpairedEntries+st.UnpairedReturns+st.RetIPMismatches != 0 || st.Evicted != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if s.bySite[2] != 2 || len(s.allocs) != 1 {
+		t.Errorf("by site %v allocs %q", s.bySite, s.allocs)
+	}
+}
+
+// A loop that mallocs, frees (unprobed) and mallocs again at the same call
+// site gets the same pointer and return address twice: two allocations,
+// not a chained return.
+func TestSamePtrSameSiteIsNotChained(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, nil)
+	alloc(tr, 1, KindMalloc, 64, 0x600010, 1)
+	alloc(tr, 3, KindMalloc, 64, 0x600010, 1)
+	tr.Close()
+	if st := tr.Stats(); st.Allocations != 2 || st.ChainedReturns != 0 || len(s.allocs) != 2 {
+		t.Errorf("stats %+v allocs %q", st, s.allocs)
+	}
+}

@@ -112,6 +112,9 @@ func (r *Reader) deliver(rec rawRec) bool {
 	}
 	r.cur = out
 	r.curChunk = rec.ch
+	if rec.ch == nil {
+		r.src.res.touch(rec.off, len(rec.data)+len(rec.extra))
+	}
 	t := out.Common().Type
 	if t < 128 {
 		r.stats.Records[t]++

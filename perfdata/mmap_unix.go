@@ -21,3 +21,8 @@ func mmapFile(f *os.File, size int64) ([]byte, func() error) {
 	}
 	return b, func() error { return unix.Munmap(b) }
 }
+
+// dropPages releases the pages of b, a part of a read-only file mapping
+// starting at a page boundary: they stay valid and are read back from the
+// page cache on the next access. Errors only cost memory and are ignored.
+func dropPages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }

@@ -210,6 +210,7 @@ func Open(path string, opts *Options) (*Reader, error) {
 	mem, unmap := mmapFile(f, size)
 	if unmap != nil {
 		r.closers = append(r.closers, unmap)
+		r.src.res.mapping = mem
 	}
 	if err := r.init(f, size, mem); err != nil {
 		r.Close()
@@ -229,6 +230,7 @@ func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
 		if unmap != nil {
 			mem = m
 			r.closers = append(r.closers, unmap)
+			r.src.res.mapping = m
 		}
 	}
 	if err := r.init(ra, size, mem); err != nil {
@@ -639,6 +641,7 @@ func (r *Reader) Close() error {
 	r.closers = nil
 	r.cur = nil
 	r.src.mem = nil
+	r.src.res.mapping = nil
 	r.pending, r.ready = nil, nil
 	r.eof = true
 	return first
@@ -651,6 +654,7 @@ func (r *Reader) Next() bool {
 		r.curChunk = nil
 	}
 	r.cur = nil
+	r.src.res.maybeDrop()
 	for {
 		if r.readyPos < len(r.ready) {
 			e := &r.ready[r.readyPos]
@@ -667,17 +671,21 @@ func (r *Reader) Next() bool {
 		}
 		rec, ok := r.src.next()
 		if !ok {
+			// At the end, and also at an error: deliver what was queued
+			// for time ordering, everything up to the last whole record
+			// (a corrupt record early in a long round would otherwise
+			// discard the round). Err reports the error afterwards.
 			r.eof = true
-			if r.err == nil {
-				r.flush(^uint64(0), rawRec{})
-			}
+			r.flush(^uint64(0), rawRec{})
 			continue
 		}
 		typ := RecordType(r.bo.Uint32(rec.data))
 		if typ >= 64 {
 			r.processUser(typ, rec)
 			if r.err != nil {
-				return false
+				r.eof = true
+				r.flush(^uint64(0), rawRec{})
+				continue
 			}
 			if typ == RecordFinishedRound && r.opts.Order == TimeOrder {
 				// ordered_events__flush(OE_FLUSH__ROUND): deliver all

@@ -83,6 +83,7 @@ type source struct {
 	mem     []byte // memory mode: the bytes holding the records
 	memBase int64  // file offset of mem[0]
 	memPos  int
+	res     residency
 
 	sr        io.Reader // stream mode
 	streamPos int64     // file offset of the next byte of sr
@@ -194,6 +195,8 @@ func (s *source) truncated(at int64, need uint64, have int64, what string) {
 }
 
 func (s *source) nextMem() (rawRec, bool) {
+	// Next reads a whole round ahead before it delivers: drop here too.
+	s.res.maybeDrop()
 	p := s.mem[s.memPos:]
 	off := s.memBase + int64(s.memPos)
 	if len(p) == 0 {
@@ -234,6 +237,7 @@ func (s *source) nextMem() (rawRec, bool) {
 		adv += n
 	}
 	s.memPos += int(adv)
+	s.res.touch(off, int(adv))
 	return rec, true
 }
 

@@ -18,6 +18,9 @@ type Mapping struct {
 	Exec       bool // PROT_EXEC, or an MMAP record (which perf writes only for executable maps unless -d)
 	Ino        uint64
 	Maj, Min   uint32
+
+	canon *Mapping // the Session's shared mapping of the same file range; set on first use
+	info  *mapInfo // its binary and unwind table; set on first use
 }
 
 // Anon reports whether the mapping is anonymous memory (no file).
@@ -35,10 +38,17 @@ func (m *Mapping) Special() bool {
 // threads share their process's maps, fork copies them, exec resets them.
 type Maps struct {
 	procs map[uint32]*procMaps
+
+	// The last process looked up: consecutive lookups (the frames of one
+	// sample, the unwinder's then the interning's) are nearly always in
+	// the same process and mapping.
+	lastPid  uint32
+	lastProc *procMaps
 }
 
 type procMaps struct {
 	maps []*Mapping // sorted by Start, non-overlapping
+	last *Mapping   // the mapping Find returned last
 }
 
 // NewMaps returns an empty process table.
@@ -59,6 +69,7 @@ func (m *Maps) Add(pid uint32, nm *Mapping) {
 		return
 	}
 	p := m.proc(pid)
+	p.last = nil
 	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > nm.Start })
 	j := i
 	var keep []*Mapping
@@ -67,11 +78,13 @@ func (m *Maps) Add(pid uint32, nm *Mapping) {
 		if old.Start < nm.Start {
 			left := *old
 			left.End = nm.Start
+			left.canon, left.info = nil, nil
 			keep = append(keep, &left)
 		}
 		if old.End > nm.End {
 			right := *old
 			right.Start = nm.End
+			right.canon, right.info = nil, nil
 			if !right.Anon() {
 				right.Pgoff += nm.End - old.Start
 			}
@@ -95,13 +108,21 @@ func (m *Maps) Add(pid uint32, nm *Mapping) {
 
 // Find returns pid's mapping containing addr, or nil.
 func (m *Maps) Find(pid uint32, addr uint64) *Mapping {
-	p := m.procs[pid]
-	if p == nil {
-		return nil
+	p := m.lastProc
+	if p == nil || m.lastPid != pid {
+		p = m.procs[pid]
+		if p == nil {
+			return nil
+		}
+		m.lastPid, m.lastProc = pid, p
+	}
+	if l := p.last; l != nil && l.Start <= addr && addr < l.End {
+		return l
 	}
 	maps := p.maps
 	i := sort.Search(len(maps), func(i int) bool { return maps[i].End > addr })
 	if i < len(maps) && maps[i].Start <= addr {
+		p.last = maps[i]
 		return maps[i]
 	}
 	return nil
@@ -112,6 +133,7 @@ func (m *Maps) Fork(pid, child uint32) {
 	if pid == child {
 		return
 	}
+	m.lastProc = nil
 	src := m.procs[pid]
 	if src == nil {
 		delete(m.procs, child)
@@ -121,10 +143,10 @@ func (m *Maps) Fork(pid, child uint32) {
 }
 
 // Exec clears pid's maps: the new program's mappings follow as new records.
-func (m *Maps) Exec(pid uint32) { delete(m.procs, pid) }
+func (m *Maps) Exec(pid uint32) { m.lastProc = nil; delete(m.procs, pid) }
 
 // Exit forgets pid.
-func (m *Maps) Exit(pid uint32) { delete(m.procs, pid) }
+func (m *Maps) Exit(pid uint32) { m.lastProc = nil; delete(m.procs, pid) }
 
 // Each calls fn for every mapping of pid in address order.
 func (m *Maps) Each(pid uint32, fn func(*Mapping)) {

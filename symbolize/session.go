@@ -60,6 +60,9 @@ type mapInfo struct {
 	table *cfi.Table
 	bias  uint64
 	err   error
+	// noCode: the unwinder finds no code here (anonymous memory, stack,
+	// heap, the uprobes trampoline page).
+	noCode bool
 }
 
 // UnwindStats counts how walks ended.
@@ -79,7 +82,6 @@ type Session struct {
 	kallsyms *binfile.Kallsyms
 	comms    map[uint32]string
 	buildIDs map[string]string // recorded path → build id (hex) from the BUILD_ID feature
-	info     map[*Mapping]*mapInfo
 	tables   map[*binfile.Binary]*cfi.Table
 	tableErr map[*binfile.Binary]error
 
@@ -130,7 +132,6 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		cache:      binfile.NewCache(loc),
 		comms:      map[uint32]string{},
 		buildIDs:   map[string]string{},
-		info:       map[*Mapping]*mapInfo{},
 		tables:     map[*binfile.Binary]*cfi.Table{},
 		tableErr:   map[*binfile.Binary]error{},
 		unw:        unwind.New(unwind.ArchX86_64),
@@ -242,10 +243,13 @@ type resolver struct {
 
 func (r *resolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
 	m := r.s.Maps.Find(r.pid, pc)
-	if m == nil || m.Anon() || m.File == "[stack]" || m.File == "[heap]" || m.File == "[uprobes]" {
+	if m == nil {
 		return nil, 0, false
 	}
 	mi := r.s.mapInfo(m)
+	if mi.noCode {
+		return nil, 0, false
+	}
 	if mi.bin == nil {
 		return nil, 0, true
 	}
@@ -271,12 +275,18 @@ func (r *resolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
 // noteEntry remembers the return address on top of the stack at a uprobe
 // entry. Per thread the entries form a stack ordered by SP: a new entry
 // drops those at or below it, whose frames have returned.
-func (s *Session) noteEntry(tid uint32, sp uint64, stack []byte) {
+func (s *Session) noteEntry(pid, tid uint32, sp uint64, stack []byte) {
 	if len(stack) < 8 {
 		return
 	}
 	ret := binary.LittleEndian.Uint64(stack)
 	k := sp + 8
+	if m := s.Maps.Find(pid, ret); m != nil && m.File == "[uprobes]" {
+		// A probed function tail-called this one (realloc(NULL, n) jumps
+		// into malloc): the slot already holds the trampoline, and the
+		// entry noted for the outer call has the real return address.
+		return
+	}
 	es := s.tramps[tid]
 	for len(es) > 0 && es[len(es)-1].callerSP <= k {
 		es = es[:len(es)-1]
@@ -314,11 +324,11 @@ func (s *Session) key(m *Mapping) binfile.Key {
 
 // mapInfo opens m's binary and CFI on first use.
 func (s *Session) mapInfo(m *Mapping) *mapInfo {
-	if mi := s.info[m]; mi != nil {
+	if mi := m.info; mi != nil {
 		return mi
 	}
-	mi := &mapInfo{}
-	s.info[m] = mi
+	mi := &mapInfo{noCode: m.Anon() || m.File == "[stack]" || m.File == "[heap]" || m.File == "[uprobes]"}
+	m.info = mi
 	if !binfile.IsFileMapping(m.File) && m.File != "[vdso]" {
 		mi.err = binfile.ErrNotFile
 		return mi
@@ -382,7 +392,7 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 		regs := unwind.RegsFromPerf(unwind.ArchX86_64, smp.RegsMask, smp.Regs)
 		sp, _ := regs.SP(unwind.ArchX86_64)
 		if s.isEntryProbe(smp.Event) {
-			s.noteEntry(smp.Tid, sp, smp.Stack)
+			s.noteEntry(pid, smp.Tid, sp, smp.Stack)
 		}
 		s.res.pid, s.res.tid = pid, smp.Tid
 		s.frames, stop = s.unw.Unwind(regs, sp, smp.Stack, &s.res, user, s.frames[:0])

@@ -29,6 +29,9 @@ type Options struct {
 	Events map[string]string
 	// Progress, when set, is called now and then with the bytes read so far.
 	Progress func(offset int64)
+	// Done, when set, is called once the profile is built, while the
+	// reader, session and tracker are still live (heap profiles).
+	Done func()
 }
 
 // EventSummary is one event's counts.
@@ -49,7 +52,14 @@ type Summary struct {
 	Fallbacks []string // approximations the run had to make
 	Warnings  []string
 	LostTotal uint64
-	Truncated bool
+	// LostWindows: where allocation events were lost and how many faults
+	// fell in those windows (see lost.go for the rule).
+	LostWindows LostWindows
+	Truncated   bool
+	// DecodeError is the error that stopped decoding early (a corrupt
+	// record) when the records before it made the profile; Truncated is
+	// set too.
+	DecodeError string
 }
 
 // Result is a finished run.
@@ -68,6 +78,7 @@ type run struct {
 	counts  []EventSummary
 	classes map[string]uint64
 	memset  map[symbolize.LocID]bool
+	lost    lostTracker
 
 	entry attribute.Entry
 	ret   attribute.Return
@@ -97,7 +108,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			// first sample; a file has them in its header.
 			if len(r.Events()) != nEvents {
 				if err := ru.setup(); err != nil {
-					return nil, err
+					return nil, ru.explainTruncated(err)
 				}
 				nEvents = len(r.Events())
 			}
@@ -106,16 +117,21 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			if rec.Event != nil && rec.Event.Index < len(ru.counts) {
 				ru.counts[rec.Event.Index].Lost += rec.Count
 			}
+			ru.lostRecord(rec)
 		default:
 			ru.observe(rec)
 		}
 	}
-	if err := r.Err(); err != nil {
-		return nil, err
+	// A decoding error after samples were read still leaves a usable
+	// profile of the records before it: keep it and say where decoding
+	// stopped. Before any sample there is nothing to report.
+	decodeErr := r.Err()
+	if decodeErr != nil && ru.tr == nil {
+		return nil, decodeErr
 	}
 	if ru.tr == nil {
 		if err := ru.setup(); err != nil {
-			return nil, err
+			return nil, ru.explainTruncated(err)
 		}
 	}
 	ru.tr.Close()
@@ -129,6 +145,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	for _, e := range s.Events {
 		s.LostTotal += e.Lost
 	}
+	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
@@ -146,8 +163,35 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			s.Truncated = true
 		}
 	}
+	if decodeErr != nil {
+		s.Warnings = append(s.Warnings, fmt.Sprintf("decoding stopped: %v; the profile covers the records before it", decodeErr))
+		s.Truncated, s.DecodeError = true, decodeErr.Error()
+	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
+	if opts.Done != nil {
+		opts.Done()
+	}
 	return res, nil
+}
+
+// explainTruncated adds the reader's truncation warning to an error about
+// missing events: a file cut short loses its feature section (event names,
+// probe formats), which is why the events cannot be identified.
+func (ru *run) explainTruncated(err error) error {
+	noFormat := false
+	for _, ev := range ru.r.Events() {
+		if ev.Attr.Type == perfTypeTracepoint && ev.Format == nil {
+			noFormat = true
+		}
+	}
+	if !noFormat {
+		return err
+	}
+	why := ""
+	if ws := ru.r.Warnings(); len(ws) > 0 {
+		why = ": " + ws[0].Error()
+	}
+	return fmt.Errorf("%w; the recording lacks its probes' formats (the TRACING_DATA feature, written after the data): was the file truncated%s?", err, why)
 }
 
 // setup classifies the events (again, in pipe mode, as new ones arrive) and
@@ -181,10 +225,15 @@ func (ru *run) setup() error {
 			anonMmaps = true
 		}
 	}
-	if faults == 0 && len(evs) > 0 {
+	if len(evs) == 0 {
+		// A pipe-mode stream cut before its attrs, or a file whose attr
+		// section is empty: nothing can be decoded.
+		return fmt.Errorf("the recording describes no events (it ends before any attr): was it cut short?")
+	}
+	if faults == 0 {
 		return fmt.Errorf("the recording has no page-fault event (events: %s); record with -e page-faults:u -d or -e exceptions:page_fault_user", eventNames(evs))
 	}
-	if entries == 0 && len(evs) > 0 {
+	if entries == 0 {
 		return fmt.Errorf("the recording has no allocator entry probe (events: %s); add one with perf probe -x LIBC 'malloc size=%%di:u64', or use faultline record", eventNames(evs))
 	}
 	if returns == 0 {
@@ -235,6 +284,7 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	}
 	in := ru.infos[smp.Event.Index]
 	ru.counts[smp.Event.Index].Samples++
+	ru.lost.sample(smp.Event.Index, &smp.SampleID)
 	switch in.role {
 	case RoleAllocEntry:
 		e := &ru.entry
@@ -248,8 +298,14 @@ func (ru *run) sample(smp *perfdata.Sample) {
 			e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
 		}
 		if len(smp.Stack) >= 8 {
-			// At the entry probe the return address is on top of the stack.
+			// At the entry probe the return address is on top of the stack;
+			// when it is the [uprobes] trampoline the function was
+			// tail-called from a probed one (realloc(NULL, n) jumps into
+			// malloc) and the real return address is unknown here.
 			e.CallerRet = binary.LittleEndian.Uint64(smp.Stack)
+			if m := ru.sess.Region(smp.Pid, e.CallerRet); m != nil && m.File == "[uprobes]" {
+				e.CallerRet = 0
+			}
 		}
 		id, _ := ru.sess.Unwind(smp, false)
 		e.Stack = attribute.StackID(id)
@@ -273,6 +329,9 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	case RoleFault:
 		f := &ru.fault
 		*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
+		if smp.Has&perfdata.SampleTime != 0 {
+			ru.lost.fault(smp.Time)
+		}
 		if in.address != nil {
 			f.Addr, _ = in.address.Uint64(smp.Raw)
 		}
@@ -287,6 +346,24 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		}
 		ru.tr.Fault(f)
 	}
+}
+
+// lostRecord opens a lost-events window when the loss may concern
+// allocation events: always for a buffer overflow (LOST), for LOST_SAMPLES
+// when the event is an allocation probe or unknown.
+func (ru *run) lostRecord(rec *perfdata.Lost) {
+	ev := -1
+	if rec.Event != nil && rec.Event.Index < len(ru.infos) {
+		switch ru.infos[rec.Event.Index].role {
+		case RoleAllocEntry, RoleAllocReturn, RoleFree:
+			ev = rec.Event.Index
+		default:
+			if rec.Type == perfdata.RecordLostSamples {
+				return
+			}
+		}
+	}
+	ru.lost.lost(rec, ev)
 }
 
 // inMemset reports whether a leaf location is in the memset family; cached

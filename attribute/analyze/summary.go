@@ -57,6 +57,12 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "; frees %d", t.Frees)
 	}
 	fmt.Fprintln(w, ")")
+	if t.Untracked > 0 {
+		fmt.Fprintf(w, "Limits:       %d allocations not tracked (--max-live reached): counted, but their faults are unattributed\n", t.Untracked)
+	}
+	if t.PendingOverflows > 0 {
+		fmt.Fprintf(w, "Limits:       %d times a thread held %d faults for allocator calls whose return never came; the calls were dropped as unpaired\n", t.PendingOverflows, 1<<16)
+	}
 	var lost []string
 	for _, e := range s.Events {
 		if e.Lost > 0 {
@@ -68,6 +74,13 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintln(w, "  attribution is incomplete where allocation events were lost; record with a larger -m or a smaller --call-graph dwarf size")
 	} else {
 		fmt.Fprintln(w, "Lost samples: none")
+	}
+	if lw := &s.LostWindows; lw.Windows > 0 {
+		fmt.Fprintf(w, "Confidence:   %d faults (%s) fell in windows where allocation events were lost (%d windows, %.1f ms in all, +10 ms after each); their attribution may be wrong\n",
+			lw.Faults, pct(lw.Faults, t.Faults), lw.Windows, float64(lw.Span)/1e6)
+	}
+	if lw := &s.LostWindows; lw.Unplaced > 0 {
+		fmt.Fprintf(w, "Confidence:   %d lost samples carry no time, so the faults they affect cannot be told\n", lw.Unplaced)
 	}
 	u := &s.Unwind
 	fmt.Fprintf(w, "Stacks:       %d unwound, %s reached the root frame", u.Samples, pct(u.Complete, u.Samples))
@@ -89,7 +102,10 @@ func (s *Summary) WriteText(w io.Writer) {
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)
 	}
-	if s.Truncated {
+	switch {
+	case s.DecodeError != "":
+		fmt.Fprintln(w, "Truncated:    decoding stopped at a corrupt record (see the warning); everything before it is counted")
+	case s.Truncated:
 		fmt.Fprintln(w, "Truncated:    the recording was cut short; everything before the cut is counted")
 	}
 	if len(s.TopSites) > 0 {

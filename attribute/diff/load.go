@@ -11,6 +11,7 @@ package diff
 
 import (
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -69,9 +70,29 @@ func Load(path string) (*profile.Profile, error) {
 	if isPerfMagic(data[:min(len(data), 8)]) {
 		return nil, &NotProfileError{Path: path, Err: errors.New("this is a perf.data recording; analyze it first")}
 	}
+	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
+		// Decompress here, bounded: profile.ParseData would inflate a
+		// gzip bomb (1000× per member) without limit.
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, &NotProfileError{Path: path, Err: err}
+		}
+		raw, err := io.ReadAll(io.LimitReader(zr, maxProfileSize+1))
+		if err != nil {
+			return nil, &NotProfileError{Path: path, Err: fmt.Errorf("decompressing: %w", err)}
+		}
+		if len(raw) > maxProfileSize {
+			return nil, &NotProfileError{Path: path, Err: fmt.Errorf("decompresses to more than %d MiB, more than any faultline profile holds", maxProfileSize>>20)}
+		}
+		data = raw
+	}
 	p, err := profile.ParseData(data)
 	if err != nil {
 		return nil, &NotProfileError{Path: path, Err: err}
 	}
 	return p, nil
 }
+
+// maxProfileSize caps a profile's decompressed size. faultline's profiles
+// aggregate by site and stay in the megabytes.
+const maxProfileSize = 256 << 20

@@ -88,6 +88,9 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 	return b, nil
 }
 
+// maxDWARFSection caps one DWARF section's (decompressed) size.
+const maxDWARFSection = 1 << 30
+
 // dwarfData loads the DWARF sections symbolization needs, with panics
 // turned into errors. It leaves out what it never reads (location lists,
 // .debug_frame, aranges, pubnames, type units): decompressing them was a
@@ -107,6 +110,11 @@ func dwarfData(f *elfFile) (d *dwarf.Data, err error) {
 		s := f.ef.Section(".debug_" + name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
+		}
+		if s.Size > maxDWARFSection {
+			// A compressed section's size is its header's claim: a
+			// zlib bomb would inflate to it.
+			return nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
 		}
 		data, err := s.Data()
 		if err != nil {

@@ -1,8 +1,10 @@
 package binfile
 
 import (
+	"cmp"
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -122,7 +124,9 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 // zero-sized symbols the extent up to the next one.
 func (st *symtab) fixup() {
 	s := st.syms
-	sort.SliceStable(s, func(i, j int) bool { return s[i].start < s[j].start })
+	// Typed, not sort.SliceStable: its reflection-based swaps were half of
+	// opening a binary with a large symbol table.
+	slices.SortStableFunc(s, func(a, b elfSym) int { return cmp.Compare(a.start, b.start) })
 	out := s[:0]
 	for _, sym := range s {
 		if n := len(out); n > 0 && out[n-1].start == sym.start {

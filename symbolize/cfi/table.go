@@ -90,6 +90,9 @@ func Load(exe, debug *elf.File) (*Table, error) {
 	return New(s)
 }
 
+// maxFrameSection caps an unwind section's (decompressed) size.
+const maxFrameSection = 1 << 30
+
 // elfSections extracts what New needs from ELF files, turning debug/elf
 // panics on hostile input into errors.
 func elfSections(exe, debug *elf.File) (s Sections, err error) {
@@ -110,6 +113,11 @@ func elfSections(exe, debug *elf.File) (s Sections, err error) {
 		sec := f.Section(name)
 		if sec == nil || sec.Type == elf.SHT_NOBITS {
 			return nil, 0, nil
+		}
+		if sec.Size > maxFrameSection {
+			// A compressed section's size is its header's claim: a zlib
+			// bomb would inflate to it.
+			return nil, 0, fmt.Errorf("cfi: %s claims %d bytes, more than the %d MiB faultline loads", name, sec.Size, maxFrameSection>>20)
 		}
 		d, err := sec.Data()
 		if err != nil {

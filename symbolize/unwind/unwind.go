@@ -151,6 +151,25 @@ type Unwinder struct {
 	memFault bool
 	// curSignal: the frame being unwound is a signal trampoline.
 	curSignal bool
+	// evals counts the DWARF expressions evaluated by this Unwind.
+	evals int
+}
+
+// maxExprEvals bounds the DWARF expressions one Unwind evaluates. Each is
+// capped by cfi's step limit, but hostile CFI can attach a looping
+// expression to every register of every frame (17 × 256 × 10000 steps per
+// sample); real stacks evaluate a few (PLT entries, signal frames). Past
+// the budget the walk stops as bad-cfi.
+const maxExprEvals = 64
+
+var errExprBudget = errors.New("unwind: DWARF expression budget of one unwind exhausted")
+
+func (u *Unwinder) eval(expr []byte, push []uint64) (uint64, error) {
+	u.evals++
+	if u.evals > maxExprEvals {
+		return 0, errExprBudget
+	}
+	return cfi.Eval(expr, u, push)
 }
 
 // New returns an Unwinder for arch.
@@ -205,6 +224,7 @@ func (u *Unwinder) Unwind(regs Regs, stackBase uint64, stack []byte, res Resolve
 	}
 	u.base, u.stack = stackBase, stack
 	u.cur = regs
+	u.evals = 0
 	pc, ok := u.cur.Get(a.pc)
 	if !ok {
 		return out, StopNoRegs
@@ -323,7 +343,7 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 		}
 		cfa = v + uint64(row.CFA.Offset)
 	case cfi.RuleValExpression:
-		v, err := cfi.Eval(row.Expr(row.CFA), u, nil)
+		v, err := u.eval(row.Expr(row.CFA), nil)
 		if err != nil {
 			return false, u.exprStop(err)
 		}
@@ -362,18 +382,21 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 		case cfi.RuleRegister:
 			v, have = u.cur.Get(int(rule.Reg))
 		case cfi.RuleExpression:
-			addr, err := cfi.Eval(row.Expr(rule), u, push[:])
+			addr, err := u.eval(row.Expr(rule), push[:])
 			if err == nil {
 				v, have = u.ReadMem(addr, 8)
 			}
 		case cfi.RuleValExpression:
-			x, err := cfi.Eval(row.Expr(rule), u, push[:])
+			x, err := u.eval(row.Expr(rule), push[:])
 			v, have = x, err == nil
 		}
 		if have {
 			next.Val[r] = v
 			next.Valid |= 1 << uint(r)
 		}
+	}
+	if u.evals > maxExprEvals {
+		return false, int(StopBadCFI)
 	}
 	ra, ok := next.Get(int(row.RA))
 	if !ok {

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -138,5 +140,43 @@ func TestAnalyzeMaxLive(t *testing.T) {
 	stderr.Reset()
 	if code := Main([]string{"analyze", "--max-live", "-1", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr}); code != ExitFailure {
 		t.Errorf("--max-live -1: exit %d, want %d", code, ExitFailure)
+	}
+}
+
+// TestAnalyzeCorruptRecord: a record whose length cannot be known stops
+// decoding; the records before it still make a profile (exit 0), and the
+// warning names the offset.
+func TestAnalyzeCorruptRecord(t *testing.T) {
+	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
+		p, err := os.ReadFile("../../../testdata/perf/" + name)
+		if err != nil {
+			t.Skip(err)
+		}
+		le := binary.LittleEndian
+		off, end := 16, len(p)
+		if le.Uint64(p[8:]) != 16 {
+			off = int(le.Uint64(p[40:]))
+			end = off + int(le.Uint64(p[48:]))
+		}
+		start := off
+		for off < start+(end-start)*2/3 {
+			size := int(le.Uint16(p[off+6:]))
+			if le.Uint32(p[off:]) == 66 { // pipe mode's HEADER_TRACING_DATA: the data follows
+				size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
+			}
+			off += size
+		}
+		q := append([]byte(nil), p...)
+		le.PutUint16(q[off+6:], 0)
+		code, stdout, stderr := injectAnalyze(t, q, false)
+		if code != ExitOK {
+			t.Fatalf("%s with a size-0 record at %#x: exit %d; stderr:\n%s", name, off, code, stderr)
+		}
+		if !strings.Contains(stdout, "decoding stopped at a corrupt record") {
+			t.Errorf("%s: summary does not say decoding stopped:\n%s", name, stdout)
+		}
+		if want := fmt.Sprintf("0x%x", off); !strings.Contains(stderr, "warning: decoding stopped") || !strings.Contains(stderr, want) {
+			t.Errorf("%s: no warning naming offset %s:\n%s", name, want, stderr)
+		}
 	}
 }
