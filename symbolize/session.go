@@ -81,6 +81,7 @@ type Session struct {
 	cache    *binfile.Cache
 	kallsyms *binfile.Kallsyms
 	comms    map[uint32]string
+	noComm   map[uint32]string // Comm's names for pids without a COMM record
 	buildIDs map[string]string // recorded path → build id (hex) from the BUILD_ID feature
 	tables   map[*binfile.Binary]*cfi.Table
 	tableErr map[*binfile.Binary]error
@@ -131,6 +132,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		Maps:       NewMaps(),
 		cache:      binfile.NewCache(loc),
 		comms:      map[uint32]string{},
+		noComm:     map[uint32]string{},
 		buildIDs:   map[string]string{},
 		tables:     map[*binfile.Binary]*cfi.Table{},
 		tableErr:   map[*binfile.Binary]error{},
@@ -197,7 +199,13 @@ func (s *Session) Comm(pid uint32) string {
 	if c, ok := s.comms[pid]; ok {
 		return c
 	}
-	return ":" + fmt.Sprint(pid)
+	// Named like perf does; kept, as the profile builder asks per sample.
+	c, ok := s.noComm[pid]
+	if !ok {
+		c = ":" + fmt.Sprint(pid)
+		s.noComm[pid] = c
+	}
+	return c
 }
 
 // Observe updates process state from a non-sample record. Call it for every

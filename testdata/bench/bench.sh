@@ -7,8 +7,9 @@
 #   MEASURE_ONLY=1 testdata/bench/bench.sh DIR  # measure existing recordings
 #
 # Records two recordings of the same kind of workload into DIR (not
-# committed: ~1 GB and ~100 MB):
-#   large.data  make -j2 over 10 units, small.data  the same over 1 unit;
+# committed; 1.78 GB and 168 MB here, 10.6x apart: the kernel drops more
+# samples when two compiles run at once, so 20 units give ~10x one unit):
+#   large.data  make -j2 over 20 units, small.data  the same over 1 unit;
 #   a unit compiles a small C file (gcc -O2 -c: the gcc driver forks and
 #   execs cc1 and as) and compresses 512 KiB with xz -T2 (two threads).
 # with
@@ -21,11 +22,11 @@
 # RUNS times each (default 3) and prints the medians, their ratios and the
 # peak RSS (/usr/bin/time -f %M) of faultline on both recordings.
 #
-# perf script with inline frames runs addr2line for every frame: on this
-# 2-core VM it took 540 s (under load) on one 100 MB gcc recording. It is
-# therefore run INLINE_RUNS times (default 1) on INLINE_ON (default small);
-# set INLINE_ON=large INLINE_RUNS=3 for the full comparison if you have
-# the hours.
+# perf script with inline frames runs addr2line for the frames it prints:
+# on the 2-core VM of issue 6 one run over large.data took 80-85 s on a quiet
+# machine and 337 s under load (small.data: 262 s under load). INLINE_RUNS
+# (default 3) and INLINE_ON (default large; small or none to save time)
+# bound that part.
 #
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
 # DIR), RUNS, INLINE_RUNS, INLINE_ON (small|large|none), UNITS_LARGE (20),
@@ -40,8 +41,8 @@ if [ "${1:-}" = -r ]; then REC=1; shift; fi
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 RUNS=${RUNS:-3}
-INLINE_RUNS=${INLINE_RUNS:-1}
-INLINE_ON=${INLINE_ON:-small}
+INLINE_RUNS=${INLINE_RUNS:-3}
+INLINE_ON=${INLINE_ON:-large}
 UNITS_LARGE=${UNITS_LARGE:-20}
 UNITS_SMALL=${UNITS_SMALL:-1}
 FIELDS=comm,pid,tid,time,event,addr,ip,sym,dso,trace
