@@ -78,7 +78,9 @@ type run struct {
 	counts  []EventSummary
 	classes map[string]uint64
 	memset  map[symbolize.LocID]bool
-	lost    lostTracker
+	// warnings are the run's own (formats inferred, ...), said once each.
+	warnings []string
+	lost     lostTracker
 
 	entry attribute.Entry
 	ret   attribute.Return
@@ -168,6 +170,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.Truncated, s.DecodeError = true, decodeErr.Error()
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
+	s.Warnings = append(s.Warnings, ru.warnings...)
 	if opts.Done != nil {
 		opts.Done()
 	}
@@ -213,6 +216,12 @@ func (ru *run) setup() error {
 	var entries, returns, faults int
 	anonMmaps := false
 	for _, in := range ru.infos {
+		if in.guess {
+			// A probe without its format: assume the usual pair (entry and
+			// return); its samples say which it is.
+			entries++
+			returns++
+		}
 		switch in.role {
 		case RoleAllocEntry:
 			entries++
@@ -284,6 +293,10 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	}
 	in := ru.infos[smp.Event.Index]
 	ru.counts[smp.Event.Index].Samples++
+	if in.guess {
+		ru.guessRole(in, smp)
+		ru.counts[smp.Event.Index].Role = in.role.String()
+	}
 	ru.lost.sample(smp.Event.Index, &smp.SampleID)
 	switch in.role {
 	case RoleAllocEntry:

@@ -31,10 +31,14 @@ type eventInfo struct {
 	role Role
 	kind attribute.AllocKind
 
-	size, nmemb, oldPtr   *perfdata.TraceField // entry
-	ptr, retIP, hdr       *perfdata.TraceField // return (ptr also for free)
-	address, errorCode    *perfdata.TraceField // tracepoint faults
-	faultFromAddr         bool                 // software fault event: sample ADDR (needs -d)
+	size, nmemb, oldPtr *perfdata.TraceField // entry
+	ptr, retIP, hdr     *perfdata.TraceField // return (ptr also for free)
+	address, errorCode  *perfdata.TraceField // tracepoint faults
+	faultFromAddr       bool                 // software fault event: sample ADDR (needs -d)
+	// guess marks a tracepoint whose format the recording lacks (cut
+	// before its TRACING_DATA feature): its role is inferred from its
+	// first sample (guess.go).
+	guess                 bool
 	warnedMissingAddrFlag bool
 }
 
@@ -166,6 +170,10 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		if in.size == nil {
 			return nil, fmt.Errorf("event %s: an entry probe needs the requested size as field size (perf probe -x LIBC '%s size=%%di:u64')", ev.Name, fn)
 		}
+		return in, nil
+	}
+	if ev.Format == nil && ev.Attr.Type == perfTypeTracepoint {
+		in.guess = true
 		return in, nil
 	}
 	if freeNames[fn] && !ret {

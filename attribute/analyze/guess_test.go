@@ -1,0 +1,48 @@
+package analyze
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/attribute/report"
+)
+
+// A recording cut short has no TRACING_DATA or EVENT_DESC (perf writes them
+// after the data): the probes' roles are inferred from their samples, and
+// the sites completed before the cut count as in the whole recording
+// (expect.tsv: make_table 5, make_buckets 7, make_index 9, all before the
+// cut at 1.2 MB of the 1.6 MB file, which falls inside make_matrix's
+// touching).
+func TestTruncatedRecordingInfersProbes(t *testing.T) {
+	data, err := os.ReadFile("../../testdata/perf/basic.plain.data")
+	if err != nil {
+		t.Skip(err)
+	}
+	path := filepath.Join(t.TempDir(), "cut.data")
+	if err := os.WriteFile(path, data[:1200000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, got := analyzeFixture(t, path, report.ByAlloc)
+	for site, want := range map[string]int64{"make_table": 5, "make_buckets": 7, "make_index": 9} {
+		var n int64
+		for k, v := range got {
+			if k.site == site {
+				n += v.faults
+			}
+		}
+		if n != want {
+			t.Errorf("%s: %d faults, want %d", site, n, want)
+		}
+	}
+	w := strings.Join(res.Summary.Warnings, "\n")
+	for _, s := range []string{"truncated", "taken as the entry probe of malloc", "taken as the return probe of malloc"} {
+		if !strings.Contains(w, s) {
+			t.Errorf("warnings lack %q:\n%s", s, w)
+		}
+	}
+	if !res.Summary.Truncated {
+		t.Error("summary does not say truncated")
+	}
+}
