@@ -75,9 +75,12 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 		b.Warnings = append(b.Warnings, err.Error())
 	}
 	if dbg != nil && dbg.hasDWARF() {
-		d, err := dwarfData(dbg)
+		d, line, err := dwarfData(dbg)
 		if err == nil {
 			b.dw, err = newDWARFIndex(dbg.path, d)
+		}
+		if err == nil {
+			b.dw.line, b.dw.order = line, dbg.ef.ByteOrder
 		}
 		if err != nil {
 			b.Warnings = append(b.Warnings, fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err))
@@ -96,14 +99,17 @@ const maxDWARFSection = 1 << 30
 // .debug_frame, aranges, pubnames, type units): decompressing them was a
 // fifth of the time to open libc. Relocatable files and legacy .zdebug
 // compression go through elf.File.DWARF.
-func dwarfData(f *elfFile) (d *dwarf.Data, err error) {
+func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			d, err = nil, &FormatError{Path: f.path, Msg: "loading DWARF", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
+			d, line, err = nil, nil, &FormatError{Path: f.path, Msg: "loading DWARF", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
 		}
 	}()
 	if f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil {
-		return f.ef.DWARF()
+		// No raw .debug_line here (relocated or legacy-compressed): the
+		// line headers go unchecked (see checkLineHeader).
+		d, err = f.ef.DWARF()
+		return d, nil, err
 	}
 	sect := map[string][]byte{}
 	for _, name := range []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"} {
@@ -114,26 +120,26 @@ func dwarfData(f *elfFile) (d *dwarf.Data, err error) {
 		if s.Size > maxDWARFSection {
 			// A compressed section's size is its header's claim: a
 			// zlib bomb would inflate to it.
-			return nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
+			return nil, nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
 		}
 		data, err := s.Data()
 		if err != nil {
-			return nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
+			return nil, nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
 		}
 		sect[name] = data
 	}
 	d, err = dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
 	if err != nil {
-		return nil, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
+		return nil, nil, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
 	}
 	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
 		if data := sect[name]; data != nil {
 			if err := d.AddSection(".debug_"+name, data); err != nil {
-				return nil, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
+				return nil, nil, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
 			}
 		}
 	}
-	return d, nil
+	return d, sect["line"], nil
 }
 
 // ELF returns the binary's ELF file (for .eh_frame, .text, program

@@ -2,6 +2,7 @@ package binfile
 
 import (
 	"debug/dwarf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,10 @@ type dwarfIndex struct {
 	cus   []span // sorted by lo; node is the index into units
 	units []*cuInfo
 	names *dwarf.Reader // for following abstract_origin/specification
+	// line is the raw .debug_line (nil when not at hand) in byte order
+	// order, for checkLineHeader.
+	line  []byte
+	order binary.ByteOrder
 }
 
 // span is one address range [lo, hi) and what covers it.
@@ -156,7 +161,14 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 		return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
 	}
 	var fileTab []*dwarf.LineFile
-	lr, lerr := x.d.LineReader(e)
+	var lr *dwarf.LineReader
+	var lerr error
+	if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+		lerr = checkLineHeader(x.line, off, x.order)
+	}
+	if lerr == nil {
+		lr, lerr = x.d.LineReader(e)
+	}
 	compDir, _ := e.Val(dwarf.AttrCompDir).(string)
 	if lr != nil && lerr == nil {
 		fileTab = cu.readLines(lr, compDir)

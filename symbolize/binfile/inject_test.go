@@ -2,6 +2,7 @@ package binfile
 
 import (
 	"bytes"
+	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
 	"os"
@@ -61,4 +62,63 @@ func TestDWARFSizeClaimCapped(t *testing.T) {
 	if w := strings.Join(b.Warnings, "\n"); !strings.Contains(w, "claims 8589934592 bytes") {
 		t.Errorf("warnings do not name the claim:\n%s", w)
 	}
+}
+
+// TestLineHeaderGuardAcceptsReal: checkLineHeader passes every line table
+// of real DWARF 5 debug files (glibc's, gcc's inline fixture), and refuses
+// a header whose directory count outgrows its unit. The crasher that
+// prompted it is testdata/fuzz/FuzzDWARF/62080e8eb0b7e1f0.
+func TestLineHeaderGuardAcceptsReal(t *testing.T) {
+	paths, _ := filepath.Glob("../../testdata/symfs/usr/lib/debug/.build-id/*/*.debug")
+	paths = append(paths, "testdata/inline.debug")
+	v5 := 0
+	for _, path := range paths {
+		ef, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &elfFile{path: path, ef: ef}
+		d, line, err := dwarfData(f)
+		if err != nil || line == nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		r := d.Reader()
+		for {
+			e, err := r.Next()
+			if err != nil || e == nil {
+				break
+			}
+			if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+				if err := checkLineHeader(line, off, ef.ByteOrder); err != nil {
+					t.Errorf("%s: %v", path, err)
+				}
+				if ef.ByteOrder.Uint16(line[off+4:]) >= 5 {
+					v5++
+					if v5 == 1 {
+						// Patch the directory count (after the fixed
+						// fields and opcode lengths) to 2^35.
+						bad := append([]byte(nil), line...)
+						pos := int(off) + 4 + 2 + 2 + 4 + 5
+						nops := int(bad[pos])
+						pos += nops // opcode_base byte, then opcode_base-1 one-byte ULEBs
+						nf := int(bad[pos])
+						pos++
+						for range 2 * nf {
+							pos++ // content types and forms are one-byte ULEBs in practice
+						}
+						copy(bad[pos:], []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
+						if err := checkLineHeader(bad, off, ef.ByteOrder); err == nil {
+							t.Errorf("%s: a directory count of 2^35 passed", path)
+						}
+					}
+				}
+			}
+			r.SkipChildren()
+		}
+		ef.Close()
+	}
+	if v5 == 0 {
+		t.Error("no DWARF 5 line table checked")
+	}
+	t.Logf("%d DWARF 5 line tables checked", v5)
 }

@@ -111,12 +111,21 @@ func TestAnalyzeTruncated(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	code, _, stderr := injectAnalyze(t, file[:len(file)/2], false)
-	if code != ExitFailure || !strings.Contains(stderr, "truncated") || !strings.Contains(stderr, "0x") {
-		t.Errorf("file recording cut in half: exit %d, want %d with an error saying truncated at 0x...; stderr:\n%s", code, ExitFailure, stderr)
+	// A file cut inside its data loses the feature section (event names,
+	// probe formats): either the events are inferred and the profile of
+	// everything before the cut is written (exit 0, summary says
+	// truncated), or one error says the file was truncated (exit 2).
+	code, stdout, stderr := injectAnalyze(t, file[:len(file)/2], false)
+	switch {
+	case code == ExitOK:
+		if !strings.Contains(stdout, "Truncated:") || !strings.Contains(stderr, "0x") {
+			t.Errorf("file recording cut in half: exit 0 without saying truncated at 0x...:\n%s\n%s", stdout, stderr)
+		}
+	case code != ExitFailure || !strings.Contains(stderr, "truncated") || !strings.Contains(stderr, "0x"):
+		t.Errorf("file recording cut in half: exit %d, want 0 or %d with an error saying truncated at 0x...; stderr:\n%s", code, ExitFailure, stderr)
 	}
 	if first := strings.SplitN(stderr, "\n", 2)[0]; !strings.HasPrefix(first, "faultline: ") {
-		t.Errorf("stderr does not start with the error line:\n%s", stderr)
+		t.Errorf("stderr does not start with faultline: ...:\n%s", stderr)
 	}
 }
 
