@@ -48,7 +48,7 @@ func checkLineHeader(line []byte, off int64, bo binary.ByteOrder) error {
 		}
 		n := c.uleb()
 		if c.err {
-			return nil
+			return fmt.Errorf("line table at %#x: %s list runs past the section", off, what)
 		}
 		if n > uint64(len(c.b)-c.pos) {
 			return fmt.Errorf("line table at %#x claims %d %s entries in %d bytes", off, n, what, len(c.b)-c.pos)
@@ -63,7 +63,7 @@ func checkLineHeader(line []byte, off int64, bo binary.ByteOrder) error {
 				}
 			}
 			if c.err {
-				return nil
+				return fmt.Errorf("line table at %#x: %s entries run past the section", off, what)
 			}
 		}
 	}
@@ -141,22 +141,20 @@ func (c *lineCursor) uleb() uint64 {
 	}
 }
 
-// skipForm skips one attribute value of the forms a line-table header may
-// use (DWARF 5 §6.2.4.1); false for a form it does not know.
+// skipForm skips one attribute value exactly as debug/dwarf's readLNCT
+// reads it (Go 1.26 line.go); false for a form readLNCT does not decode.
 func (c *lineCursor) skipForm(form uint64, dwarf64 bool) bool {
 	switch form {
 	case 0x08: // DW_FORM_string
 		for !c.err && c.u8() != 0 {
 		}
-	case 0x0e, 0x1f, 0x17: // DW_FORM_strp, line_strp, sec_offset
+	case 0x0e, 0x1f: // DW_FORM_strp, line_strp
 		if dwarf64 {
 			c.skip(8)
 		} else {
 			c.skip(4)
 		}
 	case 0x1a, 0x0f: // DW_FORM_strx, udata
-		c.uleb()
-	case 0x0d: // DW_FORM_sdata
 		c.uleb()
 	case 0x25, 0x0b: // DW_FORM_strx1, data1
 		c.skip(1)
@@ -172,13 +170,10 @@ func (c *lineCursor) skipForm(form uint64, dwarf64 bool) bool {
 		c.skip(16)
 	case 0x09: // DW_FORM_block
 		c.skip(int(min(c.uleb(), uint64(len(c.b))+1)))
-	case 0x0a: // DW_FORM_block1
-		c.skip(int(c.u8()))
-	case 0x03: // DW_FORM_block2
-		c.skip(int(c.u16()))
-	case 0x04: // DW_FORM_block4
-		c.skip(int(min(uint64(c.u32()), uint64(len(c.b))+1)))
 	default:
+		// debug/dwarf's readLNCT silently reads nothing for any other
+		// form, so skipping its bytes here would put this check out of
+		// step with it: refuse the table instead.
 		return false
 	}
 	return true
