@@ -109,7 +109,7 @@ type Class struct {
 }
 
 // String renders the class as the profile shows it: "[stack]", "[heap]",
-// "[anon]", "[file] libc.so.6", "[unknown]".
+// "[anon]", "[file] libc.so.6", "[vdso]", "[unknown]".
 func (c Class) String() string {
 	switch c.Kind {
 	case ClassStack:
@@ -119,6 +119,9 @@ func (c Class) String() string {
 	case ClassAnon:
 		return "[anon]"
 	case ClassFile:
+		if strings.HasPrefix(c.Name, "[") { // [vdso], [uprobes], [vvar]: not files
+			return c.Name
+		}
 		return "[file] " + c.Name
 	}
 	return "[unknown]"
