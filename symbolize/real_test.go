@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
 
@@ -93,34 +92,7 @@ func perfNoInline(t *testing.T, path string) []byte {
 // files (perf's build-id cache, then the recorded paths).
 func ourNoInline(t *testing.T, path string) []byte {
 	t.Helper()
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	w := &symbolize.ScriptWriter{S: sess}
-	for _, ev := range r.Events() {
-		w.NameWidth = max(w.NameWidth, len(ev.Name))
-	}
-	var out bytes.Buffer
-	for r.Next() {
-		switch rec := r.Record().(type) {
-		case *perfdata.Sample:
-			id, _ := sess.Unwind(rec, true)
-			out.Write(w.Format(rec, id))
-		default:
-			sess.Observe(rec)
-		}
-	}
-	if err := r.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out.Bytes()
+	return runScript(t, path, symbolize.Config{}, false)
 }
 
 // isSubsequence reports whether every frame of sub appears in full, in

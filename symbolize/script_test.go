@@ -146,14 +146,18 @@ func compareStacks(t *testing.T, perf, ours []scriptSample) compareResult {
 	return r
 }
 
-func runScript(t *testing.T, path string, inline bool) []byte {
+// fixtureConfig finds the fixtures' binaries in testdata alone.
+var fixtureConfig = symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}
+
+// runScript is `faultline script` of path, in-process, with cfg's files.
+func runScript(t *testing.T, path string, cfg symbolize.Config, inline bool) []byte {
 	t.Helper()
 	r, err := perfdata.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +198,7 @@ func TestStacksMatchPerf(t *testing.T) {
 				t.Skip(err)
 			}
 			perf := parseScript(t, want)
-			ours := parseScript(t, runScript(t, f, true))
+			ours := parseScript(t, runScript(t, f, fixtureConfig, true))
 			r := compareStacks(t, perf, ours)
 			t.Logf("%d samples; perf reached a root in %d, ours in %d; identical where perf reached it: %d", r.samples, r.perfRoot, r.oursRoot, r.identical)
 			if r.samples != len(perf) {
