@@ -153,6 +153,9 @@ type Return struct {
 	RetIP    uint64 // __probe_ret_ip: where the allocator returns to; 0 if unknown
 	Hdr      uint64 // chunk header (the size word at ptr-8) when HasHdr
 	HasHdr   bool
+	// Leaf is the one-frame stack of RetIP: the allocation's site when its
+	// entry came without a stack (0: none).
+	Leaf StackID
 }
 
 // Free is a free probe hit.

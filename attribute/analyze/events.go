@@ -18,9 +18,13 @@ const (
 	RoleAllocReturn             // an allocator's return probe: the pointer
 	RoleFree                    // free's entry probe: the pointer
 	RoleFault                   // a page fault: page-faults:u, minor/major-faults, exceptions:page_fault_user
+	// RoleStack: a second instance of an entry probe (or fault event) that
+	// carries stacks for some of its hits; each sample lends its stack to
+	// the range event's sample of the same hit (stacks.go).
+	RoleStack
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -40,6 +44,14 @@ type eventInfo struct {
 	// first sample (guess.go).
 	guess                 bool
 	warnedMissingAddrFlag bool
+
+	// Stack events (stacks.go): stackFor is the index of the range event
+	// whose hits this event's samples carry stacks for (RoleStack only);
+	// twin marks a range event that has such an event; sampled marks a
+	// stack event that takes 1 in SamplePeriod hits.
+	stackFor int
+	twin     bool
+	sampled  bool
 }
 
 // Software event configs (include/uapi/linux/perf_event.h, perf_sw_ids).
