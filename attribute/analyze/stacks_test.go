@@ -1,0 +1,95 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+)
+
+// siteSink records each allocation's size and whether it got a stack.
+type siteSink struct{ sites map[uint64]attribute.StackID }
+
+func (s *siteSink) Allocation(a *attribute.Allocation)         { s.sites[a.Size] = a.Site }
+func (s *siteSink) Fault(*attribute.Fault, *attribute.Allocation) {}
+
+// TestStackJoinSynthetic drives the join with hand-made samples on one
+// thread: event 0 is the malloc entry without stacks, event 1 the same
+// tracepoint with a callchain (its stack instance), event 2 the return.
+// Raw payloads are the 8-byte size. Expected: a stack sample attaches to
+// the call whose payload it repeats, in either order; one whose call does
+// not follow (or differs) is dropped as unmatched; no stack sample ever
+// makes a call.
+func TestStackJoinSynthetic(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	size := &perfdata.TraceField{Name: "size", Offset: 0, Size: 8}
+	ptr := &perfdata.TraceField{Name: "ptr", Offset: 0, Size: 8}
+	evs := []*perfdata.Event{
+		{Index: 0, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Name: "g:malloc__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
+	}
+	infos := []*eventInfo{
+		{ev: evs[0], role: RoleAllocEntry, size: size},
+		{ev: evs[1], role: RoleAllocEntry, size: size},
+		{ev: evs[2], role: RoleAllocReturn, ptr: ptr},
+	}
+	pairStackEvents(infos)
+	if infos[1].role != RoleStack || infos[1].stackFor != 0 || !infos[0].twin || infos[2].twin {
+		t.Fatalf("pairing: %+v %+v %+v", *infos[0], *infos[1], *infos[2])
+	}
+	sink := &siteSink{sites: map[uint64]attribute.StackID{}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 3), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	var now uint64
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	feed := func(ev int, v uint64) {
+		now++
+		smp := &perfdata.Sample{Event: evs[ev], Raw: u64(v)}
+		smp.Pid, smp.Tid, smp.Time, smp.Has = 1, 1, now, perfdata.SampleTime
+		if ev == 1 {
+			smp.Callchain = []uint64{perfdata.ContextUser, 0x401000 + v, 0x402000}
+		}
+		ru.sample(smp)
+	}
+	ret := func(p uint64) { feed(2, p) }
+	feed(0, 100) // range first, then its stack
+	feed(1, 100)
+	ret(0x10010)
+	feed(1, 200) // stack first, then its range
+	feed(0, 200)
+	ret(0x20010)
+	feed(1, 300) // a stack whose call is not this one (lost): unmatched
+	feed(0, 301)
+	ret(0x30010)
+	feed(0, 400) // no stack at all: fed when the return comes
+	ret(0x40010)
+	feed(1, 500) // an orphan stack at the end
+	ru.releaseAll()
+	ru.tr.Close()
+	st := ru.tr.Stats()
+	if st.Entries != 4 || st.Allocations != 4 {
+		t.Errorf("entries %d allocations %d, want 4 4: stack samples never make calls", st.Entries, st.Allocations)
+	}
+	for _, sz := range []uint64{100, 200} {
+		if sink.sites[sz] == 0 {
+			t.Errorf("allocation of %d has no stack; its stack sample should have joined it", sz)
+		}
+	}
+	for _, sz := range []uint64{301, 400} {
+		if s, ok := sink.sites[sz]; !ok || s != 0 {
+			t.Errorf("allocation of %d: site %d (present %v), want made without a stack", sz, s, ok)
+		}
+	}
+	if ru.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
+		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.join)
+	}
+}
