@@ -12,7 +12,7 @@ import (
 // siteSink records each allocation's size and whether it got a stack.
 type siteSink struct{ sites map[uint64]attribute.StackID }
 
-func (s *siteSink) Allocation(a *attribute.Allocation)         { s.sites[a.Size] = a.Site }
+func (s *siteSink) Allocation(a *attribute.Allocation)            { s.sites[a.Size] = a.Site }
 func (s *siteSink) Fault(*attribute.Fault, *attribute.Allocation) {}
 
 // TestStackJoinSynthetic drives the join with hand-made samples on one
