@@ -18,7 +18,7 @@ import (
 )
 
 // Version is the faultline version printed by --version (set with -ldflags
-// "-X github.com/faultline/faultline/cmd/faultline/cli.Version=...").
+// "-X github.com/faultline/faultline/cmd/faultline/internal/cli.Version=...").
 var Version = "0.1.0-dev"
 
 // Exit statuses, documented in --help and the README.
