@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata"
 )
 
 // injectAnalyze runs `faultline analyze` in-process on data (a file, or
@@ -57,8 +59,8 @@ func TestAnalyzeHostileInputs(t *testing.T) {
 		{"empty", nil, "empty"},
 		{"random", random, "not a perf.data file"},
 		{"elf", elfBin, "ELF"},
-		{"magic-only", []byte("PERFILE2"), "0x"},
-		{"pipe-header-only", []byte("PERFILE2\x10\x00\x00\x00\x00\x00\x00\x00"), "no events"},
+		{"magic-only", []byte(perfdata.MagicLE), "0x"},
+		{"pipe-header-only", []byte(perfdata.MagicLE + "\x10\x00\x00\x00\x00\x00\x00\x00"), "no events"},
 	} {
 		for _, stdin := range []bool{false, true} {
 			name := c.name
