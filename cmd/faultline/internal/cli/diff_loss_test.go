@@ -13,7 +13,7 @@ import (
 
 // mixedFixtures is testdata/mixed (testdata/gen-mixed.sh): range-first.data
 // lost nothing; lossy.data lost most samples of every event (a 2-page ring).
-const mixedFixtures = "../../../testdata/mixed"
+const mixedFixtures = "../../../../testdata/mixed"
 
 // perfStats reads per-event SAMPLE and LOST_SAMPLES counts from the
 // `perf report --stats` text gen-mixed.sh saved next to a recording.
@@ -54,7 +54,7 @@ func TestDiffLoss(t *testing.T) {
 	dir := t.TempDir()
 	prof := func(name string) string {
 		out := filepath.Join(dir, name+".pb.gz")
-		code, stdout, stderr := runCLI("analyze", "-q", "--symfs", "../../../testdata/symfs", "-o", out, filepath.Join(mixedFixtures, name+".data"))
+		code, stdout, stderr := runCLI("analyze", "-q", "--symfs", "../../../../testdata/symfs", "-o", out, filepath.Join(mixedFixtures, name+".data"))
 		if code != ExitOK {
 			t.Fatalf("analyze %s: exit %d\n%s%s", name, code, stdout, stderr)
 		}
@@ -154,7 +154,7 @@ func TestLossAgreesAcrossCommands(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "p.pb.gz")
-	code, stdout, stderr = runCLI("analyze", "--symfs", "../../../testdata/symfs", "-o", out, data)
+	code, stdout, stderr = runCLI("analyze", "--symfs", "../../../../testdata/symfs", "-o", out, data)
 	if code != ExitOK {
 		t.Fatalf("analyze: exit %d\n%s", code, stderr)
 	}
