@@ -93,3 +93,116 @@ func TestStackJoinSynthetic(t *testing.T) {
 		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.join)
 	}
 }
+
+// TestStackJoinAllocatesNothing: in steady state a call's range entry, its
+// stack sample, its return (leaf from __probe_ret_ip) and its free allocate
+// nothing in the analysis.
+func TestStackJoinAllocatesNothing(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	f8 := func(name string, off int) *perfdata.TraceField {
+		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
+	}
+	evs := []*perfdata.Event{
+		{Index: 0, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
+		{Index: 3, Attr: perfdata.Attr{Type: 2, Config: 9, SampleType: perfdata.SampleRaw}},
+	}
+	infos := []*eventInfo{
+		{ev: evs[0], role: RoleAllocEntry, size: f8("size", 0)},
+		{ev: evs[1], role: RoleAllocEntry, size: f8("size", 0)},
+		{ev: evs[2], role: RoleAllocReturn, ptr: f8("ptr", 0), retIP: f8("__probe_ret_ip", 8)},
+		{ev: evs[3], role: RoleFree, ptr: f8("ptr", 0)},
+	}
+	pairStackEvents(infos)
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 4), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}, leafMode: true}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	mk := func(ev int, raw []byte) *perfdata.Sample {
+		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
+		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
+		return smp
+	}
+	le := binary.LittleEndian
+	entry := mk(0, le.AppendUint64(nil, 64))
+	stack := mk(1, le.AppendUint64(nil, 64))
+	stack.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
+	ret := mk(2, le.AppendUint64(le.AppendUint64(nil, 0x600010), 0x401005))
+	free := mk(3, le.AppendUint64(nil, 0x600010))
+	var now uint64
+	cycle := func() {
+		for _, s := range []*perfdata.Sample{entry, stack, ret, free} {
+			now++
+			s.Time = now
+			ru.sample(s)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		cycle()
+	}
+	if n := testing.AllocsPerRun(200, cycle); n != 0 {
+		t.Errorf("%v allocations per call (entry, stack, return, free), want 0", n)
+	}
+	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
+		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)
+	}
+}
+
+// faultSink records each fault's stack by address.
+type faultSink struct{ stacks map[uint64]attribute.StackID }
+
+func (s *faultSink) Allocation(*attribute.Allocation)                  {}
+func (s *faultSink) Fault(f *attribute.Fault, _ *attribute.Allocation) { s.stacks[f.Addr] = f.Stack }
+
+// TestFaultStackJoin: page-faults opened twice (--fault-stacks): software
+// events have no raw payload, so the halves of one fault match by address
+// and IP; each fault is counted once, with the stack when its half came.
+func TestFaultStackJoin(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	evs := []*perfdata.Event{
+		{Index: 0, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr}},
+		{Index: 1, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
+	}
+	infos := []*eventInfo{faultInfo(&eventInfo{ev: evs[0]}), faultInfo(&eventInfo{ev: evs[1]})}
+	pairStackEvents(infos)
+	if infos[1].role != RoleStack || !infos[0].twin {
+		t.Fatalf("pairing: %v %v", infos[0].role, infos[1].role)
+	}
+	sink := &faultSink{stacks: map[uint64]attribute.StackID{}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	var now uint64
+	feed := func(ev int, addr uint64) {
+		now++
+		smp := &perfdata.Sample{Event: evs[ev], Addr: addr, IP: 0x401000}
+		smp.Pid, smp.Tid, smp.Time, smp.Has = 1, 1, now, perfdata.SampleTime
+		if ev == 1 {
+			smp.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
+		}
+		ru.sample(smp)
+	}
+	feed(0, 0x1000) // range, then stack
+	feed(1, 0x1000)
+	feed(1, 0x2000) // stack, then range
+	feed(0, 0x2000)
+	feed(0, 0x3000) // range without stack: fed when the next fault comes
+	feed(0, 0x4000) // held to the end
+	ru.releaseAll()
+	if st := ru.tr.Stats(); st.Faults != 4 {
+		t.Errorf("faults %d, want 4", st.Faults)
+	}
+	if sink.stacks[0x1000] == 0 || sink.stacks[0x2000] == 0 || sink.stacks[0x3000] != 0 || sink.stacks[0x4000] != 0 {
+		t.Errorf("fault stacks %v: want 0x1000 and 0x2000 with a stack, 0x3000 and 0x4000 without", sink.stacks)
+	}
+}
