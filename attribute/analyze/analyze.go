@@ -352,7 +352,9 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	switch in.role {
 	case RoleAllocEntry:
 		e := ru.entryOf(in, smp)
-		e.Stack, e.CallerRet = ru.unwind(smp)
+		if hasStacks(in.ev) { // range events carry none: no walk to count
+			e.Stack, e.CallerRet = ru.unwind(smp)
+		}
 		ru.tr.Entry(e)
 	case RoleAllocReturn:
 		rt := &ru.ret
@@ -375,9 +377,11 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.tr.Free(f)
 	case RoleFault:
 		f := ru.faultOf(in, smp)
-		id, _ := ru.sess.Unwind(smp, false)
-		f.Stack = attribute.StackID(id)
-		f.InMemset = ru.leafInMemset(f.Stack)
+		if hasStacks(in.ev) {
+			id, _ := ru.sess.Unwind(smp, false)
+			f.Stack = attribute.StackID(id)
+			f.InMemset = ru.leafInMemset(f.Stack)
+		}
 		ru.tr.Fault(f)
 	}
 }

@@ -33,7 +33,7 @@
  *                                                     AFTER free (deliberate use after free; the
  *                                                     chunk sits in a bin, nothing reuses it);
  *                                                     page 16 is mapped, so 15 faults that belong
- *                                                     to no allocation: class [heap]
+ *                                                     to no allocation (class [anon]: brk growth is an anonymous mapping to perf)
  *
  * Inference (faultline analyze): the 8 stackless node_alloc calls have the
  * exact leaf (the return address in node_alloc); the 4 stacked calls at the
