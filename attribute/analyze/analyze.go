@@ -91,6 +91,7 @@ type run struct {
 	warnings   []string
 	lost       lostTracker
 	lostBuffer uint64
+	noPointer  uint64 // posix_memalign returns without the pointer
 
 	// Stack events (stacks.go).
 	leafMode bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
@@ -180,6 +181,10 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
+	// posix_memalign calls whose return carried only the status are
+	// unpaired, not failed.
+	s.Tracker.FailedAllocations -= ru.noPointer
+	s.Tracker.UnpairedReturns += ru.noPointer
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
 	if opts.Mode == report.ByAlloc {
@@ -365,6 +370,12 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		}
 		if in.hdr != nil {
 			rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
+		}
+		if in.statusReturn && rt.Ptr < 4096 {
+			// 0 or an errno: the call is counted as unpaired, its faults
+			// go by address (the tracker sees a failed call).
+			ru.noPointer++
+			rt.Ptr = 0
 		}
 		if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
 			rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)

@@ -52,6 +52,9 @@ type eventInfo struct {
 	stackFor int
 	twin     bool
 	sampled  bool
+	// statusReturn: posix_memalign's return value is a status, not the
+	// pointer (that goes to *memptr, which a return probe cannot read).
+	statusReturn bool
 }
 
 // allocNames maps allocator function names (as probed) to their kind.
@@ -145,6 +148,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			in.ptr = field(ev, "ptr", "ret", "arg1")
 			in.retIP = field(ev, "__probe_ret_ip")
 			in.hdr = field(ev, "hdr")
+			in.statusReturn = fn == "posix_memalign" || fn == "__posix_memalign"
 			if in.ptr == nil {
 				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
 			}

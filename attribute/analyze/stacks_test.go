@@ -206,3 +206,47 @@ func TestFaultStackJoin(t *testing.T) {
 		t.Errorf("fault stacks %v: want 0x1000 and 0x2000 with a stack, 0x3000 and 0x4000 without", sink.stacks)
 	}
 }
+
+// TestPosixMemalignStatusReturn: posix_memalign's return value is a status
+// (0 on success), not the pointer: such a return makes no allocation and is
+// counted as lacking its pointer, not as a failed call.
+func TestPosixMemalignStatusReturn(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	f8 := func(name string, off int) perfdata.TraceField { return perfdata.TraceField{Name: name, Offset: off, Size: 8} }
+	fmtOf := func(name string, fields ...perfdata.TraceField) *perfdata.TraceFormat {
+		return &perfdata.TraceFormat{System: "g", Name: name, Fields: fields}
+	}
+	evs := []*perfdata.Event{
+		{Index: 0, Name: "g:posix_memalign", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw},
+			Format: fmtOf("posix_memalign", f8("memptr", 0), f8("alignment", 8), f8("size", 16))},
+		{Index: 1, Name: "g:posix_memalign__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw},
+			Format: fmtOf("posix_memalign__return", f8("ptr", 0))},
+	}
+	var infos []*eventInfo
+	for _, ev := range evs {
+		in, err := classify(ev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, in)
+	}
+	if !infos[1].statusReturn || infos[0].role != RoleAllocEntry {
+		t.Fatalf("classify: %+v %+v", *infos[0], *infos[1])
+	}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), held: map[uint32]*held{}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	le := binary.LittleEndian
+	entry := &perfdata.Sample{Event: evs[0], Raw: le.AppendUint64(le.AppendUint64(le.AppendUint64(nil, 0x7ff0), 64), 4096)}
+	ret := &perfdata.Sample{Event: evs[1], Raw: le.AppendUint64(nil, 0)}
+	for i, s := range []*perfdata.Sample{entry, ret} {
+		s.Pid, s.Tid, s.Time, s.Has = 1, 1, uint64(i+1), perfdata.SampleTime
+		ru.sample(s)
+	}
+	if st := ru.tr.Stats(); ru.noPointer != 1 || st.Allocations != 0 || st.Entries != 1 {
+		t.Errorf("no pointer %d, allocations %d, entries %d; want 1 0 1", ru.noPointer, st.Allocations, st.Entries)
+	}
+}
