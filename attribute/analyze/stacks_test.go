@@ -216,7 +216,9 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	f8 := func(name string, off int) perfdata.TraceField { return perfdata.TraceField{Name: name, Offset: off, Size: 8} }
+	f8 := func(name string, off int) perfdata.TraceField {
+		return perfdata.TraceField{Name: name, Offset: off, Size: 8}
+	}
 	fmtOf := func(name string, fields ...perfdata.TraceField) *perfdata.TraceFormat {
 		return &perfdata.TraceFormat{System: "g", Name: name, Fields: fields}
 	}
