@@ -253,7 +253,7 @@ func (t *Tracker) Return(r *Return) {
 		return
 	}
 	sp := t.space(r.Pid)
-	if call.Kind == KindRealloc && call.OldPtr != 0 {
+	if (call.Kind == KindRealloc || call.Kind == KindReallocArray) && call.OldPtr != 0 {
 		if old := removePtr(sp, call.OldPtr); old != nil {
 			t.nlive--
 			t.end(old)

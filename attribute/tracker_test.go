@@ -494,3 +494,28 @@ func TestLeafWhenEntryHasNoStack(t *testing.T) {
 		t.Errorf("allocations\n%s\nwant\n%s", strings.Join(s.allocs, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestChainedReallocArray: glibc's reallocarray tail-calls realloc, so
+// realloc's entry sees the [uprobes] trampoline as its return address
+// (CallerRet 0) and both return probes fire on the one return, with the
+// same pointer and return address: one allocation, the old block ended,
+// nothing unpaired.
+func TestChainedReallocArray(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, nil)
+	alloc(tr, 1, KindMalloc, 64, 0x600010, 1)
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 2, Kind: KindReallocArray, Size: 10 * 100, OldPtr: 0x600010, Stack: 2, CallerRet: 0x401234})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 3, Kind: KindRealloc, Size: 1000, OldPtr: 0x600010, Stack: 3})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Kind: KindRealloc, Ptr: 0x700010, RetIP: 0x401234})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 5, Kind: KindReallocArray, Ptr: 0x700010, RetIP: 0x401234})
+	fault(tr, 6, 0x700010, false)
+	fault(tr, 7, 0x600010, false) // the old block: ended by the realloc
+	tr.Close()
+	st := tr.Stats()
+	if st.Allocations != 2 || st.ChainedReturns != 1 || st.UnpairedEntries+st.UnpairedReturns != 0 {
+		t.Errorf("allocations %d chained %d unpaired %d+%d, want 2 1 0", st.Allocations, st.ChainedReturns, st.UnpairedEntries, st.UnpairedReturns)
+	}
+	if s.bySite[3] != 1 || s.bySite[1] != 0 {
+		t.Errorf("faults by site %v, want the new block's (site 3) 1, the old one's 0", s.bySite)
+	}
+}

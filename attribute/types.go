@@ -15,10 +15,14 @@ const (
 	KindCalloc                    // calloc: zeroed by definition
 	KindRealloc                   // realloc: moves an older allocation
 	KindMemalign                  // aligned_alloc, memalign, valloc, pvalloc, posix_memalign
+	// KindReallocArray: reallocarray, which glibc tail-calls realloc with:
+	// a kind of its own so both calls stay in flight and their two returns
+	// (one return, both uretprobes) make one allocation.
+	KindReallocArray
 	numKinds
 )
 
-var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign"}
+var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign", "reallocarray"}
 
 func (k AllocKind) String() string {
 	if int(k) < len(kindNames) {

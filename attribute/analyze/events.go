@@ -62,6 +62,7 @@ var allocNames = map[string]attribute.AllocKind{
 	"malloc": attribute.KindMalloc, "__libc_malloc": attribute.KindMalloc, "__malloc": attribute.KindMalloc,
 	"calloc": attribute.KindCalloc, "__libc_calloc": attribute.KindCalloc, "__calloc": attribute.KindCalloc,
 	"realloc": attribute.KindRealloc, "__libc_realloc": attribute.KindRealloc, "__realloc": attribute.KindRealloc,
+	"reallocarray": attribute.KindReallocArray, "__libc_reallocarray": attribute.KindReallocArray,
 	"memalign": attribute.KindMemalign, "__libc_memalign": attribute.KindMemalign,
 	"aligned_alloc": attribute.KindMemalign, "posix_memalign": attribute.KindMemalign, "__posix_memalign": attribute.KindMemalign,
 	"valloc": attribute.KindMemalign, "__libc_valloc": attribute.KindMemalign,
@@ -130,7 +131,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		default:
 			base, isRet := strings.CutSuffix(spec, "-return")
 			if _, ok := allocNames[base]; !ok {
-				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
+				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, reallocarray, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
 			}
 			fn, ret = base, isRet
 		}
@@ -162,6 +163,10 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		case attribute.KindRealloc:
 			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
 			in.size = field(ev, "size", "bytes", "arg2")
+		case attribute.KindReallocArray: // (oldptr, nmemb, size)
+			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
+			in.nmemb = field(ev, "nmemb", "n", "arg2")
+			in.size = field(ev, "size", "bytes", "arg3")
 		case attribute.KindMemalign:
 			if fn == "posix_memalign" || fn == "__posix_memalign" {
 				in.size = field(ev, "size", "bytes", "arg3")
