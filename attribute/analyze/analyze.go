@@ -336,6 +336,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Fork:
 		ru.tr.Fork(r.Ppid, r.Pid)
 	case *perfdata.Exit:
+		delete(ru.held, r.Tid) // settled above; tids are reused
 		ru.tr.Exit(r.Pid, r.Tid)
 	}
 }
