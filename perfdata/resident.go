@@ -29,10 +29,14 @@ const maxGranules = 8
 type residency struct {
 	mapping []byte // the whole file mapping (page aligned); nil: not a mapping we own
 	lo, hi  int64  // file offsets touched since the last drop
-	gran    [maxGranules]int64
+	gran    [maxHeldGranules]int64
 	n       int  // granules in gran
 	full    bool // a touch needed one more granule: drop at the next chance
 	drops   int
+	// limit is the granules held before a drop (maxGranules when 0), and
+	// before is called just before a drop (Reader.HoldPages).
+	limit  int
+	before func()
 }
 
 // touch notes that [off, off+n) of the file was read.
@@ -58,7 +62,11 @@ func (d *residency) add(g int64) {
 			return
 		}
 	}
-	if d.n == maxGranules {
+	limit := d.limit
+	if limit == 0 {
+		limit = maxGranules
+	}
+	if d.n == limit {
 		d.full = true
 		return
 	}
@@ -71,6 +79,9 @@ func (d *residency) add(g int64) {
 func (d *residency) maybeDrop() {
 	if !d.full {
 		return
+	}
+	if d.before != nil {
+		d.before()
 	}
 	lo := d.lo &^ (granule - 1) // the mapping starts at a page (and granule) boundary
 	hi := min(d.hi, int64(len(d.mapping)))

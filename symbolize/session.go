@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"os"
 	"sort"
+	"sync"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
@@ -85,10 +86,10 @@ type Session struct {
 	tables   map[*binfile.Binary]*cfi.Table
 	tableErr map[*binfile.Binary]error
 
-	unw    *unwind.Unwinder
-	res    resolver
-	frames []unwind.Frame
-	ids    []LocID
+	unw  *unwind.Unwinder
+	res  resolver
+	walk Walk // the serial Unwind's walk
+	ids  []LocID
 
 	locIndex   map[locKey]LocID
 	locs       []Loc
@@ -97,11 +98,14 @@ type Session struct {
 	stackOff   []uint32 // stack i is stackData[stackOff[i]:stackOff[i+1]]
 	seed       maphash.Seed
 
-	tramps     map[uint32][]trampEntry // by tid
+	tramps     trampTable
 	entryProbe map[*perfdata.Event]bool
 
-	canon    map[mapIdentity]*Mapping
-	lines    map[lineKey][]binfile.Frame
+	canon map[mapIdentity]*Mapping
+	lines map[lineKey][]binfile.Frame
+	// infoMu guards opening binaries and tables (cache, tables, tableErr,
+	// warnings): parallel walkers (walk.go) load them too.
+	infoMu   sync.Mutex
 	warnings []string
 	warned   map[string]bool
 	stats    UnwindStats
@@ -143,7 +147,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		seed:       maphash.MakeSeed(),
 		lines:      map[lineKey][]binfile.Frame{},
 		canon:      map[mapIdentity]*Mapping{},
-		tramps:     map[uint32][]trampEntry{},
+		tramps:     trampTable{},
 		entryProbe: map[*perfdata.Event]bool{},
 		warned:     map[string]bool{},
 		stats:      UnwindStats{ByStop: map[string]uint64{}},
@@ -212,16 +216,10 @@ func (s *Session) Comm(pid uint32) string {
 func (s *Session) Observe(rec perfdata.Record) {
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
-		m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
-			Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
-		m.Exec = r.Executable()
-		if len(r.BuildID) > 0 {
-			m.BuildID = append([]byte(nil), r.BuildID...)
-		}
 		if r.Pid == perfdata.KernelPid {
 			return
 		}
-		s.Maps.Add(r.Pid, m)
+		s.Maps.Add(r.Pid, mappingOf(r))
 	case *perfdata.Comm:
 		if r.Exec {
 			s.Maps.Exec(r.Pid)
@@ -247,11 +245,16 @@ type resolver struct {
 }
 
 func (r *resolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
-	m := r.s.Maps.Find(r.pid, pc)
+	return r.s.lookup(r.s.Maps, r.pid, pc)
+}
+
+// lookup is unwind.Resolver's Lookup over maps.
+func (s *Session) lookup(maps *Maps, pid uint32, pc uint64) (*cfi.Table, uint64, bool) {
+	m := maps.Find(pid, pc)
 	if m == nil {
 		return nil, 0, false
 	}
-	mi := r.s.mapInfo(m)
+	mi := s.mapInfo(m)
 	if mi.noCode {
 		return nil, 0, false
 	}
@@ -269,7 +272,11 @@ type trampEntry struct{ callerSP, ret uint64 }
 // ResolveTrampoline implements unwind.TrampolineResolver: a frame whose
 // return address is the trampoline returns to what the entry probe saw.
 func (r *resolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
-	for _, e := range r.s.tramps[r.tid] {
+	return resolveTrampoline(r.s.tramps[r.tid], sp)
+}
+
+func resolveTrampoline(es []trampEntry, sp uint64) (uint64, bool) {
+	for _, e := range es {
 		if e.callerSP == sp {
 			return e.ret, true
 		}
@@ -277,22 +284,25 @@ func (r *resolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
 	return 0, false
 }
 
+// trampTable holds each thread's return addresses seen at uprobe entries.
+type trampTable map[uint32][]trampEntry
+
 // noteEntry remembers the return address on top of the stack at a uprobe
 // entry. Per thread the entries form a stack ordered by SP: a new entry
 // drops those at or below it, whose frames have returned.
-func (s *Session) noteEntry(pid, tid uint32, sp uint64, stack []byte) {
+func (tt trampTable) noteEntry(maps *Maps, pid, tid uint32, sp uint64, stack []byte) {
 	if len(stack) < 8 {
 		return
 	}
 	ret := binary.LittleEndian.Uint64(stack)
 	k := sp + 8
-	if m := s.Maps.Find(pid, ret); m != nil && m.File == "[uprobes]" {
+	if m := maps.Find(pid, ret); m != nil && m.File == "[uprobes]" {
 		// A probed function tail-called this one (realloc(NULL, n) jumps
 		// into malloc): the slot already holds the trampoline, and the
 		// entry noted for the outer call has the real return address.
 		return
 	}
-	es := s.tramps[tid]
+	es := tt[tid]
 	for len(es) > 0 && es[len(es)-1].callerSP <= k {
 		es = es[:len(es)-1]
 	}
@@ -300,7 +310,7 @@ func (s *Session) noteEntry(pid, tid uint32, sp uint64, stack []byte) {
 		copy(es, es[1:])
 		es = es[:7]
 	}
-	s.tramps[tid] = append(es, trampEntry{k, ret})
+	tt[tid] = append(es, trampEntry{k, ret})
 }
 
 // isEntryProbe reports whether ev is a uprobe on a function's entry (its raw
@@ -312,9 +322,13 @@ func (s *Session) isEntryProbe(ev *perfdata.Event) bool {
 	if v, ok := s.entryProbe[ev]; ok {
 		return v
 	}
-	v := ev.Format != nil && ev.Format.Field("__probe_ip") != nil && ev.Format.Field("__probe_ret_ip") == nil
+	v := isEntryProbe(ev)
 	s.entryProbe[ev] = v
 	return v
+}
+
+func isEntryProbe(ev *perfdata.Event) bool {
+	return ev.Format != nil && ev.Format.Field("__probe_ip") != nil && ev.Format.Field("__probe_ret_ip") == nil
 }
 
 func (s *Session) key(m *Mapping) binfile.Key {
@@ -327,11 +341,15 @@ func (s *Session) key(m *Mapping) binfile.Key {
 	return k
 }
 
-// mapInfo opens m's binary and CFI on first use.
+// mapInfo opens m's binary and CFI on first use. A Mapping belongs to one
+// goroutine (the session's, or one walker's replica); the shared state
+// behind it is locked.
 func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	if mi := m.info; mi != nil {
 		return mi
 	}
+	s.infoMu.Lock()
+	defer s.infoMu.Unlock()
 	mi := &mapInfo{noCode: m.Anon() || m.File == "[stack]" || m.File == "[heap]" || m.File == "[uprobes]"}
 	m.info = mi
 	if !binfile.IsFileMapping(m.File) && m.File != "[vdso]" {
@@ -370,57 +388,62 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	return mi
 }
 
+// mappingOf is the Mapping an MMAP/MMAP2 record describes.
+func mappingOf(r *perfdata.Mmap) *Mapping {
+	m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
+		Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
+	m.Exec = r.Executable()
+	if len(r.BuildID) > 0 {
+		m.BuildID = append([]byte(nil), r.BuildID...)
+	}
+	return m
+}
+
 // Unwind walks a sample's user stack (and takes its kernel frames from the
 // callchain when kernel is set) and returns the interned stack.
 func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Stop) {
-	pid := smp.Pid
+	w := &s.walk
+	w.prepare(smp, false)
+	if w.hasRegs && s.isEntryProbe(smp.Event) {
+		s.tramps.noteEntry(s.Maps, w.Pid, w.Tid, w.sp, w.stack)
+	}
+	s.res.pid, s.res.tid = w.Pid, w.Tid
+	w.walk(s.unw, &s.res)
+	return s.Intern(w, kernel), w.stop
+}
+
+// Intern interns a walked stack (and its kernel frames from the callchain
+// when kernel is set) and counts the walk. Call it in record order: IDs
+// are handed out in the order stacks are first seen.
+func (s *Session) Intern(w *Walk, kernel bool) StackID {
+	pid := w.Pid
 	s.ids = s.ids[:0]
-	var user []uint64
-	if cc := smp.Callchain; len(cc) > 0 {
+	if kernel {
 		ctx := uint64(0)
-		for i, pc := range cc {
+		for _, pc := range w.callchain {
 			if pc >= perfdata.ContextMax {
 				ctx = pc
 				if pc == perfdata.ContextUser {
-					user = cc[i+1:]
 					break
 				}
 				continue
 			}
-			if kernel && ctx == perfdata.ContextKernel {
+			if ctx == perfdata.ContextKernel {
 				s.ids = append(s.ids, s.intern(Loc{PC: pc, Kernel: true, Return: len(s.ids) > 0}))
 			}
 		}
 	}
-	var stop unwind.Stop
-	if smp.RegsABI != 0 && len(smp.Regs) > 0 {
-		regs := unwind.RegsFromPerf(unwind.ArchX86_64, smp.RegsMask, smp.Regs)
-		sp, _ := regs.SP(unwind.ArchX86_64)
-		if s.isEntryProbe(smp.Event) {
-			s.noteEntry(pid, smp.Tid, sp, smp.Stack)
-		}
-		s.res.pid, s.res.tid = pid, smp.Tid
-		s.frames, stop = s.unw.Unwind(regs, sp, smp.Stack, &s.res, user, s.frames[:0])
-	} else {
-		// No user registers (e.g. a sample without --call-graph dwarf):
-		// the kernel's user callchain is all there is.
-		s.frames = s.frames[:0]
-		for i, pc := range user {
-			s.frames = append(s.frames, unwind.Frame{PC: pc, Kind: unwind.FrameCallchain, Return: i > 0})
-		}
-		stop = unwind.StopNoRegs
-	}
-	for _, f := range s.frames {
+	for _, f := range w.frames {
 		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
 		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
 	}
 	s.stats.Samples++
-	s.stats.Frames += uint64(len(s.frames))
-	if stop.Complete() {
+	s.stats.Frames += uint64(len(w.frames))
+	if w.stop.Complete() {
 		s.stats.Complete++
 	}
-	s.stats.ByStop[stop.String()]++
-	return s.internStack(s.ids), stop
+	s.stats.ByStop[w.stop.String()]++
+	return s.internStack(s.ids)
 }
 
 // CallerStack interns the one-frame stack of a return address ret in pid:

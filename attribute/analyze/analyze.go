@@ -31,6 +31,10 @@ type Options struct {
 	// Done, when set, is called once the profile is built, while the
 	// reader, session and tracker are still live (heap profiles).
 	Done func()
+	// Workers caps the goroutines that unwind stacks (0: GOMAXPROCS; 1:
+	// everything on the calling goroutine). The profile is the same for
+	// any number.
+	Workers int
 }
 
 // EventSummary is one event's counts.
@@ -100,6 +104,11 @@ type run struct {
 	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
 	callers  callerTable
 
+	nBuildIDs, nEvents int // build IDs and events seen (pipe mode adds them as records)
+	// walk is the current sample's stack walk when a pipeline walked it
+	// (pipeline.go); nil: unwind on demand.
+	walk *symbolize.Walk
+
 	entry attribute.Entry
 	ret   attribute.Return
 	free  attribute.Free
@@ -108,45 +117,10 @@ type run struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{},
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, nEvents: -1,
 		held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
-	nBuildIDs := 0
-	nEvents := -1
-	var n uint64
-	for r.Next() {
-		rec := r.Record()
-		n++
-		if opts.Progress != nil && n&0xfff == 0 {
-			opts.Progress(rec.Common().Offset)
-		}
-		switch rec := rec.(type) {
-		case *perfdata.Sample:
-			if ids := r.Meta().BuildIDs; len(ids) != nBuildIDs {
-				sess.AddBuildIDs(ids[nBuildIDs:])
-				nBuildIDs = len(ids)
-			}
-			// In pipe mode the attrs arrive as records, all before the
-			// first sample; a file has them in its header.
-			if len(r.Events()) != nEvents {
-				if err := ru.setup(); err != nil {
-					return nil, ru.explainTruncated(err)
-				}
-				nEvents = len(r.Events())
-			}
-			ru.sample(rec)
-		case *perfdata.LostSamples:
-			// Per-event losses come from LOST_SAMPLES alone: perf writes a
-			// LOST record for the same losses, counted per ring buffer.
-			if rec.Event != nil && rec.Event.Index < len(ru.counts) {
-				ru.counts[rec.Event.Index].Lost += rec.Count
-			}
-			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, true)
-		case *perfdata.Lost:
-			ru.lostBuffer += rec.Count
-			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, false)
-		default:
-			ru.observe(rec)
-		}
+	if err := ru.records(); err != nil {
+		return nil, err
 	}
 	// A decoding error after samples were read still leaves a usable
 	// profile of the records before it: keep it and say where decoding
@@ -211,6 +185,60 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		opts.Done()
 	}
 	return res, nil
+}
+
+// records feeds every record of the reader to the run, serially.
+func (ru *run) records() error {
+	if ru.opts.Workers != 1 {
+		if ok, err := ru.pipeline(); ok || err != nil {
+			return err
+		}
+	}
+	var n uint64
+	for ru.r.Next() {
+		rec := ru.r.Record()
+		n++
+		if ru.opts.Progress != nil && n&0xfff == 0 {
+			ru.opts.Progress(rec.Common().Offset)
+		}
+		if err := ru.handle(rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle feeds one record, in time order, to the session and the tracker.
+func (ru *run) handle(rec perfdata.Record) error {
+	switch rec := rec.(type) {
+	case *perfdata.Sample:
+		if ids := ru.r.Meta().BuildIDs; len(ids) != ru.nBuildIDs {
+			ru.sess.AddBuildIDs(ids[ru.nBuildIDs:])
+			ru.nBuildIDs = len(ids)
+		}
+		// In pipe mode the attrs arrive as records, all before the
+		// first sample; a file has them in its header.
+		if len(ru.r.Events()) != ru.nEvents {
+			if err := ru.setup(); err != nil {
+				return ru.explainTruncated(err)
+			}
+			ru.nEvents = len(ru.r.Events())
+		}
+		ru.sample(rec)
+	case *perfdata.LostSamples:
+		// Per-event losses come from LOST_SAMPLES alone: perf writes a
+		// LOST record for the same losses, counted per ring buffer.
+		if rec.Event != nil && rec.Event.Index < len(ru.counts) {
+			ru.counts[rec.Event.Index].Lost += rec.Count
+		}
+		ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, true)
+	case *perfdata.Lost:
+		ru.lostBuffer += rec.Count
+		ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, false)
+	default:
+		ru.observe(rec)
+	}
+	return nil
 }
 
 // explainTruncated adds the reader's truncation warning to an error about
@@ -390,8 +418,7 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	case RoleFault:
 		f := ru.faultOf(in, smp)
 		if hasStacks(in.ev) {
-			id, _ := ru.sess.Unwind(smp, false)
-			f.Stack = attribute.StackID(id)
+			f.Stack = ru.stackOf(smp)
 			f.InMemset = ru.leafInMemset(f.Stack)
 		}
 		ru.tr.Fault(f)

@@ -220,8 +220,7 @@ func (ru *run) unwind(smp *perfdata.Sample) (attribute.StackID, uint64) {
 			ret = 0
 		}
 	}
-	id, _ := ru.sess.Unwind(smp, false)
-	return attribute.StackID(id), ret
+	return ru.stackOf(smp), ret
 }
 
 func (ru *run) leafInMemset(id attribute.StackID) bool {

@@ -139,6 +139,9 @@ func (s Stop) Complete() bool { return s == StopRoot || s == StopZeroPC }
 type Unwinder struct {
 	// MaxDepth caps the number of frames (DefaultMaxDepth when 0).
 	MaxDepth int
+	// Rows, when set, caches CFI rows for this Unwinder alone instead of
+	// in each Table (whose cache takes a lock): one per parallel walker.
+	Rows *cfi.RowCache
 
 	arch Arch
 	a    *archInfo
@@ -298,7 +301,12 @@ func (u *Unwinder) step(res Resolver, pc uint64, exact bool) (kind FrameKind, ne
 			// call's function; the call itself is before it.
 			lookup--
 		}
-		err := table.Find(lookup, &u.row)
+		var err error
+		if u.Rows != nil {
+			err = u.Rows.Find(table, lookup, &u.row)
+		} else {
+			err = table.Find(lookup, &u.row)
+		}
 		if err == nil {
 			u.curSignal = u.row.Signal
 			nextExact, st = u.stepCFI()

@@ -83,6 +83,7 @@ type analyzeFlags struct {
 	maxLive             int
 	events              []string
 	sym                 *symbolizeFlags
+	jobs                int
 	cpuProfile          string
 	memProfile          string
 }
@@ -103,6 +104,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
 	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
+	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on at most `N` goroutines (0: one per CPU, GOMAXPROCS); the profile is the same for any N")
 	f.sym = addSymbolizeFlags(fs)
 	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
@@ -131,6 +133,10 @@ func runAnalyze(env *Env, args []string) error {
 		return usageError("analyze: --max-live %d: want 0 (no limit) or a positive count", f.maxLive)
 	}
 	opts.Attr.MaxLive = f.maxLive
+	if f.jobs < 0 {
+		return usageError("analyze: --jobs %d: want 0 (one per CPU) or a positive count", f.jobs)
+	}
+	opts.Workers = f.jobs
 	if len(f.events) > 0 {
 		opts.Events = map[string]string{}
 		for _, e := range f.events {

@@ -1,0 +1,229 @@
+package symbolize
+
+import (
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/unwind"
+)
+
+// Parallel unwinding. A stack walk has three parts with different needs:
+//
+//   - preparing it (Prewalker.Prepare) reads the sample and the return
+//     addresses noted at uprobe entries, which depend on every earlier
+//     sample of the thread: it runs in record order;
+//   - walking it (Walker.Walk), the costly part (CFI lookup and stepping),
+//     needs only the process's code mappings at the sample's time and
+//     runs on any goroutine;
+//   - interning it (Session.Intern) hands out location and stack IDs in
+//     first-seen order: it runs in record order again.
+//
+// So the IDs, and every profile built from them, are the same for any
+// number of walkers. Each Walker has its own replica of the code mappings
+// (kept by the Prewalker, changed only at a barrier, when no walk runs)
+// and its own CFI row cache, so walks share nothing but the opened
+// binaries, which are loaded under Session.infoMu.
+
+// Walk is one sample's stack walk. Its slices are reused from walk to walk.
+type Walk struct {
+	Pid, Tid uint32
+
+	regs      unwind.Regs
+	sp        uint64
+	hasRegs   bool
+	stack     []byte
+	stackBuf  []byte   // owned copy of the stack when the sample's bytes are not stable
+	callchain []uint64 // the sample's callchain (owned copy in pipelines)
+	user      []uint64 // the user part of callchain
+	tramps    []trampEntry
+
+	frames []unwind.Frame
+	stop   unwind.Stop
+}
+
+// prepare takes what the walk needs from smp. With own set the stack and
+// callchain are copied (the sample's slices are reused by the reader);
+// otherwise they are referenced.
+func (w *Walk) prepare(smp *perfdata.Sample, own bool) {
+	w.Pid, w.Tid = smp.Pid, smp.Tid
+	cc := smp.Callchain
+	if own {
+		w.callchain = append(w.callchain[:0], cc...)
+		cc = w.callchain
+	} else {
+		w.callchain = cc
+	}
+	w.user = nil
+	for i, pc := range cc {
+		if pc == perfdata.ContextUser {
+			w.user = cc[i+1:]
+			break
+		}
+	}
+	w.hasRegs = smp.RegsABI != 0 && len(smp.Regs) > 0
+	w.stack = smp.Stack
+	if w.hasRegs {
+		w.regs = unwind.RegsFromPerf(unwind.ArchX86_64, smp.RegsMask, smp.Regs)
+		w.sp, _ = w.regs.SP(unwind.ArchX86_64)
+	}
+}
+
+// walk unwinds with u over res.
+func (w *Walk) walk(u *unwind.Unwinder, res unwind.Resolver) {
+	if w.hasRegs {
+		w.frames, w.stop = u.Unwind(w.regs, w.sp, w.stack, res, w.user, w.frames[:0])
+		return
+	}
+	// No user registers (e.g. a sample without --call-graph dwarf): the
+	// kernel's user callchain is all there is.
+	w.frames = w.frames[:0]
+	for i, pc := range w.user {
+		w.frames = append(w.frames, unwind.Frame{PC: pc, Kind: unwind.FrameCallchain, Return: i > 0})
+	}
+	w.stop = unwind.StopNoRegs
+}
+
+// Prewalker prepares walks in record order for a set of Walkers. Not safe
+// for concurrent use; its Observe must not run while a Walker walks.
+type Prewalker struct {
+	s        *Session
+	replicas []*Maps // one per Walker
+	tramps   trampTable
+	entry    map[*perfdata.Event]bool
+}
+
+// Walker walks prepared stacks on its own goroutine.
+type Walker struct {
+	s    *Session
+	maps *Maps
+	unw  *unwind.Unwinder
+	rows cfi.RowCache
+	res  walkResolver
+}
+
+// NewPrewalker returns a Prewalker and n Walkers for the session's
+// recording. The session must not Unwind while they are used (it keeps
+// interning their walks with Intern, and following the records with
+// Observe).
+func (s *Session) NewPrewalker(n int) (*Prewalker, []*Walker) {
+	p := &Prewalker{s: s, tramps: trampTable{}, entry: map[*perfdata.Event]bool{}}
+	ws := make([]*Walker, n)
+	for i := range ws {
+		m := NewMaps()
+		p.replicas = append(p.replicas, m)
+		w := &Walker{s: s, maps: m, unw: unwind.New(unwind.ArchX86_64)}
+		w.unw.Rows = &w.rows
+		w.res.wk = w
+		ws[i] = w
+	}
+	return p, ws
+}
+
+// Changes reports whether rec changes what Walkers see, so the caller
+// must wait for running walks before Observe. Anonymous data mappings
+// (most MMAP records of a recording made with -d) do not, unless they land
+// on a mapping the walkers know: to an unwinder an anonymous mapping and
+// no mapping are the same (no code).
+func (p *Prewalker) Changes(rec perfdata.Record) bool {
+	switch r := rec.(type) {
+	case *perfdata.Mmap:
+		if r.Pid == perfdata.KernelPid {
+			return false
+		}
+		m := Mapping{File: r.Filename}
+		if !m.Anon() {
+			return true
+		}
+		return p.replicas[0].overlaps(r.Pid, r.Addr, r.Addr+r.Len)
+	case *perfdata.Comm:
+		return r.Exec
+	case *perfdata.Fork:
+		return r.Pid != r.Ppid
+	}
+	return false
+}
+
+// Observe applies a record for which Changes is true to every replica.
+func (p *Prewalker) Observe(rec perfdata.Record) {
+	for _, m := range p.replicas {
+		switch r := rec.(type) {
+		case *perfdata.Mmap:
+			if r.Pid != perfdata.KernelPid {
+				m.Add(r.Pid, mappingOf(r))
+			}
+		case *perfdata.Comm:
+			if r.Exec {
+				m.Exec(r.Pid)
+			}
+		case *perfdata.Fork:
+			if r.Pid != r.Ppid {
+				m.Fork(r.Ppid, r.Pid)
+			}
+		}
+	}
+}
+
+// Prepare fills w for smp, in record order. With own set it copies the
+// sample's bytes (for a reader whose records do not outlive the next one).
+func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, own bool) {
+	w.prepare(smp, own)
+	if own && w.stack != nil {
+		w.stackBuf = append(w.stackBuf[:0], w.stack...)
+		w.stack = w.stackBuf
+	}
+	if w.hasRegs && p.isEntryProbe(smp.Event) {
+		p.tramps.noteEntry(p.replicas[0], w.Pid, w.Tid, w.sp, w.stack)
+	}
+	w.tramps = append(w.tramps[:0], p.tramps[w.Tid]...)
+}
+
+func (p *Prewalker) isEntryProbe(ev *perfdata.Event) bool {
+	if ev == nil {
+		return false
+	}
+	v, ok := p.entry[ev]
+	if !ok {
+		v = isEntryProbe(ev)
+		p.entry[ev] = v
+	}
+	return v
+}
+
+// Walk walks a prepared stack.
+func (wk *Walker) Walk(w *Walk) {
+	wk.res.pid, wk.res.w = w.Pid, w
+	w.walk(wk.unw, &wk.res)
+}
+
+// walkResolver is resolver over a Walker's replica and a walk's noted
+// return addresses.
+type walkResolver struct {
+	wk  *Walker
+	pid uint32
+	w   *Walk
+}
+
+func (r *walkResolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
+	return r.wk.s.lookup(r.wk.maps, r.pid, pc)
+}
+
+func (r *walkResolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
+	return resolveTrampoline(r.w.tramps, sp)
+}
+
+// overlaps reports whether any mapping of pid meets [start, end).
+func (m *Maps) overlaps(pid uint32, start, end uint64) bool {
+	p := m.procs[pid]
+	if p == nil {
+		return false
+	}
+	for _, x := range p.maps {
+		if x.Start < end && start < x.End {
+			return true
+		}
+	}
+	return false
+}
+
+// Stack returns the stack bytes the walk reads (the sample's, or its own
+// copy).
+func (w *Walk) Stack() []byte { return w.stack }
