@@ -1,7 +1,9 @@
 package analyze
 
 import (
+	"context"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 
 	"github.com/faultline/faultline/attribute"
@@ -88,12 +90,16 @@ func (ru *run) pipeline() (ok bool, err error) {
 	if err := ru.setup(); err != nil {
 		return false, nil // the serial run reports it where it always has
 	}
-	for _, in := range ru.infos {
+	walkEv := make([]bool, len(ru.infos))
+	for i, in := range ru.infos {
 		if in.guess {
 			return false, nil
 		}
+		walkEv[i] = walks(in)
 	}
-	ru.nEvents = len(ru.r.Events())
+	// The run proper starts at the first sample, as in the serial run:
+	// records before it (an exec, say) reach no tracker.
+	ru.tr, ru.b = nil, nil
 
 	pre, walkers := ru.sess.NewPrewalker(n)
 	nb := max(pipeDepth*n, 8)
@@ -109,7 +115,7 @@ func (ru *run) pipeline() (ok bool, err error) {
 	var done sync.WaitGroup
 	for _, wk := range walkers {
 		done.Add(1)
-		go func() {
+		go stage("walk", func() {
 			defer done.Done()
 			for b := range work {
 				for i := range b.nwalks {
@@ -118,16 +124,33 @@ func (ru *run) pipeline() (ok bool, err error) {
 				walking.Done()
 				b.walked <- struct{}{}
 			}
-		}()
+		})
 	}
 	done.Add(1)
-	go func() {
+	go stage("read", func() {
 		defer done.Done()
 		defer close(ordered)
 		defer close(work)
-		ru.feed(pre, free, work, ordered, stop, &walking, &inflight)
-	}()
+		ru.feed(pre, walkEv, free, work, ordered, stop, &walking, &inflight)
+	})
 
+	var herr error
+	stage("track", func() {
+		herr = ru.drain(ordered, free, stop, &inflight)
+	})
+	done.Wait()
+	ru.walk = nil
+	return true, herr
+}
+
+// stage runs f with the pprof label stage=name: a CPU profile of a run
+// (analyze --cpuprofile) splits by stage with -tagfocus=stage=track.
+func stage(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("stage", name), func(context.Context) { f() })
+}
+
+// drain is the consumer: it feeds the batches to the run in order.
+func (ru *run) drain(ordered, free chan *pipeBatch, stop chan struct{}, inflight *sync.WaitGroup) error {
 	var herr error
 	for b := range ordered {
 		<-b.walked
@@ -143,15 +166,13 @@ func (ru *run) pipeline() (ok bool, err error) {
 		free <- b
 		inflight.Done()
 	}
-	done.Wait()
-	ru.walk = nil
-	return true, herr
+	return herr
 }
 
 // feed is the reader goroutine: it cuts the records into batches, prepares
 // the walks of the samples the run will unwind, and sends each batch to a
 // walker and, in order, to the consumer.
-func (ru *run) feed(pre *symbolize.Prewalker, free, work, ordered chan *pipeBatch, stop chan struct{}, walking, inflight *sync.WaitGroup) {
+func (ru *run) feed(pre *symbolize.Prewalker, walkEv []bool, free, work, ordered chan *pipeBatch, stop chan struct{}, walking, inflight *sync.WaitGroup) {
 	var b *pipeBatch
 	// send passes b on; the channels hold every batch there is, so it
 	// never blocks.
@@ -194,7 +215,7 @@ func (ru *run) feed(pre *symbolize.Prewalker, free, work, ordered chan *pipeBatc
 			continue
 		}
 		it.walk = -1
-		if it.kind == itemSample && ru.walks(&it.smp) {
+		if ev := it.smp.Event; it.kind == itemSample && ev != nil && ev.Index < len(walkEv) && walkEv[ev.Index] {
 			it.walk = int32(b.nwalks)
 			w := &b.walks[b.nwalks]
 			b.nwalks++
@@ -245,13 +266,9 @@ func (ru *run) copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
 	return true
 }
 
-// walks reports whether the run will unwind smp's stack (sample and
-// joinSample call stackOf exactly for these).
-func (ru *run) walks(smp *perfdata.Sample) bool {
-	if smp.Event == nil || smp.Event.Index >= len(ru.infos) {
-		return false
-	}
-	in := ru.infos[smp.Event.Index]
+// walks reports whether the run will unwind the stacks of in's samples
+// (sample and joinSample call stackOf exactly for these).
+func walks(in *eventInfo) bool {
 	switch in.role {
 	case RoleStack:
 		return true

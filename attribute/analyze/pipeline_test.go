@@ -1,0 +1,81 @@
+package analyze
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+)
+
+// runWorkers analyzes path with n walkers and returns the written profile
+// and the summary, warnings sorted: binaries are opened by whichever
+// walker reaches them first, so warnings come in any order.
+func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, string) {
+	t.Helper()
+	r, err := perfdata.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: mode, Workers: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := res.Profile.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	s.Warnings = slices.Clone(s.Warnings)
+	slices.Sort(s.Warnings)
+	join := s.StackJoin
+	s.StackJoin = nil
+	return buf.Bytes(), fmt.Sprintf("%+v %+v", s, join)
+}
+
+// TestWorkersSameProfile: every committed recording (file mode, pipe mode,
+// compressed, forks and execs, threads, stack-joined range events) gives
+// the same profile bytes and the same summary with 1 walker (the serial
+// path), 2 and 8 (the pipeline), by alloc and by touch. The serial path is
+// the reference the other tests check against perf script and the
+// expectation tables.
+func TestWorkersSameProfile(t *testing.T) {
+	var files []string
+	for _, g := range []string{"../../testdata/perf/*.data", "../../testdata/mixed/*.data", "../../testdata/diff/*.data"} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 20 {
+		t.Fatalf("found %d committed recordings, want the 23 under testdata/{perf,mixed,diff}", len(files))
+	}
+	for _, f := range files {
+		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {
+			t.Run(fmt.Sprintf("%s/%v", filepath.Base(f), mode), func(t *testing.T) {
+				want, wantSum := runWorkers(t, f, mode, 1)
+				for _, n := range []int{2, 8} {
+					got, gotSum := runWorkers(t, f, mode, n)
+					if !bytes.Equal(got, want) {
+						t.Errorf("%d walkers: profile differs from the serial run's (%d vs %d bytes)", n, len(got), len(want))
+					}
+					if gotSum != wantSum {
+						t.Errorf("%d walkers: summary differs:\n got %s\nwant %s", n, gotSum, wantSum)
+					}
+				}
+			})
+		}
+	}
+}
