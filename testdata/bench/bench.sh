@@ -31,13 +31,24 @@
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
 # DIR), RUNS, INLINE_RUNS, INLINE_ON (small|large|none), UNITS_LARGE (20),
 # UNITS_SMALL (1), RECORD_ONLY=1 (record, do not measure).
+#
+# With --gcc, issue 13's benchmark instead (see gcc_bench below): one
+# multi-GB recording of a gcc compile, faultline at GOMAXPROCS 1, 2 and
+# all against perf script --no-inline.
 set -euo pipefail
 export LC_ALL=C
 
 die() { echo "bench.sh: $*" >&2; exit 1; }
-REC=0
-if [ "${1:-}" = -r ]; then REC=1; shift; fi
-[ $# = 1 ] || die "usage: $0 [-r] OUTPUT-DIR"
+REC=0 GCC=0
+while [ $# -gt 1 ]; do
+	case $1 in
+	-r) REC=1 ;;
+	--gcc) GCC=1 ;;
+	*) break ;;
+	esac
+	shift
+done
+[ $# = 1 ] || die "usage: $0 [-r] [--gcc] OUTPUT-DIR"
 OUT=$(mkdir -p "$1" && cd "$1" && pwd)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 RUNS=${RUNS:-3}
@@ -54,9 +65,17 @@ LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 TRACEFS=/sys/kernel/tracing
 [ -d "$TRACEFS/events" ] || TRACEFS=/sys/kernel/debug/tracing
 ADDED=()
+GCC_PROBES=""
 cleanup() {
 	local p
 	for p in "${ADDED[@]}"; do perf probe -q -d "$p" || echo "bench.sh: warning: could not remove probe $p" >&2; done
+	if [ -n "$GCC_PROBES" ]; then
+		for p in malloc__return malloc; do
+			if grep -q "^[pr]:$GCC_PROBES/$p " "$TRACEFS/uprobe_events"; then
+				echo "-:$GCC_PROBES/$p" >>"$TRACEFS/uprobe_events" || echo "bench.sh: warning: could not remove probe $GCC_PROBES:$p" >&2
+			fi
+		done
+	fi
 }
 trap cleanup EXIT
 probe_exists() { [ -d "$TRACEFS/events/${1%%:*}/${1#*:}" ]; }
@@ -66,6 +85,130 @@ ensure_probe() { # event spec: create only what is missing, remove only that
 	perf probe -q -x "$LIBC" -a "$2"
 	ADDED+=("$1")
 }
+
+FL=${FAULTLINE:-}
+build_fl() {
+	if [ -z "$FL" ]; then
+		FL=$OUT/faultline
+		(cd "$REPO" && go build -o "$FL" ./cmd/faultline)
+	fi
+}
+# timed LABEL CMD...: runs CMD, appends "LABEL wall_s rss_kb" to $OUT/times.
+timed() {
+	local label=$1
+	shift
+	/usr/bin/time -o "$OUT/.time" -f "%e %M" "$@" >/dev/null 2>"$OUT/.err" || { cat "$OUT/.err" >&2; die "failed: $*"; }
+	echo "$label $(cat "$OUT/.time")" >>"$OUT/times"
+}
+median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+col() { awk -v l="$1" -v c="$2" '$1==l {print $c}' "$OUT/times"; }
+size_mb() { echo "$(($(stat -c %s "$1") / 1000000))"; }
+
+# --- issue 13: one gcc compile, recorded whole (--gcc)
+#
+#   sudo testdata/bench/bench.sh --gcc DIR       # record (once) and measure
+#   MEASURE_ONLY=1 testdata/bench/bench.sh --gcc DIR
+#
+# large.data  perf record -c 1 -d --call-graph dwarf -m 64M with malloc
+#             entry and return probes and page-faults:u on gcc -O1 -c of a
+#             generated C file of LINES (12000) lines: several GB
+# small.data  the same kind on a one-function file, with --call-graph
+#             dwarf,4096 and the return probe without stacks: under 50 MB
+# The probes are this script's own group (PROBE_GROUP, default fl_bench),
+# written to uprobe_events directly and removed at exit. Then, in one
+# sitting and interleaved, RUNS (3) pairs per file of
+#   faultline analyze -q -o /dev/null FILE     (GOMAXPROCS unset: all CPUs)
+#   perf script --no-inline -i FILE >/dev/null
+# and RUNS runs of analyze at GOMAXPROCS=1 and 2, and prints the medians,
+# the ratio faultline/perf, the speedup 1→2 and peak RSS. The recordings
+# stay in DIR (keep it out of the repository: they are large).
+gcc_bench() {
+	local lines=${LINES:-12000} group=${PROBE_GROUP:-fl_bench} f pairs i n
+	local events=$TRACEFS/uprobe_events
+	gen_c() { # gen_c LINES: independent functions, each a loop, a switch and struct accesses
+		awk -v LINES="$1" 'BEGIN {
+			print "struct s { int a, b; long c; double d; struct s *next; };"
+			print "extern int ext(int, long);"
+			for (n = 0; n < LINES; n += 20) {
+				f = n / 20
+				printf "int f%d(struct s *p, int x, long y) {\n", f
+				printf "\tint r = x * %d + (int)(y >> %d);\n", f % 97 + 3, f % 7 + 1
+				printf "\tfor (int i = 0; i < x; i++) {\n"
+				printf "\t\tr += p->a * i - p->b + ext(i, y + %d);\n", f
+				printf "\t\tif (r > %d) r ^= (int)p->c; else r -= i * %d;\n", f * 13, f % 11 + 2
+				printf "\t\tp = p->next ? p->next : p;\n"
+				printf "\t}\n"
+				printf "\tswitch (r & 7) {\n"
+				for (k = 0; k < 8; k++) printf "\tcase %d: r += ext(r, %d) * %d; break;\n", k, k + f, k + 1
+				printf "\t}\n"
+				printf "\tp->d = p->d * %d.5 + r;\n", f % 5
+				printf "\treturn r + (int)p->d;\n"
+				printf "}\n"
+			}
+		}'
+	}
+	if [ "$REC" = 1 ] || [ ! -f "$OUT/large.data" ] || [ ! -f "$OUT/small.data" ]; then
+		[ -z "${MEASURE_ONLY:-}" ] || die "no recordings in $OUT"
+		[ "$(id -u)" = 0 ] || die "recording needs root (uprobes, perf record -c 1); try: sudo $0 --gcc $OUT"
+		[ -w "$events" ] || die "$events is not writable: no uprobe events in this kernel?"
+		! grep -q "^[pr]:$group/" "$events" || die "probe group $group exists already (not ours): set PROBE_GROUP"
+		# malloc's file offset in libc: its symbol value moved from its
+		# PT_LOAD segment's address to the segment's file offset.
+		local v off="" po pv fs
+		v=$((16#$(readelf -sW --dyn-syms "$LIBC" | awk '$4 == "FUNC" && $8 ~ /^malloc@/ && !seen {print $2; seen = 1}')))
+		while read -r _ po pv _ fs _; do
+			if ((v >= pv && v < pv + fs)); then off=$(printf '0x%x' $((v - pv + po))); fi
+		done < <(readelf -lW "$LIBC" | awk '$1 == "LOAD"')
+		[ -n "$off" ] || die "cannot place malloc in $LIBC"
+		echo "p:$group/malloc $LIBC:$off size=%di:u64" >>"$events"
+		GCC_PROBES="$group"
+		echo "r:$group/malloc__return $LIBC:$off ptr=\$retval" >>"$events"
+		mkdir -p "$OUT/work"
+		gen_c "$lines" >"$OUT/work/gen.c"
+		gen_c 20 >"$OUT/work/one.c"
+		rm -f "$OUT/large.data" "$OUT/small.data"
+		local cmd=(perf record -q -c 1 -d --call-graph dwarf -m 64M -e "$group:malloc" -e "$group:malloc__return" -e page-faults:u -o "$OUT/large.data" -- gcc -O1 -c "$OUT/work/gen.c" -o "$OUT/work/gen.o")
+		echo "== ${cmd[*]}"
+		"${cmd[@]}"
+		cmd=(perf record -q -c 1 -d --call-graph dwarf,4096 -m 64M -e "$group:malloc" -e "$group:malloc__return/call-graph=no/" -e page-faults:u -o "$OUT/small.data" -- gcc -O1 -c "$OUT/work/one.c" -o "$OUT/work/one.o")
+		echo "== ${cmd[*]}"
+		"${cmd[@]}"
+		chmod 0644 "$OUT/large.data" "$OUT/small.data"
+		{
+			echo "generated by testdata/bench/bench.sh --gcc on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+			echo "perf: $(perf version); kernel: $(uname -srm); $(gcc --version | head -1)"
+			echo "large: gcc -O1 -c of $(wc -l <"$OUT/work/gen.c") lines; small: of $(wc -l <"$OUT/work/one.c") lines"
+		} >"$OUT/README"
+	fi
+	[ -z "${RECORD_ONLY:-}" ] || return 0
+	build_fl
+	: >"$OUT/times"
+	for f in large small; do
+		for _ in $(seq 1 "$RUNS"); do
+			timed "fl-$f" "$FL" analyze -q -o /dev/null "$OUT/$f.data"
+			timed "noinline-$f" perf script --no-inline -i "$OUT/$f.data"
+			timed "fl1-$f" env GOMAXPROCS=1 "$FL" analyze -q -o /dev/null "$OUT/$f.data"
+			timed "fl2-$f" env GOMAXPROCS=2 "$FL" analyze -q -o /dev/null "$OUT/$f.data"
+		done
+	done
+	echo
+	echo "machine: $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+	printf '%-6s %7s %9s %9s %9s %9s %8s %8s %12s\n' file MB "perf s" "fl s" "fl@1 s" "fl@2 s" "fl/perf" "1→2" "fl peak RSS"
+	for f in large small; do
+		local ni fl fl1 fl2 rss
+		ni=$(col "noinline-$f" 2 | median); fl=$(col "fl-$f" 2 | median)
+		fl1=$(col "fl1-$f" 2 | median); fl2=$(col "fl2-$f" 2 | median)
+		rss=$(cat <(col "fl-$f" 3) <(col "fl1-$f" 3) <(col "fl2-$f" 3) | sort -n | tail -1)
+		printf '%-6s %7s %9s %9s %9s %9s %8.3f %8.2f %9d KB\n' "$f" "$(size_mb "$OUT/$f.data")" "$ni" "$fl" "$fl1" "$fl2" \
+			"$(echo "$fl / $ni" | bc -l)" "$(echo "$fl1 / $fl2" | bc -l)" "$rss"
+	done
+	echo "medians of $RUNS runs each (interleaved); fl = GOMAXPROCS unset ($(nproc) CPUs); all runs: $OUT/times (label wall_s rss_kb)"
+}
+
+if [ "$GCC" = 1 ]; then
+	gcc_bench
+	exit 0
+fi
 
 # record NAME UNITS: make -j2 over UNITS units in DIR/work-NAME.
 record() {
@@ -111,22 +254,7 @@ fi
 [ -z "${RECORD_ONLY:-}" ] || exit 0
 
 # --- measuring
-FL=${FAULTLINE:-}
-if [ -z "$FL" ]; then
-	FL=$OUT/faultline
-	(cd "$REPO" && go build -o "$FL" ./cmd/faultline)
-fi
-
-# timed LABEL CMD...: runs CMD, appends "LABEL wall_s rss_kb" to $OUT/times.
-timed() {
-	local label=$1
-	shift
-	/usr/bin/time -o "$OUT/.time" -f "%e %M" "$@" >/dev/null 2>"$OUT/.err" || { cat "$OUT/.err" >&2; die "failed: $*"; }
-	echo "$label $(cat "$OUT/.time")" >>"$OUT/times"
-}
-median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-col() { awk -v l="$1" -v c="$2" '$1==l {print $c}' "$OUT/times"; }
-size_mb() { echo "$(($(stat -c %s "$1") / 1000000))"; }
+build_fl
 
 : >"$OUT/times"
 for f in large small; do
