@@ -172,7 +172,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 }
 
 // AddBuildIDs records build IDs by path (the BUILD_ID feature, or pipe
-// mode's HEADER_BUILD_ID records as they arrive).
+// mode's HEADER_BUILD_ID records as they arrive). Not while Walkers walk.
 func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
 	for _, b := range ids {
 		if len(b.ID) > 0 && b.Filename != "" {
@@ -343,13 +343,12 @@ func (s *Session) key(m *Mapping) binfile.Key {
 
 // mapInfo opens m's binary and CFI on first use. A Mapping belongs to one
 // goroutine (the session's, or one walker's replica); the shared state
-// behind it is locked.
+// behind it is locked, except the binfile cache, which opens each binary
+// once however many goroutines ask, and different ones in parallel.
 func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	if mi := m.info; mi != nil {
 		return mi
 	}
-	s.infoMu.Lock()
-	defer s.infoMu.Unlock()
 	mi := &mapInfo{noCode: m.Anon() || m.File == "[stack]" || m.File == "[heap]" || m.File == "[uprobes]"}
 	m.info = mi
 	if !binfile.IsFileMapping(m.File) && m.File != "[vdso]" {
@@ -357,6 +356,8 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 		return mi
 	}
 	b, err := s.cache.Open(s.key(m))
+	s.infoMu.Lock()
+	defer s.infoMu.Unlock()
 	if err != nil {
 		mi.err = err
 		if !errors.Is(err, binfile.ErrNotFile) {

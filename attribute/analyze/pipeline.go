@@ -101,6 +101,10 @@ func (ru *run) pipeline() (ok bool, err error) {
 	// records before it (an exec, say) reach no tracker.
 	ru.tr, ru.b = nil, nil
 
+	// Walkers read the build IDs: add them now, not at the first sample.
+	ids := ru.r.Meta().BuildIDs
+	ru.sess.AddBuildIDs(ids)
+	ru.nBuildIDs = len(ids)
 	pre, walkers := ru.sess.NewPrewalker(n)
 	nb := max(pipeDepth*n, 8)
 	free := make(chan *pipeBatch, nb)

@@ -65,15 +65,28 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 			b.loads = append(b.loads, p)
 		}
 	}
-	var err error
-	if dbg != nil && dbg != bin {
-		b.syms, err = loadSymbols(bin, dbg, bin)
-	} else {
-		b.syms, err = loadSymbols(bin, bin)
-	}
-	if err != nil {
-		b.Warnings = append(b.Warnings, err.Error())
-	}
+	// The symbol table and the DWARF index are independent: build them
+	// on two cores (a big debug file's decompression and a big symbol
+	// table's sort are most of opening libc or cc1).
+	symsDone := make(chan error, 1)
+	go func() {
+		var err error
+		if dbg != nil && dbg != bin {
+			b.syms, err = loadSymbols(bin, dbg, bin)
+		} else {
+			b.syms, err = loadSymbols(bin, bin)
+		}
+		symsDone <- err
+	}()
+	var dwarfWarn string
+	defer func() {
+		if err := <-symsDone; err != nil {
+			b.Warnings = append(b.Warnings, err.Error())
+		}
+		if dwarfWarn != "" {
+			b.Warnings = append(b.Warnings, dwarfWarn)
+		}
+	}()
 	if dbg != nil && dbg.hasDWARF() {
 		d, line, err := dwarfData(dbg)
 		if err == nil {
@@ -83,7 +96,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 			b.dw.line, b.dw.order = line, dbg.ef.ByteOrder
 		}
 		if err != nil {
-			b.Warnings = append(b.Warnings, fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err))
+			dwarfWarn = fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err)
 		} else {
 			b.DebugFile = dbg.path
 		}
@@ -111,8 +124,13 @@ func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 		d, err = f.ef.DWARF()
 		return d, nil, err
 	}
-	sect := map[string][]byte{}
-	for _, name := range []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"} {
+	// Compressed sections (Debian's debug files) inflate in parallel: zlib
+	// was most of the cost of opening libc's.
+	names := []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"}
+	datas := make([][]byte, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
 		s := f.ef.Section(".debug_" + name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
@@ -122,11 +140,26 @@ func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 			// zlib bomb would inflate to it.
 			return nil, nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
 		}
-		data, err := s.Data()
-		if err != nil {
-			return nil, nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[i] = fmt.Errorf("debug/elf panicked: %v", p)
+				}
+			}()
+			datas[i], errs[i] = s.Data()
+		}()
+	}
+	wg.Wait()
+	sect := map[string][]byte{}
+	for i, name := range names {
+		if errs[i] != nil {
+			return nil, nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: errs[i]}
 		}
-		sect[name] = data
+		if datas[i] != nil {
+			sect[name] = datas[i]
+		}
 	}
 	d, err = dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
 	if err != nil {

@@ -172,6 +172,8 @@ func newProgress(env *Env, name string, quiet bool, what string) (func(int64), f
 		progressbar.OptionSetWriter(env.Stderr),
 		progressbar.OptionSetDescription(what),
 		progressbar.OptionThrottle(100*time.Millisecond),
+		// Bytes read and the rate (MB/s): how fast the pipeline runs.
+		progressbar.OptionShowBytes(true),
 		progressbar.OptionClearOnFinish())
 	// Records arrive in time order, so offsets can step back a little.
 	var last int64
