@@ -141,4 +141,3 @@ func replayPath(tb testing.TB, pre *symbolize.Prewalker, path string) {
 		}
 	}
 }
-
