@@ -40,9 +40,9 @@ type Walk struct {
 	stop   unwind.Stop
 }
 
-// prepare takes what the walk needs from smp. With own set the stack and
-// callchain are copied (the sample's slices are reused by the reader);
-// otherwise they are referenced.
+// prepare takes what the walk needs from smp. With own set the callchain
+// is copied (the reader reuses its decoded slices); otherwise it and the
+// stack are referenced.
 func (w *Walk) prepare(smp *perfdata.Sample, own bool) {
 	w.Pid, w.Tid = smp.Pid, smp.Tid
 	cc := smp.Callchain
@@ -86,7 +86,8 @@ func (w *Walk) walk(u *unwind.Unwinder, res unwind.Resolver) {
 // for concurrent use; its Observe must not run while a Walker walks.
 type Prewalker struct {
 	s        *Session
-	replicas []*Maps // one per Walker
+	own      *Maps   // its own copy (Maps.Find caches the last hit)
+	all      []*Maps // own, then one replica per Walker
 	tramps   trampTable
 	entry    map[*perfdata.Event]bool
 }
@@ -105,11 +106,12 @@ type Walker struct {
 // interning their walks with Intern, and following the records with
 // Observe).
 func (s *Session) NewPrewalker(n int) (*Prewalker, []*Walker) {
-	p := &Prewalker{s: s, tramps: trampTable{}, entry: map[*perfdata.Event]bool{}}
+	p := &Prewalker{s: s, own: NewMaps(), tramps: trampTable{}, entry: map[*perfdata.Event]bool{}}
+	p.all = append(p.all, p.own)
 	ws := make([]*Walker, n)
 	for i := range ws {
 		m := NewMaps()
-		p.replicas = append(p.replicas, m)
+		p.all = append(p.all, m)
 		w := &Walker{s: s, maps: m, unw: unwind.New(unwind.ArchX86_64)}
 		w.unw.Rows = &w.rows
 		w.res.wk = w
@@ -133,7 +135,7 @@ func (p *Prewalker) Changes(rec perfdata.Record) bool {
 		if !m.Anon() {
 			return true
 		}
-		return p.replicas[0].overlaps(r.Pid, r.Addr, r.Addr+r.Len)
+		return p.own.overlaps(r.Pid, r.Addr, r.Addr+r.Len)
 	case *perfdata.Comm:
 		return r.Exec
 	case *perfdata.Fork:
@@ -144,7 +146,7 @@ func (p *Prewalker) Changes(rec perfdata.Record) bool {
 
 // Observe applies a record for which Changes is true to every replica.
 func (p *Prewalker) Observe(rec perfdata.Record) {
-	for _, m := range p.replicas {
+	for _, m := range p.all {
 		switch r := rec.(type) {
 		case *perfdata.Mmap:
 			if r.Pid != perfdata.KernelPid {
@@ -162,16 +164,17 @@ func (p *Prewalker) Observe(rec perfdata.Record) {
 	}
 }
 
-// Prepare fills w for smp, in record order. With own set it copies the
-// sample's bytes (for a reader whose records do not outlive the next one).
-func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, own bool) {
-	w.prepare(smp, own)
-	if own && w.stack != nil {
+// Prepare fills w for smp, in record order, copying what the reader
+// reuses: the decoded callchain always, the stack bytes when copyStack is
+// set (perfdata.Reader.Stable says when they must be).
+func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, copyStack bool) {
+	w.prepare(smp, true)
+	if copyStack && w.stack != nil {
 		w.stackBuf = append(w.stackBuf[:0], w.stack...)
 		w.stack = w.stackBuf
 	}
 	if w.hasRegs && p.isEntryProbe(smp.Event) {
-		p.tramps.noteEntry(p.replicas[0], w.Pid, w.Tid, w.sp, w.stack)
+		p.tramps.noteEntry(p.own, w.Pid, w.Tid, w.sp, w.stack)
 	}
 	w.tramps = append(w.tramps[:0], p.tramps[w.Tid]...)
 }

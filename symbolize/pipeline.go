@@ -1,0 +1,314 @@
+package symbolize
+
+import (
+	"context"
+	"runtime/pprof"
+	"sync"
+
+	"github.com/faultline/faultline/perfdata"
+)
+
+// Pipeline delivers a recording's records in the reader's order, like
+// perfdata.Reader, with the stack walks of the samples the caller chooses
+// done ahead on other goroutines (issue 13):
+//
+//	reader goroutine: decode, time order, Prewalker.Prepare ─┬→ walkers: Walker.Walk, a batch each
+//	                                                         └→ caller: Next, in batch order, once
+//	                                                            the batch's walks are done
+//
+// The caller interns the walks (Session.Intern) and does everything else
+// that depends on order on its own goroutine, so results are the same
+// for any number of walkers. Records travel in batches from a bounded
+// pool: memory stays flat in the recording's size. Stacks of a memory
+// mapped recording are not copied (perfdata.Reader.Stable); its pages stay
+// resident until every record read from them was consumed
+// (perfdata.Reader.HoldPages), then go as before.
+//
+// Only the records a consumer of faultline acts on travel: samples, MMAP,
+// COMM, FORK, EXIT, LOST and LOST_SAMPLES (copied: the reader reuses its
+// records); the others are skipped.
+type Pipeline struct {
+	r     *perfdata.Reader
+	s     *Session
+	walks func(*perfdata.Sample) bool
+
+	free, work, ordered chan *pipeBatch
+	stop                chan struct{}
+	stopped             bool
+	walking, inflight   sync.WaitGroup
+	done                sync.WaitGroup
+
+	cur *pipeBatch
+	pos int
+}
+
+const (
+	batchItems = 512 // records per batch
+	batchWalks = 128 // walks per batch: a batch is sent when either fills
+	pipeDepth  = 4   // batches per walker in the pool (at least 8)
+	// heldGranules is how much of the mapped recording (in 2 MiB
+	// granules) stays resident between the pipeline's drains.
+	heldGranules = 32
+)
+
+const (
+	itemSample = iota
+	itemMmap
+	itemComm
+	itemFork
+	itemExit
+	itemLost
+	itemLostSamples
+)
+
+type pipeItem struct {
+	kind uint8
+	walk int32 // index into pipeBatch.walks; -1: not walked
+	smp  perfdata.Sample
+	mmap perfdata.Mmap
+	comm perfdata.Comm
+	fork perfdata.Fork
+	exit perfdata.Exit
+	lost perfdata.Lost
+	ls   perfdata.LostSamples
+	raw  []byte // owned copy of smp.Raw for unstable input
+	bid  []byte // owned copy of mmap.BuildID
+}
+
+type pipeBatch struct {
+	items  []pipeItem
+	n      int
+	walks  []Walk
+	nwalks int
+	walked chan struct{} // the walker is done with this batch
+}
+
+// NewPipeline starts a pipeline over r with n walkers; walks says which
+// samples to walk (it runs on the reader goroutine). The session must not
+// Unwind, and the caller must not use r, until the pipeline has ended
+// (Next returned false, or Close). Build IDs from r's header are added to
+// the session now: walkers read them.
+func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sample) bool) *Pipeline {
+	s.AddBuildIDs(r.Meta().BuildIDs)
+	n = max(n, 1)
+	nb := max(pipeDepth*n, 8)
+	p := &Pipeline{r: r, s: s, walks: walks,
+		free: make(chan *pipeBatch, nb), work: make(chan *pipeBatch, nb), ordered: make(chan *pipeBatch, nb),
+		stop: make(chan struct{})}
+	for range nb {
+		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
+	}
+	pre, walkers := s.NewPrewalker(n)
+	for _, wk := range walkers {
+		p.done.Add(1)
+		go stage("walk", func() {
+			defer p.done.Done()
+			for b := range p.work {
+				for i := range b.nwalks {
+					wk.Walk(&b.walks[i])
+				}
+				p.walking.Done()
+				b.walked <- struct{}{}
+			}
+		})
+	}
+	p.done.Add(1)
+	go stage("read", func() {
+		defer p.done.Done()
+		defer close(p.ordered)
+		defer close(p.work)
+		p.feed(pre)
+	})
+	return p
+}
+
+// stage runs f with the pprof label stage=name: a CPU profile splits by
+// stage with -tagfocus=stage=read (or walk, or the caller's own label).
+func stage(name string, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("stage", name), func(context.Context) { f() })
+}
+
+// feed is the reader goroutine: it cuts the records into batches, prepares
+// the walks, and sends each batch to a walker and, in order, to the
+// caller.
+func (p *Pipeline) feed(pre *Prewalker) {
+	var b *pipeBatch
+	// send passes b on; the channels hold every batch there is, so it
+	// never blocks.
+	send := func() {
+		if b == nil {
+			return
+		}
+		p.walking.Add(1)
+		p.inflight.Add(1)
+		p.work <- b
+		p.ordered <- b
+		b = nil
+	}
+	r := p.r
+	// Walkers read stacks and the caller reads payloads from the mapped
+	// file after Next moved on: the pages stay until both are done.
+	r.HoldPages(heldGranules, func() {
+		send()
+		p.inflight.Wait()
+	})
+	defer r.HoldPages(0, nil)
+	for r.Next() {
+		rec := r.Record()
+		if pre.Changes(rec) {
+			// The walkers' maps change: let every walk sent so far finish.
+			send()
+			p.walking.Wait()
+			pre.Observe(rec)
+		}
+		if b == nil {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			select {
+			case b = <-p.free:
+			case <-p.stop:
+				return
+			}
+			b.n, b.nwalks = 0, 0
+		}
+		it := &b.items[b.n]
+		if !copyItem(it, rec, r.Stable()) {
+			continue
+		}
+		it.walk = -1
+		if smp, ok := rec.(*perfdata.Sample); ok && p.walks(smp) {
+			it.walk = int32(b.nwalks)
+			w := &b.walks[b.nwalks]
+			b.nwalks++
+			pre.Prepare(smp, w, !r.Stable())
+			it.smp.Stack = w.Stack()
+		}
+		b.n++
+		if b.n == len(b.items) || b.nwalks == len(b.walks) {
+			send()
+		}
+	}
+	send()
+}
+
+// copyItem copies rec into it; false for records that do not travel.
+func copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
+	switch rec := rec.(type) {
+	case *perfdata.Sample:
+		// The decoded slices (Regs, Callchain, ...) are the reader's: the
+		// walk has its own copies; Raw and Stack point into the file.
+		it.kind = itemSample
+		it.smp = perfdata.Sample{RecordCommon: rec.RecordCommon, Event: rec.Event,
+			IP: rec.IP, Addr: rec.Addr, Period: rec.Period, Raw: rec.Raw, RegsABI: rec.RegsABI, RegsMask: rec.RegsMask,
+			StackSize: rec.StackSize, Weight: rec.Weight, DataSrc: rec.DataSrc, Transaction: rec.Transaction,
+			PhysAddr: rec.PhysAddr, Cgroup: rec.Cgroup, DataPageSize: rec.DataPageSize, CodePageSize: rec.CodePageSize}
+		if !stable && rec.Raw != nil {
+			it.raw = append(it.raw[:0], rec.Raw...)
+			it.smp.Raw = it.raw
+		}
+	case *perfdata.Mmap:
+		it.kind, it.mmap = itemMmap, *rec
+		if rec.BuildID != nil {
+			it.bid = append(it.bid[:0], rec.BuildID...)
+			it.mmap.BuildID = it.bid
+		}
+	case *perfdata.Comm:
+		it.kind, it.comm = itemComm, *rec
+	case *perfdata.Fork:
+		it.kind, it.fork = itemFork, *rec
+	case *perfdata.Exit:
+		it.kind, it.exit = itemExit, *rec
+	case *perfdata.Lost:
+		it.kind, it.lost = itemLost, *rec
+	case *perfdata.LostSamples:
+		it.kind, it.ls = itemLostSamples, *rec
+	default:
+		return false
+	}
+	return true
+}
+
+// Next advances to the next record; false at the end (then see the
+// reader's Err and Warnings).
+func (p *Pipeline) Next() bool {
+	if p.cur != nil {
+		p.pos++
+		if p.pos < p.cur.n {
+			return true
+		}
+		p.release()
+	}
+	for {
+		b, ok := <-p.ordered
+		if !ok {
+			p.done.Wait()
+			return false
+		}
+		<-b.walked
+		if b.n > 0 {
+			p.cur, p.pos = b, 0
+			return true
+		}
+		p.cur = b
+		p.release()
+	}
+}
+
+func (p *Pipeline) release() {
+	p.free <- p.cur
+	p.cur = nil
+	p.inflight.Done()
+}
+
+// Record returns the current record, valid until the next call to Next.
+// Its slices other than Raw and Stack are nil.
+func (p *Pipeline) Record() perfdata.Record {
+	it := &p.cur.items[p.pos]
+	switch it.kind {
+	case itemSample:
+		return &it.smp
+	case itemMmap:
+		return &it.mmap
+	case itemComm:
+		return &it.comm
+	case itemFork:
+		return &it.fork
+	case itemExit:
+		return &it.exit
+	case itemLost:
+		return &it.lost
+	}
+	return &it.ls
+}
+
+// Walk returns the current sample's walk, ready for Session.Intern, or
+// nil when it was not walked. Valid until the next call to Next.
+func (p *Pipeline) Walk() *Walk {
+	it := &p.cur.items[p.pos]
+	if it.walk < 0 {
+		return nil
+	}
+	return &p.cur.walks[it.walk]
+}
+
+// Close stops the pipeline early (after an error) and waits for its
+// goroutines. Not needed after Next returned false.
+func (p *Pipeline) Close() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	close(p.stop)
+	if p.cur != nil {
+		p.release()
+	}
+	for b := range p.ordered {
+		<-b.walked
+		p.cur = b
+		p.release()
+	}
+	p.done.Wait()
+}
