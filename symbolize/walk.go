@@ -85,11 +85,11 @@ func (w *Walk) walk(u *unwind.Unwinder, res unwind.Resolver) {
 // Prewalker prepares walks in record order for a set of Walkers. Not safe
 // for concurrent use; its Observe must not run while a Walker walks.
 type Prewalker struct {
-	s        *Session
-	own      *Maps   // its own copy (Maps.Find caches the last hit)
-	all      []*Maps // own, then one replica per Walker
-	tramps   trampTable
-	entry    map[*perfdata.Event]bool
+	s      *Session
+	own    *Maps   // its own copy (Maps.Find caches the last hit)
+	all    []*Maps // own, then one replica per Walker
+	tramps trampTable
+	entry  map[*perfdata.Event]bool
 }
 
 // Walker walks prepared stacks on its own goroutine.
