@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"fmt"
+	"runtime"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
@@ -34,11 +35,15 @@ func runScript(env *Env, args []string) error {
 	event := fs.String("event", "", "print only samples of event `NAME` (as faultline info names it)")
 	symOpts := addSymbolizeFlags(fs)
 	fileOrder := fs.Bool("file-order", false, "print records in file order instead of time order")
+	jobs := fs.IntP("jobs", "j", 0, "unwind stacks on at most `N` goroutines (0: one per CPU, GOMAXPROCS); the output is the same for any N")
 	if done, err := parseFlags(env, fs, scriptHelp, args); done {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError("script: want one recording (FILE or - for stdin); see 'faultline script --help'")
+	}
+	if *jobs < 0 {
+		return usageError("script: --jobs %d: want 0 (one per CPU) or a positive count", *jobs)
 	}
 	opts := &perfdata.Options{}
 	if *fileOrder {
@@ -61,13 +66,34 @@ func runScript(env *Env, args []string) error {
 	out := bufio.NewWriterSize(env.Stdout, 1<<20)
 	w := &symbolize.ScriptWriter{S: sess, Inline: !*noInline}
 	nBuildIDs := 0
-	for r.Next() {
-		if n++; progress != nil && n&0xfff == 0 {
-			progress(r.Record().Common().Offset)
+	wanted := func(smp *perfdata.Sample) bool {
+		return *event == "" || smp.Event != nil && smp.Event.Name == *event
+	}
+	next, record := r.Next, r.Record
+	unwind := func(smp *perfdata.Sample) symbolize.StackID {
+		id, _ := sess.Unwind(smp, true)
+		return id
+	}
+	if n := *jobs; n != 1 && !r.Meta().PipeMode {
+		// A file's events are known up front: walk the stacks ahead on
+		// every core, print in order.
+		if n == 0 {
+			n = runtime.GOMAXPROCS(0)
 		}
-		switch rec := r.Record().(type) {
+		if n > 1 {
+			p := sess.NewPipeline(r, n, wanted)
+			defer p.Close()
+			next, record = p.Next, p.Record
+			unwind = func(*perfdata.Sample) symbolize.StackID { return sess.Intern(p.Walk(), true) }
+		}
+	}
+	for next() {
+		if n++; progress != nil && n&0xfff == 0 {
+			progress(record().Common().Offset)
+		}
+		switch rec := record().(type) {
 		case *perfdata.Sample:
-			if *event != "" && (rec.Event == nil || rec.Event.Name != *event) {
+			if !wanted(rec) {
 				continue
 			}
 			if w.NameWidth == 0 {
@@ -79,7 +105,7 @@ func runScript(env *Env, args []string) error {
 				sess.AddBuildIDs(ids[nBuildIDs:])
 				nBuildIDs = len(ids)
 			}
-			stack, _ := sess.Unwind(rec, true)
+			stack := unwind(rec)
 			if _, err := out.Write(w.Format(rec, stack)); err != nil {
 				return err
 			}
