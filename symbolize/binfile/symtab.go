@@ -35,8 +35,11 @@ func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
 	defer func() {
 		// perf adds "name@plt" symbols for the runtime image's PLT
 		// (dso__synthesize_plt_symbols) whichever file the symtab came from.
+		// One fixup for both: sorting is most of the cost.
 		if plt := synthesizePLT(runtime); len(plt) > 0 {
 			st.syms = append(st.syms, plt...)
+		}
+		if len(st.syms) > 0 {
 			st.fixup()
 		}
 	}()
@@ -51,7 +54,6 @@ func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
 			}
 			st.syms = syms
 			st.source = fmt.Sprintf("%s of %s", map[elf.SectionType]string{elf.SHT_SYMTAB: ".symtab", elf.SHT_DYNSYM: ".dynsym"}[want], f.path)
-			st.fixup()
 			return st, nil
 		}
 	}
