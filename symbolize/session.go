@@ -87,6 +87,7 @@ type Session struct {
 	tableErr map[*binfile.Binary]error
 
 	unw  *unwind.Unwinder
+	rows cfi.RowCache // the serial Unwind's: no lock, no row copies
 	res  resolver
 	walk Walk // the serial Unwind's walk
 	ids  []LocID
@@ -153,6 +154,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		stats:      UnwindStats{ByStop: map[string]uint64{}},
 	}
 	s.res.s = s
+	s.unw.Rows = &s.rows
 	if meta != nil {
 		s.AddBuildIDs(meta.BuildIDs)
 	}

@@ -26,6 +26,17 @@ type RowCache struct {
 // without allocating; a miss interprets the FDE's instructions up to pc
 // (Table's own cache is not consulted) and keeps the row for its range.
 func (c *RowCache) Find(t *Table, pc uint64, row *Row) error {
+	r, err := c.Lookup(t, pc)
+	if err == nil {
+		*row = *r
+	}
+	return err
+}
+
+// Lookup is Find without the copy (a row is ~600 bytes, copied for every
+// frame of every stack): the row it returns is the cache's, valid until
+// the next Lookup or Find on c.
+func (c *RowCache) Lookup(t *Table, pc uint64) (*Row, error) {
 	if c.e == nil {
 		c.e = new([rowCacheSets * 2]rowCacheEntry)
 	}
@@ -35,8 +46,7 @@ func (c *RowCache) Find(t *Table, pc uint64, row *Row) error {
 	for w := 0; w < 2; w++ {
 		if e := &c.e[set*2+w]; e.t == t && e.row.Start <= pc && pc < e.row.End {
 			c.mru[set] = uint8(w)
-			*row = e.row
-			return nil
+			return &e.row, nil
 		}
 	}
 	victim := 1 - int(c.mru[set])
@@ -44,13 +54,12 @@ func (c *RowCache) Find(t *Table, pc uint64, row *Row) error {
 	e := &c.e[set*2+victim]
 	s, f, err := t.findFDE(pc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.t = nil
 	if err := interpret(s, f, pc, &e.row, &c.initial, &c.stack); err != nil {
-		return err
+		return nil, err
 	}
 	e.t = t
-	*row = e.row
-	return nil
+	return &e.row, nil
 }

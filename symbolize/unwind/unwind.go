@@ -146,6 +146,7 @@ type Unwinder struct {
 	arch Arch
 	a    *archInfo
 	row  cfi.Row
+	rowp *cfi.Row // the row in force: &row, or the RowCache's
 	cur  Regs
 	next Regs
 	// The stack copy: stack[0] is at address base.
@@ -303,12 +304,13 @@ func (u *Unwinder) step(res Resolver, pc uint64, exact bool) (kind FrameKind, ne
 		}
 		var err error
 		if u.Rows != nil {
-			err = u.Rows.Find(table, lookup, &u.row)
+			u.rowp, err = u.Rows.Lookup(table, lookup)
 		} else {
 			err = table.Find(lookup, &u.row)
+			u.rowp = &u.row
 		}
 		if err == nil {
-			u.curSignal = u.row.Signal
+			u.curSignal = u.rowp.Signal
 			nextExact, st = u.stepCFI()
 			if st == stepOK {
 				return FrameCFI, nextExact, stepOK
@@ -340,7 +342,7 @@ func (u *Unwinder) step(res Resolver, pc uint64, exact bool) (kind FrameKind, ne
 
 // stepCFI applies u.row to u.cur.
 func (u *Unwinder) stepCFI() (nextExact bool, st int) {
-	a, row := u.a, &u.row
+	a, row := u.a, u.rowp
 	u.memFault = false
 	var cfa uint64
 	switch row.CFA.Kind {
