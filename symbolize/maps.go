@@ -44,6 +44,9 @@ type Maps struct {
 	// the same process and mapping.
 	lastPid  uint32
 	lastProc *procMaps
+	// gen counts changes (Add, Fork, Exec, Exit): a lookup result keyed
+	// by gen holds while gen does.
+	gen uint64
 }
 
 type procMaps struct {
@@ -68,6 +71,7 @@ func (m *Maps) Add(pid uint32, nm *Mapping) {
 	if nm.End <= nm.Start {
 		return
 	}
+	m.gen++
 	p := m.proc(pid)
 	p.last = nil
 	i := sort.Search(len(p.maps), func(i int) bool { return p.maps[i].End > nm.Start })
@@ -134,6 +138,7 @@ func (m *Maps) Fork(pid, child uint32) {
 		return
 	}
 	m.lastProc = nil
+	m.gen++
 	src := m.procs[pid]
 	if src == nil {
 		delete(m.procs, child)
@@ -143,10 +148,10 @@ func (m *Maps) Fork(pid, child uint32) {
 }
 
 // Exec clears pid's maps: the new program's mappings follow as new records.
-func (m *Maps) Exec(pid uint32) { m.lastProc = nil; delete(m.procs, pid) }
+func (m *Maps) Exec(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
 
 // Exit forgets pid.
-func (m *Maps) Exit(pid uint32) { m.lastProc = nil; delete(m.procs, pid) }
+func (m *Maps) Exit(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
 
 // Each calls fn for every mapping of pid in address order.
 func (m *Maps) Each(pid uint32, fn func(*Mapping)) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 
@@ -110,6 +111,23 @@ type Session struct {
 	warnings []string
 	warned   map[string]bool
 	stats    UnwindStats
+	byStop   [256]uint64 // stats.ByStop by Stop, made into the map by Stats
+
+	// seen caches Intern by process and walked frames: while the maps do
+	// not change (Maps.gen) the same frames in the same process intern to
+	// the same stack, found without a lookup per frame.
+	seen map[seenKey]*seenStack
+}
+
+type seenKey struct {
+	pid  uint32
+	hash uint64
+}
+
+type seenStack struct {
+	gen    uint64
+	id     StackID
+	frames []unwind.Frame
 }
 
 type lineKey struct {
@@ -152,6 +170,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		entryProbe: map[*perfdata.Event]bool{},
 		warned:     map[string]bool{},
 		stats:      UnwindStats{ByStop: map[string]uint64{}},
+		seen:       map[seenKey]*seenStack{},
 	}
 	s.res.s = s
 	s.unw.Rows = &s.rows
@@ -197,7 +216,16 @@ func (s *Session) warn(key, msg string) {
 }
 
 // Stats returns the unwinding counts so far.
-func (s *Session) Stats() UnwindStats { return s.stats }
+func (s *Session) Stats() UnwindStats {
+	st := s.stats
+	st.ByStop = map[string]uint64{}
+	for i, n := range s.byStop {
+		if n > 0 {
+			st.ByStop[unwind.Stop(i).String()] = n
+		}
+	}
+	return st
+}
 
 // Comm returns the command name of pid as of the current record.
 func (s *Session) Comm(pid uint32) string {
@@ -420,6 +448,22 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 // are handed out in the order stacks are first seen.
 func (s *Session) Intern(w *Walk, kernel bool) StackID {
 	pid := w.Pid
+	s.stats.Samples++
+	s.stats.Frames += uint64(len(w.frames))
+	if w.stop.Complete() {
+		s.stats.Complete++
+	}
+	s.byStop[w.stop]++
+	var e *seenStack
+	if !kernel {
+		k := seenKey{pid, w.hash}
+		if e = s.seen[k]; e == nil {
+			e = &seenStack{}
+			s.seen[k] = e
+		} else if e.gen == s.Maps.gen && slices.Equal(e.frames, w.frames) {
+			return e.id
+		}
+	}
 	s.ids = s.ids[:0]
 	if kernel {
 		ctx := uint64(0)
@@ -440,13 +484,11 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
 		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
 	}
-	s.stats.Samples++
-	s.stats.Frames += uint64(len(w.frames))
-	if w.stop.Complete() {
-		s.stats.Complete++
+	id := s.internStack(s.ids)
+	if e != nil {
+		e.gen, e.id, e.frames = s.Maps.gen, id, append(e.frames[:0], w.frames...)
 	}
-	s.stats.ByStop[w.stop.String()]++
-	return s.internStack(s.ids)
+	return id
 }
 
 // CallerStack interns the one-frame stack of a return address ret in pid:

@@ -38,6 +38,7 @@ type Walk struct {
 
 	frames []unwind.Frame
 	stop   unwind.Stop
+	hash   uint64 // of frames, for Session.Intern's cache
 }
 
 // prepare takes what the walk needs from smp. With own set the callchain
@@ -69,6 +70,25 @@ func (w *Walk) prepare(smp *perfdata.Sample, own bool) {
 
 // walk unwinds with u over res.
 func (w *Walk) walk(u *unwind.Unwinder, res unwind.Resolver) {
+	w.walkFrames(u, res)
+	// FNV-1a over the frames, a word at a time: hashed here, on the
+	// walker, so the in-order interning only compares.
+	h := uint64(14695981039346656037)
+	for _, f := range w.frames {
+		h = (h ^ f.PC) * 1099511628211
+		h = (h ^ uint64(f.Kind)<<1 ^ b2u(f.Return)) * 1099511628211
+	}
+	w.hash = h
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (w *Walk) walkFrames(u *unwind.Unwinder, res unwind.Resolver) {
 	if w.hasRegs {
 		w.frames, w.stop = u.Unwind(w.regs, w.sp, w.stack, res, w.user, w.frames[:0])
 		return
