@@ -621,30 +621,100 @@ func (s *Session) Lines(id LocID, exact bool) []binfile.Frame {
 		return f
 	}
 	l := &s.locs[id]
-	pc := l.PC
-	if l.Return && !exact {
-		pc--
-	}
 	var out []binfile.Frame
-	switch {
-	case l.Kernel:
+	if l.Kernel {
 		if s.kallsyms != nil {
-			out = s.kallsyms.Symbolize(pc, nil)
+			out = s.kallsyms.Symbolize(l.symPC(exact), nil)
 		} else {
 			out = []binfile.Frame{{Func: "[kernel]"}}
 		}
-	case l.Map != nil:
-		if b := s.Binary(l.Map); b != nil {
-			if vaddr, ok := b.MappedVaddr(pc, l.Map.Start, l.Map.Pgoff); ok {
-				out = b.Symbolize(vaddr, nil)
-			}
-		}
+	} else if l.Map != nil {
+		out = l.symbolize(s.Binary(l.Map), exact)
 	}
 	if len(out) == 0 {
 		out = []binfile.Frame{{Func: binfile.Unknown}}
 	}
 	s.lines[k] = out
 	return out
+}
+
+// symPC is the address that names l: a return address is named by its
+// call instruction (PC-1) unless exact.
+func (l *Loc) symPC(exact bool) uint64 {
+	if l.Return && !exact {
+		return l.PC - 1
+	}
+	return l.PC
+}
+
+// symbolize names a location in a file mapping from its binary b (nil:
+// none found). Safe for concurrent use with other locations.
+func (l *Loc) symbolize(b *binfile.Binary, exact bool) []binfile.Frame {
+	if b == nil {
+		return nil
+	}
+	if vaddr, ok := b.MappedVaddr(l.symPC(exact), l.Map.Start, l.Map.Pgoff); ok {
+		return b.Symbolize(vaddr, nil)
+	}
+	return nil
+}
+
+// Prefetch names the locations of every stack interned so far on n
+// goroutines, a binary per goroutine at a time, so that Lines finds them
+// cached (the profile names all of them at its end, one by one). The
+// names are those Lines would give.
+func (s *Session) Prefetch(exact bool, n int) {
+	byBin := map[*binfile.Binary][]LocID{}
+	var bins []*binfile.Binary
+	seen := make([]bool, len(s.locs))
+	for _, id := range s.stackData {
+		l := &s.locs[id]
+		if seen[id] || l.Kernel || l.Map == nil {
+			continue
+		}
+		seen[id] = true
+		if _, ok := s.lines[lineKey{id, exact}]; ok {
+			continue
+		}
+		b := s.Binary(l.Map)
+		if b == nil {
+			continue
+		}
+		if byBin[b] == nil {
+			bins = append(bins, b)
+		}
+		byBin[b] = append(byBin[b], id)
+	}
+	out := make([][][]binfile.Frame, len(bins))
+	next := make(chan int, len(bins))
+	for i := range bins {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(n, len(bins)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				ids := byBin[bins[i]]
+				out[i] = make([][]binfile.Frame, len(ids))
+				for j, id := range ids {
+					out[i][j] = s.locs[id].symbolize(bins[i], exact)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, b := range bins {
+		for j, id := range byBin[b] {
+			f := out[i][j]
+			if len(f) == 0 {
+				f = []binfile.Frame{{Func: binfile.Unknown}}
+			}
+			s.lines[lineKey{id, exact}] = f
+		}
+	}
 }
 
 // RelAddr is the address perf script prints for a location: the file

@@ -137,6 +137,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	ru.releaseAll()
 	ru.tr.Close()
 	ru.b.Infer(ru.callers.weights)
+	if n := opts.workers(); n > 1 {
+		sess.Prefetch(false, n) // name the stacks' frames on every core
+	}
 	stacks := &stackAdapter{sess: sess, maps: map[*symbolize.Mapping]*report.Mapping{}}
 	p := ru.b.Profile(stacks)
 	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
