@@ -197,7 +197,10 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
 	for _, b := range ids {
 		if len(b.ID) > 0 && b.Filename != "" {
-			s.buildIDs[b.Filename] = hex.EncodeToString(b.ID)
+			// Only what is new: walkers may be reading the map.
+			if id := hex.EncodeToString(b.ID); s.buildIDs[b.Filename] != id {
+				s.buildIDs[b.Filename] = id
+			}
 		}
 	}
 }

@@ -82,6 +82,7 @@ func runScript(env *Env, args []string) error {
 		}
 		if n > 1 {
 			p := sess.NewPipeline(r, n, wanted)
+			nBuildIDs = len(r.Meta().BuildIDs) // added by NewPipeline
 			defer p.Close()
 			next, record = p.Next, p.Record
 			unwind = func(*perfdata.Sample) symbolize.StackID { return sess.Intern(p.Walk(), true) }
