@@ -184,6 +184,7 @@ gcc_bench() {
 	build_fl
 	: >"$OUT/times"
 	for f in large small; do
+		cat "$OUT/$f.data" >/dev/null # page cache warm for both tools
 		for _ in $(seq 1 "$RUNS"); do
 			timed "fl-$f" "$FL" analyze -q -o /dev/null "$OUT/$f.data"
 			timed "noinline-$f" perf script --no-inline -i "$OUT/$f.data"
@@ -203,6 +204,12 @@ gcc_bench() {
 			"$(echo "$fl / $ni" | bc -l)" "$(echo "$fl1 / $fl2" | bc -l)" "$rss"
 	done
 	echo "medians of $RUNS runs each (interleaved); fl = GOMAXPROCS unset ($(nproc) CPUs); all runs: $OUT/times (label wall_s rss_kb)"
+	# The CPU profile by pipeline stage (labels stage=read|walk|track):
+	# read and track are serial, walk runs on every core.
+	GOMAXPROCS=2 "$FL" analyze -q -o /dev/null --cpuprofile "$OUT/large.cpu" "$OUT/large.data" 2>/dev/null
+	echo
+	echo "CPU by stage at GOMAXPROCS=2 ($OUT/large.cpu; go tool pprof -tagfocus=stage=read $FL $OUT/large.cpu):"
+	go tool pprof -tags "$FL" "$OUT/large.cpu" 2>/dev/null | sed -n '/stage:/,/^$/p'
 }
 
 if [ "$GCC" = 1 ]; then
