@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Writes the crafted (hostile) inputs of testdata/crafted: see README.md.
+
+Run from anywhere as testdata/crafted/gen.sh (which also builds the ELF
+inputs); this script writes only the perf.data files. Needs the zstd CLI.
+Every file is small; what matters is what it claims or expands to.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# perf ABI (include/uapi/linux/perf_event.h, tools/perf/util/event.h)
+PIPE_MAGIC = b"PERFILE2"
+REC_SAMPLE = 9
+REC_MMAP2 = 10
+REC_HEADER_ATTR = 64
+REC_COMPRESSED = 81
+TYPE_SOFTWARE = 1
+SW_PAGE_FAULTS = 2
+S_IP, S_TID, S_TIME, S_ADDR, S_STACK_USER = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 13
+ATTR_SIZE = 136  # PERF_ATTR_SIZE_VER8
+ATTR_SAMPLE_ID_ALL = 1 << 18
+
+
+def rec(typ, body, misc=0):
+    body += b"\0" * (-len(body) % 8)
+    assert 8 + len(body) < 1 << 16
+    return struct.pack("<IHH", typ, misc, 8 + len(body)) + body
+
+
+def rec_nopad(typ, body):
+    return struct.pack("<IHH", typ, 0, 8 + len(body)) + body
+
+
+def attr(sample_type, stack_user=0, flags=0):
+    a = bytearray(ATTR_SIZE)
+    struct.pack_into("<IIQQQ", a, 0, TYPE_SOFTWARE, ATTR_SIZE, SW_PAGE_FAULTS, 1, sample_type)
+    struct.pack_into("<Q", a, 40, flags)
+    struct.pack_into("<I", a, 88, stack_user)
+    return bytes(a)
+
+
+def pipe_header(sample_type, stack_user=0, flags=0):
+    return PIPE_MAGIC + struct.pack("<Q", 16) + rec(REC_HEADER_ATTR, attr(sample_type, stack_user, flags) + struct.pack("<Q", 1))
+
+
+def write(name, data):
+    with open(os.path.join(HERE, name), "wb") as f:
+        f.write(data)
+    print(f"{name}: {len(data)} bytes")
+
+
+def zbomb():
+    """zbomb.data: pipe mode, one page-fault event with 4 KiB user stacks,
+    and COMPRESSED records (one zstd stream cut every 4 KiB, as perf -z
+    writes it) that expand to 1.25 GiB of identical samples all at one time,
+    with no FINISHED_ROUND: without a queue bound every sample is held for
+    time ordering, and it expands over 1000x (the inflate-ratio guard)."""
+    st = S_IP | S_TID | S_TIME | S_ADDR | S_STACK_USER
+    stack = 4096
+    body = struct.pack("<QIIQQ", 0x401000, 1, 1, 1_000_000, 0x7F0000001000)
+    body += struct.pack("<Q", stack) + bytes([0xAB]) * stack + struct.pack("<Q", stack)
+    sample = rec(REC_SAMPLE, body)
+    n = (1_250 << 20) // len(sample)
+    z = subprocess.run(["zstd", "-q", "-3", "-c"], input=sample * n, stdout=subprocess.PIPE, check=True).stdout
+    out = bytearray(pipe_header(st, stack))
+    for i in range(0, len(z), 4096):
+        out += rec_nopad(REC_COMPRESSED, z[i:i + 4096])
+    write("zbomb.data", bytes(out))
+    print(f"  {n} samples of {len(sample)} bytes = {n * len(sample)} bytes uncompressed")
+
+
+def endless():
+    """endless.data: pipe mode, one page-fault event, then one block of 64
+    samples whose times fall from 64000 to 1000 ns and no FINISHED_ROUND.
+    The tests repeat the block (the bytes after the ATTR record) to make an
+    endless pipe in which every block goes back in time."""
+    st = S_IP | S_TID | S_TIME | S_ADDR
+    out = bytearray(pipe_header(st))
+    for i in range(64, 0, -1):
+        out += rec(REC_SAMPLE, struct.pack("<QIIQQ", 0x401000 + i, 1, 1, i * 1000, 0x7F0000000000 + i * 4096))
+    write("endless.data", bytes(out))
+
+
+def escape():
+    """escape.data: pipe mode, one MMAP2 naming /../../../../../../../etc/shadow
+    (what a hostile recording can claim) and a page fault whose ip lies in it.
+    analyze --symfs DIR must not open anything outside DIR for it."""
+    st = S_IP | S_TID | S_TIME | S_ADDR
+    out = bytearray(pipe_header(st, flags=ATTR_SAMPLE_ID_ALL))
+    name = b"/../../../../../../../etc/shadow\0"
+    # struct perf_record_mmap2: pid, tid, addr, len, pgoff, maj, min, ino,
+    # ino_generation, prot, flags, filename, then the sample_id trailer
+    # (tid, time for this sample_type).
+    body = struct.pack("<IIQQQIIQQII", 1, 1, 0x400000, 0x10000, 0, 8, 1, 2, 0, 5, 2) + name
+    body += b"\0" * (-len(body) % 8) + struct.pack("<IIQ", 1, 1, 500)
+    out += rec(REC_MMAP2, body)
+    out += rec(REC_SAMPLE, struct.pack("<QIIQQ", 0x401234, 1, 1, 1000, 0x7F0000000000))
+    write("escape.data", bytes(out))
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["zbomb", "endless", "escape"]
+    for w in which:
+        globals()[w]()
