@@ -69,6 +69,8 @@ func (r *Result) delta(v int64) string {
 	switch {
 	case v > 0:
 		return "+" + r.value(v)
+	case v == math.MinInt64:
+		return r.value(v)
 	case v < 0:
 		return "-" + r.value(-v)
 	}
@@ -92,13 +94,14 @@ func percent(f float64) string {
 // bytesString formats a byte count in IEC units, one decimal above 1 KiB.
 func bytesString(v int64) string {
 	sign := ""
+	u64 := uint64(v)
 	if v < 0 {
-		sign, v = "-", -v
+		sign, u64 = "-", -uint64(v) // also right for MinInt64
 	}
-	if v < 1024 {
-		return fmt.Sprintf("%s%d B", sign, v)
+	if u64 < 1024 {
+		return fmt.Sprintf("%s%d B", sign, u64)
 	}
-	f := float64(v)
+	f := float64(u64)
 	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 	u := -1
 	for f >= 1024 && u < len(units)-1 {

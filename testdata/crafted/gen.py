@@ -102,7 +102,67 @@ def escape():
     write("escape.data", bytes(out))
 
 
+def varint(v):
+    v &= (1 << 64) - 1  # negative int64 as two's complement, as protobuf does
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def pb_varint(field, v):
+    return varint(field << 3) + varint(v)
+
+
+def pb_bytes(field, b):
+    return varint(field << 3 | 2) + varint(len(b)) + b
+
+
+def profile(samples, strings):
+    """A pprof profile (profile.proto) with one sample type, faults/count,
+    and samples given as (value, [(key, str)]) with string indexes."""
+    table = ["", "faults", "count"] + strings
+    out = pb_bytes(1, pb_varint(1, 1) + pb_varint(2, 2))
+    for value, labels in samples:
+        body = pb_varint(2, value)
+        for k, v in labels:
+            body += pb_bytes(3, pb_varint(1, k) + pb_varint(2, v))
+        out += pb_bytes(2, body)
+    for t in table:
+        out += pb_bytes(6, t.encode())
+    return out
+
+
+def gz(data):
+    return subprocess.run(["gzip", "-9n"], input=data, stdout=subprocess.PIPE, check=True).stdout
+
+
+def diffs():
+    """Inputs for faultline diff:
+    diff-nested.pb.gz  gzip inside gzip: the outer layer is small, the inner
+                       one inflates to 2 GiB of zeros (pprof's parser would
+                       inflate an inner layer itself, unbounded)
+    diff-wide.pb.gz    one class label and one flag of 16 MiB each
+    diff-sat-base.pb.gz, diff-sat-new.pb.gz
+                       one site: BASE -(2^63-16) faults, NEW 2^63-16: New-Base
+                       wraps to -32 in int64, i.e. "shrank" instead of grown"""
+    inner = subprocess.run("head -c 2G /dev/zero | gzip -1n", shell=True, stdout=subprocess.PIPE, check=True).stdout
+    write("diff-nested.pb.gz", gz(inner))
+    wide = "C" * (16 << 20)
+    flag = "F" * (16 << 20)
+    # strings 3.. : "class", wide, "flag", flag
+    write("diff-wide.pb.gz", gz(profile([(5, [(3, 4), (5, 6)])], ["class", wide, "flag", flag])))
+    big = (1 << 63) - 16
+    write("diff-sat-base.pb.gz", gz(profile([(-big, [(3, 4)])], ["class", "[heap]"])))
+    write("diff-sat-new.pb.gz", gz(profile([(big, [(3, 4)])], ["class", "[heap]"])))
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["zbomb", "endless", "escape"]
+    which = sys.argv[1:] or ["zbomb", "endless", "escape", "diffs"]
     for w in which:
         globals()[w]()

@@ -141,23 +141,37 @@ func runDiff(env *Env, args []string) error {
 }
 
 // loadForDiff reads a profile, or analyzes a perf.data recording through
-// analyzeForDiff.
+// analyzeForDiff. The input is opened once and its format sniffed from a
+// buffered reader, so pipes work (diff <(cat p.pb.gz) ...).
 func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
-	perf, err := diff.IsPerfData(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if perf {
-		if analyzeForDiff == nil {
-			return nil, fmt.Errorf("%s is a perf.data recording: perf.data inputs need analyze, which this build lacks; pass profiles written by 'faultline analyze'", path)
-		}
-		p, err := analyzeForDiff(env, path, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("analyzing %s: %w", path, err)
-		}
-		return p, nil
+	defer f.Close()
+	br, perf, err := diff.Sniff(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return diff.Load(path)
+	if !perf {
+		return diff.Read(path, br)
+	}
+	if analyzeForDiff == nil {
+		return nil, fmt.Errorf("%s is a perf.data recording: perf.data inputs need analyze, which this build lacks; pass profiles written by 'faultline analyze'", path)
+	}
+	name := path
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		// A recording in a pipe: its sniffed bytes are in br, so analyze
+		// reads it as a stream, the way it reads standard input.
+		sub := *env
+		sub.Stdin = br
+		env, name = &sub, "-"
+	}
+	p, err := analyzeForDiff(env, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+	}
+	return p, nil
 }
 
 func writeDiffProfile(path string, base, head *profile.Profile) error {
