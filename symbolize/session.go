@@ -18,8 +18,14 @@ import (
 
 // Config says where to find binaries and debug info.
 type Config struct {
-	// Symfs is perf's --symfs: a directory holding the recording machine's files.
+	// Symfs is perf's --symfs: a directory holding the recording machine's
+	// files. With Symfs set, only it (and an explicit BuildIDDir) is
+	// searched unless SymfsFallback is set.
 	Symfs string
+	// SymfsFallback also searches this machine's files after Symfs, as
+	// perf does: the recorded paths, /usr/lib/debug, ~/.debug and the
+	// debuginfod cache.
+	SymfsFallback bool
 	// BuildIDDir is perf's --buildid-dir (default ~/.debug).
 	BuildIDDir string
 	// Kallsyms is a /proc/kallsyms copy to name kernel frames; "" names them [kernel].
@@ -124,6 +130,11 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		loc = *cfg.Locator
 	} else {
 		loc = binfile.NewLocator(cfg.Symfs, getenv)
+		loc.HostFallback = cfg.SymfsFallback
+		if cfg.Symfs != "" && !cfg.SymfsFallback {
+			// The default caches are this machine's, not the recording's.
+			loc.BuildIDDir, loc.DebuginfodCache = "", ""
+		}
 		if cfg.BuildIDDir != "" {
 			loc.BuildIDDir = cfg.BuildIDDir
 		}

@@ -14,9 +14,18 @@ import (
 // recorded path on the real file system; NewLocator fills in perf's defaults.
 type Locator struct {
 	// Symfs is perf's --symfs: a directory holding a copy of the recording
-	// machine's files. Recorded paths are looked up as Symfs+path, then as
-	// Symfs+"/"+basename (a flat directory), and only then as themselves.
+	// machine's files. Recorded paths are cleaned (they may not climb out
+	// of it with "..") and looked up as Symfs+path, then as
+	// Symfs+"/"+basename (a flat directory). With Symfs set, the host's
+	// own files (the recorded path itself, DebugDirs outside Symfs) are
+	// searched only when HostFallback is set; the session leaves the host's
+	// build-id and debuginfod caches out too unless asked for.
 	Symfs string
+	// HostFallback also searches the host's files after Symfs, as perf
+	// does (faultline's --symfs-fallback). A recording names the paths:
+	// without Symfs, or with HostFallback, it can make faultline open any
+	// file on this machine (only ever read as ELF, never echoed).
+	HostFallback bool
 	// BuildIDDir is perf's build-id cache (--buildid-dir; default ~/.debug),
 	// holding .build-id/xx/<rest> symlinks to <path>/<bid>/{elf,debug,vdso}.
 	// Empty disables the cache.
@@ -86,7 +95,16 @@ func buildIDLink(dir, bid string) string {
 	return dir + "/.build-id/" + bid[:2] + "/" + bid[2:]
 }
 
+// symfsJoin puts a recorded path under Symfs. p must be clean and
+// absolute (cleanPath): "/../../etc/shadow" stays inside as /etc/shadow.
 func (l *Locator) symfsJoin(p string) string { return l.Symfs + p }
+
+// cleanPath makes a recorded path absolute and lexically clean, so that no
+// ".." can climb out of the directory it is joined to.
+func cleanPath(p string) string { return path.Clean("/" + p) }
+
+// host reports whether the host's own files may be searched.
+func (l *Locator) host() bool { return l.Symfs == "" || l.HostFallback }
 
 // Open finds, opens and indexes the binary recorded as recPath with build
 // ID buildID (lowercase hex; "" when the recording has none). A build-ID
@@ -100,6 +118,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 		return nil, fmt.Errorf("binfile: %s: %w", recPath, ErrNotFile)
 	}
 	recPath = strings.TrimSuffix(recPath, " (deleted)")
+	clean := cleanPath(recPath)
 	s := &search{l: l, fsys: l.fs(), want: buildID}
 	defer s.closeRest()
 
@@ -117,9 +136,11 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	}
 	if recPath != "[vdso]" {
 		if l.Symfs != "" {
-			cands = append(cands, l.symfsJoin(recPath), l.Symfs+"/"+path.Base(recPath))
+			cands = append(cands, l.symfsJoin(clean), l.Symfs+"/"+path.Base(clean))
 		}
-		cands = append(cands, recPath)
+		if l.host() {
+			cands = append(cands, clean)
+		}
 	}
 	bin := s.first(cands, false, nil)
 
@@ -132,13 +153,13 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 		if bid == "" && bin != nil {
 			bid = bin.buildID
 		}
-		dbg = s.findDebug(recPath, bid, bin)
+		dbg = s.findDebug(clean, bid, bin)
 		if dbg == nil {
 			dbg = s.symOnly
 		}
 	}
 	if bin == nil && dbg == nil {
-		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected}
+		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected, SymfsOnly: !l.host()}
 	}
 	var warns []string
 	warns = append(warns, s.warnings...)
@@ -266,7 +287,7 @@ func (s *search) first(cands []string, debug bool, accept func(*elfFile) string)
 
 // findDebug searches for a separate debug file in perf's order: debuglink,
 // build-id cache "debug", DIR/.build-id, the Fedora and Ubuntu layouts, and
-// the debuginfod client cache.
+// the debuginfod client cache. recPath is clean (cleanPath).
 func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	l := s.l
 	saved := s.want
@@ -276,9 +297,11 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	var dirs []string // debug dirs, symfs-joined first
 	for _, d := range l.DebugDirs {
 		if l.Symfs != "" {
-			dirs = append(dirs, l.symfsJoin(d))
+			dirs = append(dirs, l.symfsJoin(cleanPath(d)))
 		}
-		dirs = append(dirs, d)
+		if l.host() {
+			dirs = append(dirs, d)
+		}
 	}
 	if bin != nil && bin.debuglink != "" {
 		link := bin.debuglink

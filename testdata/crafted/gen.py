@@ -20,7 +20,8 @@ REC_HEADER_ATTR = 64
 REC_COMPRESSED = 81
 TYPE_SOFTWARE = 1
 SW_PAGE_FAULTS = 2
-S_IP, S_TID, S_TIME, S_ADDR, S_STACK_USER = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 13
+S_IP, S_TID, S_TIME, S_ADDR, S_CALLCHAIN, S_STACK_USER = 1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 5, 1 << 13
+CONTEXT_USER = (1 << 64) - 512  # PERF_CONTEXT_USER
 ATTR_SIZE = 136  # PERF_ATTR_SIZE_VER8
 ATTR_SAMPLE_ID_ALL = 1 << 18
 
@@ -89,7 +90,7 @@ def escape():
     """escape.data: pipe mode, one MMAP2 naming /../../../../../../../etc/shadow
     (what a hostile recording can claim) and a page fault whose ip lies in it.
     analyze --symfs DIR must not open anything outside DIR for it."""
-    st = S_IP | S_TID | S_TIME | S_ADDR
+    st = S_IP | S_TID | S_TIME | S_ADDR | S_CALLCHAIN
     out = bytearray(pipe_header(st, flags=ATTR_SAMPLE_ID_ALL))
     name = b"/../../../../../../../etc/shadow\0"
     # struct perf_record_mmap2: pid, tid, addr, len, pgoff, maj, min, ino,
@@ -98,7 +99,8 @@ def escape():
     body = struct.pack("<IIQQQIIQQII", 1, 1, 0x400000, 0x10000, 0, 8, 1, 2, 0, 5, 2) + name
     body += b"\0" * (-len(body) % 8) + struct.pack("<IIQ", 1, 1, 500)
     out += rec(REC_MMAP2, body)
-    out += rec(REC_SAMPLE, struct.pack("<QIIQQ", 0x401234, 1, 1, 1000, 0x7F0000000000))
+    # callchain: PERF_CONTEXT_USER, then the ip (what faultline script names)
+    out += rec(REC_SAMPLE, struct.pack("<QIIQQQQQ", 0x401234, 1, 1, 1000, 0x7F0000000000, 2, CONTEXT_USER, 0x401234))
     write("escape.data", bytes(out))
 
 

@@ -120,3 +120,26 @@ func TestDiffPipes(t *testing.T) {
 		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// A recording naming /../../../../../../../etc/shadow
+// (testdata/crafted/escape.data): with --symfs the file looked at is
+// DIR/etc/shadow, and no message shows what it holds.
+func TestSymfsEscape(t *testing.T) {
+	symfs := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(symfs, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(symfs, "etc", "shadow"), []byte("root:$y$secret:19000::::::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("script", "--symfs", symfs, craftedPath(t, "escape.data"))
+	if code != ExitOK || !strings.Contains(stdout, "[unknown] (/../../../../../../../etc/shadow)") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, symfs+"/etc/shadow: not an ELF file") || strings.Contains(stderr, "searched /etc") || strings.Contains(stderr, ", /etc/shadow") {
+		t.Errorf("stderr does not show the search confined to the symfs:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "root") || strings.Contains(stderr, "114 111 111 116") || strings.Contains(stderr, "secret") {
+		t.Errorf("stderr echoes the file's contents:\n%s", stderr)
+	}
+}

@@ -46,8 +46,8 @@ Exit status: 0 no regression (improvements included); 1 a site regressed;
 Example (recordings shipped with faultline: one program on an input and on
 one three times larger; no root or perf needed):
 
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/large.data -o head.pb.gz
   faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
 
 A CI job that records the base branch and the head, comments on the pull
