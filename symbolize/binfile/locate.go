@@ -40,6 +40,10 @@ type Locator struct {
 	DebuginfodCache string
 	// FS is the file system; nil means OSFS.
 	FS FS
+	// DWARF bounds the DWARF loaded per binary and, shared by pointer, in
+	// all; nil bounds each binary by the defaults (NewCache makes one
+	// budget for everything it opens).
+	DWARF *DWARFBudget
 }
 
 // NewLocator returns a Locator with perf's defaults for a user whose
@@ -139,7 +143,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 			cands = append(cands, l.symfsJoin(clean), l.Symfs+"/"+path.Base(clean))
 		}
 		if l.host() {
-			cands = append(cands, clean)
+			cands = append(cands, path.Clean(recPath))
 		}
 	}
 	bin := s.first(cands, false, nil)
@@ -169,7 +173,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	} else if (dbg == nil || !dbg.hasDWARF()) && recPath != "[vdso]" {
 		warns = append(warns, noDebugWarning(recPath, bin, s.debugSearched))
 	}
-	b, err := newBinary(recPath, buildID, bin, dbg, warns)
+	b, err := newBinary(recPath, buildID, bin, dbg, warns, l.DWARF)
 	if err != nil {
 		return nil, err
 	}
@@ -311,17 +315,7 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 		for _, d := range dirs {
 			cands = append(cands, d+recDir+"/"+link)
 		}
-		crc := bin.debuglinkCRC
-		if f := s.first(cands, true, func(f *elfFile) string {
-			got, err := fileCRC32(f.f)
-			if err != nil {
-				return err.Error()
-			}
-			if got != crc {
-				return fmt.Sprintf(".gnu_debuglink CRC %08x, file has %08x", crc, got)
-			}
-			return ""
-		}); f != nil {
+		if f := s.first(cands, true, func(f *elfFile) string { return debuglinkMatch(bin, f) }); f != nil {
 			return f
 		}
 	}
@@ -345,11 +339,44 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	return s.first(cands, true, nil)
 }
 
+// maxDebuglinkCRC bounds the file a .gnu_debuglink CRC is computed over:
+// the CRC covers the whole file, and a sparse file can claim any size.
+const maxDebuglinkCRC = 4 << 30
+
+// debuglinkMatch vets a .gnu_debuglink candidate f for bin ("" when it
+// matches). Cheap checks come first: build IDs that differ reject it, and
+// a file too large to checksum is accepted only when its build ID matches;
+// otherwise the CRC decides, as in gdb.
+func debuglinkMatch(bin, f *elfFile) string {
+	sameID := bin.buildID != "" && f.buildID != ""
+	if sameID && f.buildID != bin.buildID {
+		return fmt.Sprintf("build ID %s, the binary's is %s", f.buildID, bin.buildID)
+	}
+	fi, err := f.f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	if fi.Size() > maxDebuglinkCRC {
+		if sameID {
+			return "" // the build ID vouches for it
+		}
+		return fmt.Sprintf("%d GiB, too large to check its .gnu_debuglink CRC (and no build ID to match instead)", fi.Size()>>30)
+	}
+	got, err := fileCRC32(f.f, fi.Size())
+	if err != nil {
+		return err.Error()
+	}
+	if got != bin.debuglinkCRC {
+		return fmt.Sprintf(".gnu_debuglink CRC %08x, file has %08x", bin.debuglinkCRC, got)
+	}
+	return ""
+}
+
 // fileCRC32 is the CRC gdb and objcopy --add-gnu-debuglink use (IEEE,
-// over the whole file).
-func fileCRC32(f File) (uint32, error) {
+// over the whole file of the given size).
+func fileCRC32(f File, size int64) (uint32, error) {
 	h := crc32.NewIEEE()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
 		return 0, err
 	}
 	return h.Sum32(), nil

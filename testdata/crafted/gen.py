@@ -164,7 +164,56 @@ def diffs():
     write("diff-sat-new.pb.gz", gz(profile([(big, [(3, 4)])], ["class", "[heap]"])))
 
 
+def elf_sections(b):
+    """(name, header offset, header fields) of every section of an ELF64 LE file."""
+    shoff, = struct.unpack_from("<Q", b, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
+    hdrs = [struct.unpack_from("<IIQQQQIIQQ", b, shoff + i * shentsize) for i in range(shnum)]
+    strtab = hdrs[shstrndx][4]
+    out = []
+    for i, h in enumerate(hdrs):
+        end = b.index(b"\0", strtab + h[0])
+        out.append((b[strtab + h[0]:end].decode(), shoff + i * shentsize, list(h)))
+    return out
+
+
+def dwarfbomb(src):
+    """dwarfbomb.debug: the ELF src (built with -g by gen.sh) with every
+    .debug_* section (.debug_aranges renamed .debug_frame) rewritten as
+    SHF_COMPRESSED, all eight pointing at one
+    zlib blob (appended to the file) that inflates to 200 MiB of zeros:
+    1.2 GB for a ~200 KB file when each is inflated on its own."""
+    b = bytearray(open(src, "rb").read())
+    inflated = 200 << 20
+    z = subprocess.run(f"head -c {inflated} /dev/zero | python3 -c 'import sys,zlib; sys.stdout.buffer.write(zlib.compress(sys.stdin.buffer.read(), 9))'",
+                       shell=True, stdout=subprocess.PIPE, check=True).stdout
+    blob = struct.pack("<IIQQ", 1, 0, inflated, 1) + z  # Elf64_Chdr: ELFCOMPRESS_ZLIB, size, align
+    b += b"\0" * (-len(b) % 8)
+    off = len(b)
+    b += blob
+    # Rename .debug_aranges (unused by faultline) to .debug_frame, which the
+    # unwinder reads: it points at the blob too.
+    shoff, = struct.unpack_from("<Q", b, 0x28)
+    shentsize, _, shstrndx = struct.unpack_from("<HHH", b, 0x3A)
+    strtab, = struct.unpack_from("<Q", b, shoff + shstrndx * shentsize + 0x18)
+    for name, hoff, h in elf_sections(b):
+        if name == ".debug_aranges":
+            b[strtab + h[0]:strtab + h[0] + 15] = b".debug_frame\0\0\0"
+    n = 0
+    for name, hoff, h in elf_sections(b):
+        if name.startswith(".debug_"):
+            h[2] |= 0x800  # SHF_COMPRESSED
+            h[4], h[5], h[8] = off, len(blob), 8
+            struct.pack_into("<IIQQQQIIQQ", b, hoff, *h)
+            n += 1
+    write("dwarfbomb.debug", bytes(b))
+    print(f"  {n} .debug_* sections -> one {len(blob)}-byte blob claiming {inflated} bytes")
+
+
 if __name__ == "__main__":
     which = sys.argv[1:] or ["zbomb", "endless", "escape", "diffs"]
+    if which[0] == "dwarfbomb":
+        dwarfbomb(which[1])
+        sys.exit(0)
     for w in which:
         globals()[w]()
