@@ -14,6 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # perf ABI (include/uapi/linux/perf_event.h, tools/perf/util/event.h)
 PIPE_MAGIC = b"PERFILE2"
+REC_LOST = 2
 REC_SAMPLE = 9
 REC_MMAP2 = 10
 REC_HEADER_ATTR = 64
@@ -102,6 +103,35 @@ def escape():
     # callchain: PERF_CONTEXT_USER, then the ip (what faultline script names)
     out += rec(REC_SAMPLE, struct.pack("<QIIQQQQQ", 0x401234, 1, 1, 1000, 0x7F0000000000, 2, CONTEXT_USER, 0x401234))
     write("escape.data", bytes(out))
+
+
+def sametime():
+    """sametime.data: pipe mode, 16 Mi page-fault samples all at time 1 ms
+    (zstd-compressed, as perf -z writes them), then a LOST record at the
+    same time. The lost-window tracker used to keep 8 bytes per fault for
+    faults at one time, forever."""
+    st = S_IP | S_TID | S_TIME | S_ADDR
+    sample = rec(REC_SAMPLE, struct.pack("<QIIQQ", 0x401000, 1, 1, 1_000_000, 0x7F0000001000))
+    n = 16 << 20
+    zp = subprocess.Popen(["zstd", "-q", "-3", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    import threading
+    out = []
+    t = threading.Thread(target=lambda: out.append(zp.stdout.read()))
+    t.start()
+    block = sample * (1 << 16)
+    for _ in range(n >> 16):
+        zp.stdin.write(block)
+    zp.stdin.close()
+    t.join()
+    zp.wait()
+    z = out[0]
+    data = bytearray(pipe_header(st, flags=ATTR_SAMPLE_ID_ALL))
+    for i in range(0, len(z), 4096):
+        data += rec_nopad(REC_COMPRESSED, z[i:i + 4096])
+    # PERF_RECORD_LOST: id, lost, then the sample_id trailer (tid, time)
+    data += rec(REC_LOST, struct.pack("<QQIIQ", 1, 100, 1, 1, 1_000_000))
+    write("sametime.data", bytes(data))
+    print(f"  {n} samples of {len(sample)} bytes")
 
 
 def varint(v):
@@ -211,7 +241,7 @@ def dwarfbomb(src):
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["zbomb", "endless", "escape", "diffs"]
+    which = sys.argv[1:] or ["zbomb", "endless", "escape", "sametime", "diffs"]
     if which[0] == "dwarfbomb":
         dwarfbomb(which[1])
         sys.exit(0)
