@@ -31,7 +31,7 @@ func TestLostTrackerSameTime(t *testing.T) {
 			l.fault(rec.Time)
 			maxRuns = max(maxRuns, cap(l.recent))
 		case *perfdata.Lost:
-			l.lost(rec, -1)
+			l.lost(&rec.SampleID, rec.Count, false, -1)
 		}
 	}
 	if r.Err() != nil {
@@ -69,8 +69,7 @@ func TestLostTrackerManyTimes(t *testing.T) {
 	// A LOST_SAMPLES of the fault event at the last fault's time: S is the
 	// event's last sample (the last fault), so the window holds 1 fault.
 	last := sid.Time
-	lost := &perfdata.Lost{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordLostSamples, SampleID: perfdata.SampleID{Time: last, Has: perfdata.SampleTime}}, Count: 1}
-	l.lost(lost, 0)
+	l.lost(&perfdata.SampleID{Time: last, Has: perfdata.SampleTime}, 1, true, 0)
 	if l.Faults < 1 || l.Faults > slack {
 		t.Errorf("window at the last fault counted %d faults, want 1 (at most %d with runs %d ns wide)", l.Faults, slack, l.res)
 	}
@@ -83,7 +82,7 @@ func TestLostTrackerManyTimes(t *testing.T) {
 	S := last - 5e8
 	m.haveFirst = true
 	m.mark(0, 0, S)
-	m.lost(&perfdata.Lost{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordLost, SampleID: perfdata.SampleID{Time: last, Has: perfdata.SampleTime}}, Count: 1}, -1)
+	m.lost(&perfdata.SampleID{Time: last, Has: perfdata.SampleTime}, 1, false, -1)
 	exact := uint64(5e8/step + 1)
 	if slack = m.res/step + 1; m.Faults < exact || m.Faults > exact+slack {
 		t.Errorf("window of 0.5 s counted %d faults, want %d (up to %d more with runs %d ns wide)", m.Faults, exact, slack, m.res)

@@ -18,14 +18,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
-)
-
-// perf.data magics (tools/perf/util/header.c: __perf_magic2 and its
-// byte-swapped form); pipe-mode recordings start with the same magic.
-var (
-	perfMagicLE = []byte("PERFILE2")
-	perfMagicBE = []byte("2ELIFREP")
 )
 
 // IsPerfData reports whether the file at path is a perf.data recording
@@ -50,15 +44,11 @@ func IsPerfData(path string) (bool, error) {
 // (diff <(cat p.pb.gz) ...).
 func Sniff(r io.Reader) (io.Reader, bool, error) {
 	br := bufio.NewReader(r)
-	magic, err := br.Peek(len(perfMagicLE))
+	magic, err := br.Peek(perfdata.MagicLen)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return br, false, err
 	}
-	return br, isPerfMagic(magic), nil
-}
-
-func isPerfMagic(b []byte) bool {
-	return bytes.Equal(b, perfMagicLE) || bytes.Equal(b, perfMagicBE)
+	return br, perfdata.IsPerfData(magic), nil
 }
 
 // NotProfileError reports an input that is neither a pprof profile nor a
@@ -98,7 +88,7 @@ func Read(name string, r io.Reader) (*profile.Profile, error) {
 	if len(data) > maxInputSize {
 		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("more than %d MiB, larger than any faultline profile; is it a device or a stream that never ends?", maxInputSize>>20)}
 	}
-	if isPerfMagic(data[:min(len(data), 8)]) {
+	if perfdata.IsPerfData(data) {
 		return nil, &NotProfileError{Path: name, Err: errors.New("this is a perf.data recording; analyze it first")}
 	}
 	for layer := 1; len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b; layer++ {

@@ -32,7 +32,8 @@ type Locator struct {
 	BuildIDDir string
 	// DebugDirs are the global debug directories (default /usr/lib/debug),
 	// searched as DIR/.build-id/xx/<rest>.debug, DIR/<dir>/<debuglink>,
-	// DIR/<path>.debug and DIR/<path>; under Symfs first when it is set.
+	// DIR/<path>.debug and DIR/<path>; under Symfs when it is set (and
+	// then outside it only with HostFallback).
 	DebugDirs []string
 	// DebuginfodCache is the debuginfod client cache
 	// (DIR/<bid>/debuginfo, DIR/<bid>/executable). Empty disables it. Nothing is

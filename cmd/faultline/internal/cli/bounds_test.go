@@ -59,7 +59,7 @@ func runBounded(t *testing.T, args ...string) boundedRun {
 // craftedPath names a file of testdata/crafted (made by its gen.sh).
 func craftedPath(t *testing.T, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", "testdata", "crafted", name))
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "testdata", "crafted", name))
 	if err != nil {
 		t.Fatal(err)
 	}
