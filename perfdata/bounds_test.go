@@ -59,7 +59,7 @@ func TestQueueBoundZbomb(t *testing.T) {
 	}
 	// The queue flushes when a record takes it past the bound: it holds
 	// at most the bound plus that record (4152 bytes and its entry).
-	if flushes == 0 || q > DefaultQueueSize+4152+qentCost || live > 2*DefaultQueueSize+maxChunkSize {
+	if flushes == 0 || q > DefaultQueueSize+4152+qentCost || live > DefaultQueueSize+maxChunkSize {
 		t.Errorf("queue not bounded: %d forced flushes, at most %d bytes queued (bound %d), %d bytes of chunks pinned", flushes, q, DefaultQueueSize, live)
 	}
 	// The guard fires after the first GiB: 1 GiB less what the last
@@ -147,7 +147,7 @@ func TestQueueBoundEndlessPipe(t *testing.T) {
 	if n != 1+blocks*64 || st.Samples != blocks*64 {
 		t.Errorf("%d records (%d samples) delivered, want the ATTR and %d samples", n, st.Samples, blocks*64)
 	}
-	if q > bound+40+qentCost || live > 2*bound+maxChunkSize {
+	if q > bound+40+qentCost || live > bound+maxChunkSize {
 		t.Errorf("at most %d bytes queued and %d pinned, bound %d", q, live, bound)
 	}
 	// Each queued sample costs 40 bytes in its arena chunk plus qentCost;

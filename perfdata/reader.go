@@ -102,7 +102,7 @@ type Options struct {
 
 // Defaults for Options.
 const (
-	DefaultQueueSize   = 256 << 20
+	DefaultQueueSize   = 64 << 20
 	DefaultMaxInflated = 64 << 30
 )
 
@@ -795,7 +795,7 @@ func (r *Reader) queue(t uint64, rec rawRec) {
 	r.stats.QueuePeak = max(r.stats.QueuePeak, uint64(r.queued))
 	// Chunks pinned by a few queued records count too: a record with a
 	// late time in every arena chunk would keep them all.
-	if r.queued > r.queueMax || r.src.arena.live > 2*r.queueMax {
+	if r.queued > r.queueMax || r.src.arena.live > r.queueMax {
 		r.flushOldest(rec.off)
 	}
 }
@@ -814,7 +814,7 @@ func (r *Reader) flushOldest(off int64) {
 		r.sorted = true
 	}
 	limit := ^uint64(0)
-	if r.src.arena.live <= 2*r.queueMax {
+	if r.src.arena.live <= r.queueMax {
 		left := r.queued
 		for i := range r.pending {
 			if left <= r.queueMax/2 {
