@@ -143,3 +143,15 @@ func TestSymfsEscape(t *testing.T) {
 		t.Errorf("stderr echoes the file's contents:\n%s", stderr)
 	}
 }
+
+// zbomb.data (121 KB expanding over 10000×) stops with a clear message and
+// exit 2, in bounded memory, whichever command reads it.
+func TestZbombCommands(t *testing.T) {
+	zbomb := craftedPath(t, "zbomb.data")
+	for _, args := range [][]string{{"info", zbomb}, {"script", zbomb}} {
+		r := runBounded(t, args...)
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "compressed records expand") || !strings.Contains(r.stderr, "corrupt or crafted") {
+			t.Errorf("%s: exit %d, stderr %q", args[0], r.code, r.stderr)
+		}
+	}
+}
