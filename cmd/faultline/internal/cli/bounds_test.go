@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,17 +94,17 @@ func TestDiffBounds(t *testing.T) {
 	}
 }
 
-// diff <(cat base.pb.gz) <(cat new.pb.gz): each input is a pipe that can be
-// read once.
-func TestDiffPipes(t *testing.T) {
+// fifos serves each file through a named pipe that can be read once, as
+// diff <(cat FILE) ... does.
+func fifos(t *testing.T, files ...string) []string {
 	dir := t.TempDir()
 	var names []string
-	for _, src := range []string{"diff-sat-base.pb.gz", "diff-sat-new.pb.gz"} {
-		data, err := os.ReadFile(craftedPath(t, src))
+	for i, src := range files {
+		data, err := os.ReadFile(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fifo := filepath.Join(dir, src)
+		fifo := filepath.Join(dir, fmt.Sprint(i))
 		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -115,9 +116,22 @@ func TestDiffPipes(t *testing.T) {
 		}()
 		names = append(names, fifo)
 	}
+	return names
+}
+
+// diff <(cat base.pb.gz) <(cat new.pb.gz), and the same with pipe-mode
+// recordings: the format is sniffed without reopening the pipe.
+func TestDiffPipes(t *testing.T) {
+	names := fifos(t, craftedPath(t, "diff-sat-base.pb.gz"), craftedPath(t, "diff-sat-new.pb.gz"))
 	code, stdout, stderr := runCLI("diff", names[0], names[1])
 	if code != ExitRegression || !strings.Contains(stdout, "+9223372036854775807") {
 		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rec := "../../../../testdata/perf/basic.pipe.data"
+	names = fifos(t, rec, rec)
+	code, stdout, stderr = runCLI("diff", "--symfs", "../../../../testdata/symfs", names[0], names[1])
+	if code != ExitOK || !strings.Contains(stdout, "OK: no site grew") {
+		t.Errorf("pipe-mode recordings through pipes: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
 
