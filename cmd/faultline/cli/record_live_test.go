@@ -1,0 +1,389 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/faultline/faultline/perfdata"
+)
+
+// requireLiveRecord skips a test that records for real unless it can: not
+// -short, root, tracefs with uprobe_events. perf is not needed.
+func requireLiveRecord(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("records live; skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("not root: adding uprobes needs root")
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
+		t.Skip("no tracefs with uprobe_events at /sys/kernel/tracing")
+	}
+}
+
+// requirePerf returns perf's path for the checks that compare with it.
+func requirePerf(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("perf")
+	if err != nil {
+		t.Skip("no perf in PATH: the reference counts come from perf")
+	}
+	if out, err := exec.Command(p, "version").CombinedOutput(); err != nil {
+		t.Skipf("perf does not run: %v %s", err, out)
+	}
+	return p
+}
+
+// buildRecordPrograms builds testdata/record/src with its generator.
+func buildRecordPrograms(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("cc"); err != nil {
+		t.Skip("no C compiler (cc) to build testdata/record/src")
+	}
+	dir := t.TempDir()
+	gen := filepath.Join("..", "..", "..", "testdata", "record", "gen.sh")
+	if out, err := exec.Command("sh", gen, dir).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", gen, err, out)
+	}
+	return dir
+}
+
+// ourGroup is the probe group record uses inside this test process.
+func ourGroup() string { return probeGroupFor(os.Getpid()) }
+
+// uprobeEvents reads the probe list.
+func uprobeEvents(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("/sys/kernel/tracing/uprobe_events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkNoProbesLeft fails if this process's group is still in tracefs.
+func checkNoProbesLeft(t *testing.T, when string) {
+	t.Helper()
+	if evs := probeGroups(uprobeEvents(t))[ourGroup()]; len(evs) > 0 {
+		t.Errorf("%s: probes left behind in %s: %v", when, ourGroup(), evs)
+	}
+}
+
+func runRecordMain(args ...string) (int, string) {
+	var stdout, stderr bytes.Buffer
+	code := Main(append([]string{"record"}, args...), &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	return code, stderr.String()
+}
+
+// countSamples counts SAMPLE records per event name with our reader, and
+// the LOST_SAMPLES per event.
+func countSamples(t *testing.T, path string) (samples, lost map[string]uint64, total uint64) {
+	t.Helper()
+	rd, err := perfdata.Open(path, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for rd.Next() {
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	samples, lost = map[string]uint64{}, map[string]uint64{}
+	for _, ev := range rd.Events() {
+		samples[ev.Name] += ev.Samples
+		lost[ev.Name] += ev.Lost
+		total += ev.Samples
+	}
+	return samples, lost, total
+}
+
+// TestRecordLiveChurn is issue 10's first acceptance line on a smaller
+// run: testdata/record/src/churn.c recorded with the defaults and perf
+// absent from PATH. The recording loses nothing (perf report --stats, when
+// perf is installed), its per-event counts equal `perf stat -e` on the same
+// probes for the same deterministic run, and perf script prints as many
+// samples as our reader counts.
+func TestRecordLiveChurn(t *testing.T) {
+	requireLiveRecord(t)
+	progs := buildRecordPrograms(t)
+	perfPath, _ := exec.LookPath("perf")
+	const iters = "100000"
+	out := filepath.Join(t.TempDir(), "churn.data")
+	t.Setenv("PATH", "/nonexistent") // no perf (nor anything else) on PATH
+	code, stderr := runRecordMain("-o", out, "--", filepath.Join(progs, "churn"), iters)
+	t.Logf("record:\n%s", stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkNoProbesLeft(t, "after a normal exit")
+	_, lost, total := countSamples(t, out)
+	g := ourGroup()
+	// churn: 2 calls per iteration + 2 per 1000, + 64 final frees.
+	n, _ := strconv.Atoi(iters)
+	if got, min := rangeCount(t, out, g+":malloc"), uint64(n+n/1000); got < min {
+		t.Errorf("%s:malloc: %d samples, want at least %d (the program's own calls)", g, got, min)
+	}
+	for name, l := range lost {
+		if l != 0 {
+			t.Errorf("%s lost %d samples", name, l)
+		}
+	}
+	if perfPath == "" {
+		t.Skip("no perf: the comparison with perf stat and perf script is skipped")
+	}
+	os.Setenv("PATH", filepath.Dir(perfPath)+":/usr/bin:/bin")
+
+	// perf report --stats: no LOST, no LOST_SAMPLES anywhere.
+	stats, err := exec.Command(perfPath, "report", "--stats", "-i", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("perf report --stats: %v\n%s", err, stats)
+	}
+	if strings.Contains(string(stats), "LOST") {
+		t.Errorf("perf report --stats shows losses:\n%s", stats)
+	}
+	// perf script prints every sample our reader counts.
+	script, err := exec.Command(perfPath, "script", "-F", "comm,tid,time,event", "-i", out).Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	if lines := uint64(bytes.Count(script, []byte("\n"))); lines != total {
+		t.Errorf("perf script printed %d samples, our reader counts %d", lines, total)
+	}
+
+	// perf stat on the same probes (a group of the test's own, same
+	// functions, same libc) for the same run.
+	statGroup := fmt.Sprintf("fltest_%d", os.Getpid())
+	sys := realSystem{}
+	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: statGroup, tracefs: "/sys/kernel/tracing"}
+	lib, err := r.findLibc(filepath.Join(progs, "churn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	funcs, _ := canonicalProbes([]string{"all"})
+	defs, _, err := probeDefinitions(sys, lib, statGroup, funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.removeProbes()
+	if err := r.addProbes(defs); err != nil {
+		t.Fatal(err)
+	}
+	var evs []string
+	for _, d := range defs {
+		evs = append(evs, statGroup+":"+d.event)
+	}
+	evs = append(evs, "page-faults:u")
+	statOut := filepath.Join(t.TempDir(), "stat.csv")
+	cmd := exec.Command(perfPath, "stat", "-x,", "-o", statOut, "-e", strings.Join(evs, ","), "--", filepath.Join(progs, "churn"), iters)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("perf stat: %v\n%s", err, b)
+	}
+	r.removeProbes()
+	csv, _ := os.ReadFile(statOut)
+	compared := 0
+	for _, line := range strings.Split(string(csv), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 3 || !strings.HasPrefix(f[2], statGroup+":") {
+			continue
+		}
+		want, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			t.Errorf("perf stat line %q", line)
+			continue
+		}
+		name := g + ":" + strings.TrimPrefix(f[2], statGroup+":")
+		// The range instance of each event; the stack instances of malloc
+		// share the name and are counted separately below.
+		got := rangeCount(t, out, name)
+		if got != want {
+			t.Errorf("%s: recorded %d, perf stat counted %d", name, got, want)
+		}
+		t.Logf("%s: recorded %d, perf stat %d", name, got, want)
+		compared++
+	}
+	if compared != len(defs) {
+		t.Errorf("compared %d events with perf stat, want %d:\n%s", compared, len(defs), csv)
+	}
+}
+
+// rangeCount counts the samples of the range instance of name (the attr
+// without a user stack).
+func rangeCount(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	rd, err := perfdata.Open(path, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for rd.Next() {
+	}
+	var n uint64
+	for _, ev := range rd.Events() {
+		if ev.Name == name && ev.Attr.SampleType&perfdata.SampleStackUser == 0 {
+			n += ev.Samples
+		}
+	}
+	return n
+}
+
+// TestRecordLiveExitStatus: record exits with the program's status, 128+N
+// for a signal, and the recording is complete either way.
+func TestRecordLiveExitStatus(t *testing.T) {
+	requireLiveRecord(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "x.data")
+	code, stderr := runRecordMain("-q", "-o", out, "--", "/bin/sh", "-c", "exit 3")
+	if code != 3 || !strings.Contains(stderr, "exited with status 3") {
+		t.Errorf("exit 3: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "-o", out, "--", "/bin/sh", "-c", "kill -SEGV $$")
+	if code != 128+int(syscall.SIGSEGV) || !strings.Contains(stderr, "killed by signal 11 (SIGSEGV)") {
+		t.Errorf("SIGSEGV: record exit %d, stderr %q", code, stderr)
+	}
+	if _, _, total := countSamples(t, out); total == 0 {
+		t.Errorf("no samples recorded from the crashed program")
+	}
+	checkNoProbesLeft(t, "after the program died")
+}
+
+// TestRecordLiveErrorAndInterrupt: probes are gone after an error that
+// happens once they exist, and after Ctrl-C (SIGINT to record, passed on to
+// the program), which leaves a complete recording.
+func TestRecordLiveErrorAndInterrupt(t *testing.T) {
+	requireLiveRecord(t)
+	dir := t.TempDir()
+	code, stderr := runRecordMain("-q", "-o", filepath.Join(dir, "no", "such", "dir", "x.data"), "--", "/bin/true")
+	if code != ExitFailure || !strings.Contains(stderr, "cannot create the output") {
+		t.Errorf("error path: exit %d, %q", code, stderr)
+	}
+	checkNoProbesLeft(t, "after an error")
+
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+		marker := filepath.Join(dir, "started-"+sig.String())
+		out := filepath.Join(dir, "int.data")
+		done := make(chan int, 1)
+		var errText string
+		go func() {
+			code, s := runRecordMain("-q", "-o", out, "--", "/bin/sh", "-c", "touch '"+marker+"'; exec sleep 30")
+			errText = s
+			done <- code
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := os.Stat(marker); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the recorded program never started")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		syscall.Kill(os.Getpid(), sig)
+		code := <-done
+		if code != 128+int(sig) {
+			t.Errorf("%v: exit %d, want %d; %s", sig, code, 128+int(sig), errText)
+		}
+		if _, _, total := countSamples(t, out); total == 0 {
+			t.Errorf("%v: the recording has no samples", sig)
+		}
+		checkNoProbesLeft(t, "after "+sig.String())
+	}
+}
+
+// TestRecordLiveNewlineLibc is issue 15's acceptance: a library path with a
+// newline is refused and the probe list is unchanged — in particular a
+// probe the path would have deleted (a group of this test's own) stays.
+func TestRecordLiveNewlineLibc(t *testing.T) {
+	requireLiveRecord(t)
+	lib := libcForTest(t)
+	victim := fmt.Sprintf("fltestvictim_%d", os.Getpid())
+	sys := realSystem{}
+	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: victim, tracefs: "/sys/kernel/tracing"}
+	defs, _, err := probeDefinitions(sys, lib, victim, []string{"malloc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.removeProbes()
+	if err := r.addProbes(defs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "x\n-:"+victim+"/malloc\n")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	evil := filepath.Join(dir, "libc.so.6")
+	data, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evil, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before := probeGroups(uprobeEvents(t))
+	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
+	if code != ExitFailure || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
+		t.Errorf("exit %d, %q", code, stderr)
+	}
+	after := probeGroups(uprobeEvents(t))
+	if strings.Join(after[victim], ",") != strings.Join(before[victim], ",") || len(after[victim]) != 1 {
+		t.Errorf("victim probes before %v, after %v", before[victim], after[victim])
+	}
+	checkNoProbesLeft(t, "after refusing the path")
+}
+
+// TestRecordLivePid records a running process (-p) for a short duration:
+// its existing mappings are synthesized (the binary and libc are named
+// without the process doing anything new).
+func TestRecordLivePid(t *testing.T) {
+	requireLiveRecord(t)
+	cmd := exec.Command("/bin/sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Wait until the loader has mapped libc (record -p finds it there).
+	for i := 0; i < 200; i++ {
+		if m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)); bytes.Contains(m, []byte("libc")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out := filepath.Join(t.TempDir(), "pid.data")
+	code, stderr := runRecordMain("-q", "-o", out, "-p", strconv.Itoa(cmd.Process.Pid), "--duration", "300ms")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rd, err := perfdata.Open(out, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var names []string
+	comm := false
+	for rd.Next() {
+		switch rec := rd.Record().(type) {
+		case *perfdata.Mmap:
+			if int(rec.Pid) == cmd.Process.Pid {
+				names = append(names, rec.Filename)
+			}
+		case *perfdata.Comm:
+			comm = comm || (int(rec.Pid) == cmd.Process.Pid && rec.Comm == "sleep")
+		}
+	}
+	joined := strings.Join(names, " ")
+	if !comm || !strings.Contains(joined, "sleep") || !regexp.MustCompile(`libc[.-]`).MatchString(joined) {
+		t.Errorf("synthesized sideband: comm %v, mappings %q", comm, joined)
+	}
+	checkNoProbesLeft(t, "after -p")
+}
