@@ -47,13 +47,13 @@ const fakeEvents = "/sys/kernel/tracing/uprobe_events"
 
 func newFakeSys() *fakeSys {
 	return &fakeSys{
-		files: map[string]string{fakeEvents: ""},
-		real:  map[string]string{},
-		path:  map[string]string{},
-		run:   map[string]fakeRun{},
-		busy:  map[string]bool{},
-		alive: map[int]bool{},
-		pid:   4242,
+		files:   map[string]string{fakeEvents: ""},
+		real:    map[string]string{},
+		path:    map[string]string{},
+		run:     map[string]fakeRun{},
+		busy:    map[string]bool{},
+		alive:   map[int]bool{},
+		pid:     4242,
 		regular: map[string]bool{},
 	}
 }
