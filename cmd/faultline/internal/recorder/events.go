@@ -65,6 +65,8 @@ const (
 	attrTask         = 1 << 13
 	attrMmapData     = 1 << 17
 	attrCommExec     = 1 << 24
+	// attrExcludeCallchainUser is exclude_callchain_user.
+	attrExcludeCallchainUser = 1 << 22
 )
 
 // openedEvent is one spec opened on one CPU for one thread.

@@ -239,8 +239,12 @@ func buildSpecs(cfg *Config) []*spec {
 	add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
 	stackAttr := func(a perfdata.Attr) perfdata.Attr {
 		// No PERF_SAMPLE_PERIOD: with it a tracepoint samples every hit
-		// whatever sample_period says.
-		a.SampleType |= perfdata.SampleRegsUser | perfdata.SampleStackUser
+		// whatever sample_period says. CALLCHAIN with the user part
+		// excluded is what perf record --call-graph dwarf asks for (an
+		// empty chain here: these samples are taken in user context); perf
+		// script and perf report print DWARF stacks only with it.
+		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+		a.Flags |= attrExcludeCallchainUser
 		a.SampleRegsUser = userRegsMask
 		a.SampleStackUser = cfg.StackSize
 		return a
