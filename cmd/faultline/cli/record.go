@@ -575,8 +575,16 @@ func writeLossTable(w io.Writer, events []rec.EventCount, every uint64) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tsamples\tlost\t\n", width, "event")
+	quiet := 0
 	for _, e := range events {
+		if e.Samples == 0 && e.Lost == 0 {
+			quiet++ // a function the program never called
+			continue
+		}
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t\n", width, label(e), strconv.FormatUint(e.Samples, 10), strconv.FormatUint(e.Lost, 10))
 	}
 	tw.Flush()
+	if quiet > 0 {
+		fmt.Fprintf(w, "  (%d more events recorded nothing; faultline info lists them all)\n", quiet)
+	}
 }
