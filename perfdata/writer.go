@@ -93,6 +93,8 @@ type Writer struct {
 	attrs    fileSection
 	dataOff  int64
 	zenc     *zstd.Encoder
+	zlevel   int
+	zbytes   int64 // compressed payload bytes written
 	zbuf     zstdSink
 	pending  int // uncompressed bytes since the last flush
 	rawBytes int64
@@ -131,10 +133,11 @@ func NewWriter(out WriterTarget, events []WriterEvent, opts *WriterOptions) (*Wr
 	w.attrs.size = w.pos - w.attrs.off
 	w.dataOff = w.pos
 	if opts != nil && opts.Compress {
-		lvl := zstd.SpeedDefault
+		w.zlevel = 3 // zstd's default level, what SpeedDefault stands for
 		if opts.Level > 0 {
-			lvl = zstd.EncoderLevelFromZstd(opts.Level)
+			w.zlevel = opts.Level
 		}
+		lvl := zstd.EncoderLevelFromZstd(w.zlevel)
 		enc, err := zstd.NewWriter(&w.zbuf, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return nil, fmt.Errorf("perfdata: zstd: %w", err)
@@ -251,6 +254,7 @@ func (w *Writer) emitCompressed() {
 		binary.LittleEndian.PutUint16(h[6:], uint16(8+n))
 		w.write(h[:])
 		w.write(b[:n])
+		w.zbytes += int64(n)
 		b = b[n:]
 	}
 	w.zbuf.b = w.zbuf.b[:0]
@@ -319,8 +323,12 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 	if w.zenc != nil {
 		// struct { u32 version, type, level, ratio, mmap_len }: perf sizes
 		// its decompression buffer by mmap_len.
+		ratio := uint32(1)
+		if w.zbytes > 0 {
+			ratio = uint32(max(1, (w.rawBytes+w.zbytes/2)/w.zbytes))
+		}
 		var b []byte
-		for _, v := range []uint32{0, compressZstd, 1, 1, compressMmapLen} {
+		for _, v := range []uint32{0, compressZstd, uint32(w.zlevel), ratio, compressMmapLen} {
 			b = binary.LittleEndian.AppendUint32(b, v)
 		}
 		add(FeatCompressed, b)

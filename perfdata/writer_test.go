@@ -224,6 +224,9 @@ func TestWriterRoundTrip(t *testing.T) {
 			if m.Hostname != "wtest-host" || m.OSRelease != "6.1.0-test" || m.Arch != "x86_64" || m.NrCPUsOnline != 2 || m.TotalMemKB != 1<<20 {
 				t.Errorf("meta = %+v", m)
 			}
+			if c := m.Compression; compress && (c.Type != 1 || c.Level != 3 || c.Ratio < 2 || c.MmapLen != compressMmapLen) {
+				t.Errorf("COMPRESSED feature %+v", c)
+			}
 			if strings.Join(m.Cmdline, " ") != "faultline record -- wtest" {
 				t.Errorf("cmdline %q", m.Cmdline)
 			}

@@ -387,3 +387,64 @@ func TestRecordLivePid(t *testing.T) {
 	}
 	checkNoProbesLeft(t, "after -p")
 }
+
+// TestRecordLiveSudoOutput is issue 15's acceptance for case 1, live:
+// under sudo (SUDO_UID set) with a symlink planted at the output name,
+// record writes and chowns only the file it created; with -z and -o - the
+// recording arrives on standard output, compressed, and reads back.
+func TestRecordLiveSudoOutput(t *testing.T) {
+	requireLiveRecord(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.data")
+	if err := os.Symlink(target, out); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SUDO_UID", "1000")
+	t.Setenv("SUDO_GID", "1000")
+	if code, stderr := runRecordMain("-q", "-o", out, "--", "/bin/true"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	st, err := os.Stat(target)
+	if err != nil || st.Size() != 0 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("symlink target touched: %v size %d", err, st.Size())
+	}
+	lst, err := os.Lstat(out)
+	if err != nil || !lst.Mode().IsRegular() || lst.Sys().(*syscall.Stat_t).Uid != 1000 || lst.Sys().(*syscall.Stat_t).Gid != 1000 {
+		t.Errorf("output: %v %v", err, lst)
+	}
+	if _, _, total := countSamples(t, out); total == 0 {
+		t.Errorf("empty recording")
+	}
+
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(dir)
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"record", "-q", "-z", "-o", "-", "--", "/bin/echo", "hello"}, &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	if code != ExitOK || !strings.Contains(stderr.String(), "hello") {
+		t.Fatalf("-o -: exit %d, stderr %q (the program's output goes to stderr)", code, stderr.String())
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Errorf("a file named - was created")
+	}
+	piped := filepath.Join(dir, "piped.data")
+	os.WriteFile(piped, stdout.Bytes(), 0o600)
+	rd, err := perfdata.Open(piped, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	n := 0
+	for rd.Next() {
+		if _, ok := rd.Record().(*perfdata.Sample); ok {
+			n++
+		}
+	}
+	if rd.Err() != nil || n == 0 || rd.Meta().Compression.Type != 1 || rd.Stats().Compressed == 0 {
+		t.Errorf("-z -o -: %v, %d samples, compression %+v", rd.Err(), n, rd.Meta().Compression)
+	}
+}
