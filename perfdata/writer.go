@@ -278,11 +278,11 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 		f = &WriterFeatures{}
 	}
 	type feat struct {
-		bit  int
+		bit  Feature
 		body []byte
 	}
 	var feats []feat
-	add := func(bit int, body []byte) { feats = append(feats, feat{bit, body}) }
+	add := func(bit Feature, body []byte) { feats = append(feats, feat{bit, body}) }
 	if len(f.TracingData) > 0 {
 		add(FeatTracingData, f.TracingData)
 	}
@@ -353,7 +353,7 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 		return w.err
 	}
 	h := make([]byte, fileHeaderSize)
-	copy(h, magicLE)
+	copy(h, MagicLE)
 	le := binary.LittleEndian
 	le.PutUint64(h[8:], fileHeaderSize)
 	le.PutUint64(h[16:], writerAttrSize+fileSectionSize)
@@ -399,11 +399,11 @@ func (w *Writer) eventDesc() []byte {
 func appendAttr(b []byte, a *Attr) []byte {
 	p := make([]byte, writerAttrSize)
 	le := binary.LittleEndian
-	le.PutUint32(p[0:], a.Type)
+	le.PutUint32(p[0:], uint32(a.Type))
 	le.PutUint32(p[4:], writerAttrSize)
 	le.PutUint64(p[8:], a.Config)
 	le.PutUint64(p[16:], a.SamplePeriod)
-	le.PutUint64(p[24:], a.SampleType)
+	le.PutUint64(p[24:], uint64(a.SampleType))
 	le.PutUint64(p[32:], a.ReadFormat)
 	le.PutUint64(p[40:], a.Flags)
 	le.PutUint32(p[48:], a.WakeupEvents)

@@ -272,7 +272,7 @@ func TestWriterRoundTrip(t *testing.T) {
 					if rec.Addr != 0x400000 || rec.Ino != 77 || rec.Prot != 5 {
 						t.Errorf("mmap %+v", rec)
 					}
-				case *Lost:
+				case *LostSamples:
 					lost += rec.Count
 				}
 			}

@@ -55,18 +55,6 @@ const (
 	userRegsMask = 0xff0fff
 	// readFormat gives each event's id and its lost samples.
 	readFormat = perfdata.ReadID | perfdata.ReadLost
-	// swDummy and swPageFaults are PERF_COUNT_SW_DUMMY and
-	// PERF_COUNT_SW_PAGE_FAULTS.
-	swDummy      = 9
-	swPageFaults = 2
-	// attrEnableOnExec, attrTask, attrMmapData, attrCommExec are
-	// perf_event_attr bits perfdata's format.go has no names for.
-	attrEnableOnExec = 1 << 12
-	attrTask         = 1 << 13
-	attrMmapData     = 1 << 17
-	attrCommExec     = 1 << 24
-	// attrExcludeCallchainUser is exclude_callchain_user.
-	attrExcludeCallchainUser = 1 << 22
 )
 
 // openedEvent is one spec opened on one CPU for one thread.
@@ -101,12 +89,12 @@ func goPerfAttr(a *perfdata.Attr) *perf.Attr {
 		ExcludeKernel: f&perfdata.AttrExcludeKernel != 0,
 		Mmap:          f&perfdata.AttrMmap != 0,
 		Comm:          f&perfdata.AttrComm != 0,
-		EnableOnExec:  f&attrEnableOnExec != 0,
-		Task:          f&attrTask != 0,
-		MmapData:      f&attrMmapData != 0,
+		EnableOnExec:  f&perfdata.AttrEnableOnExec != 0,
+		Task:          f&perfdata.AttrTask != 0,
+		MmapData:      f&perfdata.AttrMmapData != 0,
 		SampleIDAll:   f&perfdata.AttrSampleIDAll != 0,
 		Mmap2:         f&perfdata.AttrMmap2 != 0,
-		CommExec:      f&attrCommExec != 0,
+		CommExec:      f&perfdata.AttrCommExec != 0,
 	}
 	ga.Label = "dummy"
 	return ga
@@ -115,11 +103,11 @@ func goPerfAttr(a *perfdata.Attr) *perf.Attr {
 // openRaw opens a sampling event with perf_event_open(2) itself.
 func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
 	ua := unix.PerfEventAttr{
-		Type:              a.Type,
+		Type:              uint32(a.Type),
 		Size:              uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
 		Config:            a.Config,
 		Sample:            a.SamplePeriod,
-		Sample_type:       a.SampleType,
+		Sample_type:       uint64(a.SampleType),
 		Read_format:       a.ReadFormat,
 		Bits:              a.Flags,
 		Sample_regs_user:  a.SampleRegsUser,

@@ -208,28 +208,28 @@ func buildSpecs(cfg *Config) []*spec {
 	flags := uint64(perfdata.AttrSampleIDAll)
 	switch {
 	case cfg.Cmd != "" && !cfg.All:
-		flags |= perfdata.AttrDisabled | attrEnableOnExec | perfdata.AttrInherit
+		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
 	case cfg.Pid > 0:
 		flags |= perfdata.AttrInherit
 	}
 	var specs []*spec
 	add := func(sp *spec) { specs = append(specs, sp) }
 	dummyAttr := func(track bool) perfdata.Attr {
-		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: swDummy, SamplePeriod: 1,
+		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
 			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
 			Flags: flags | perfdata.AttrExcludeKernel}
 		if track {
-			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | attrTask | attrMmapData |
-				perfdata.AttrMmap2 | attrCommExec
+			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
+				perfdata.AttrMmap2 | perfdata.AttrCommExec
 		}
 		return a
 	}
 	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(true)})
 	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
-		Type: perfdata.TypeSoftware, Config: swPageFaults, SamplePeriod: 1,
+		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
 		Flags: flags | perfdata.AttrExcludeKernel}})
-	tp := func(p Probe, st uint64, period uint64) perfdata.Attr {
+	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
 			SampleType: st, ReadFormat: readFormat, Flags: flags}
 	}
@@ -244,7 +244,7 @@ func buildSpecs(cfg *Config) []*spec {
 		// empty chain here: these samples are taken in user context); perf
 		// script and perf report print DWARF stacks only with it.
 		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
-		a.Flags |= attrExcludeCallchainUser
+		a.Flags |= perfdata.AttrExcludeCallchainUser
 		a.SampleRegsUser = userRegsMask
 		a.SampleStackUser = cfg.StackSize
 		return a

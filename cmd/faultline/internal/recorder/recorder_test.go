@@ -30,7 +30,7 @@ func testConfig() *Config {
 // small ones 1 in StackEvery.
 func TestBuildSpecs(t *testing.T) {
 	specs := buildSpecs(testConfig())
-	stackBits := uint64(perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleCallchain)
+	stackBits := perfdata.SampleFormat(perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleCallchain)
 	var names []string
 	for _, s := range specs {
 		names = append(names, s.name)
@@ -43,12 +43,12 @@ func TestBuildSpecs(t *testing.T) {
 		}
 		// The command is held: everything switches on at its exec and
 		// follows its threads and children.
-		if a.Flags&(attrEnableOnExec|perfdata.AttrInherit|perfdata.AttrDisabled) != attrEnableOnExec|perfdata.AttrInherit|perfdata.AttrDisabled {
+		if a.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrInherit|perfdata.AttrDisabled) != perfdata.AttrEnableOnExec|perfdata.AttrInherit|perfdata.AttrDisabled {
 			t.Errorf("%s: flags %#x", s.name, a.Flags)
 		}
 		switch {
 		case s.dummy:
-			if a.Config != swDummy || a.SampleType&stackBits != 0 {
+			if a.Config != uint64(perfdata.SWDummy) || a.SampleType&stackBits != 0 {
 				t.Errorf("dummy: %+v", a)
 			}
 		case s.kind == kindRange:
@@ -67,7 +67,7 @@ func TestBuildSpecs(t *testing.T) {
 		t.Errorf("specs:\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}
 	// The tracking dummy carries the sideband, data mappings included.
-	if f := specs[0].attr.Flags; f&(perfdata.AttrMmap2|attrMmapData|perfdata.AttrComm|attrCommExec|attrTask) != perfdata.AttrMmap2|attrMmapData|perfdata.AttrComm|attrCommExec|attrTask {
+	if f := specs[0].attr.Flags; f&(perfdata.AttrMmap2|perfdata.AttrMmapData|perfdata.AttrComm|perfdata.AttrCommExec|perfdata.AttrTask) != perfdata.AttrMmap2|perfdata.AttrMmapData|perfdata.AttrComm|perfdata.AttrCommExec|perfdata.AttrTask {
 		t.Errorf("tracking flags %#x", f)
 	}
 	if specs[1].attr.SampleType&perfdata.SampleAddr == 0 || specs[1].attr.Flags&perfdata.AttrExcludeKernel == 0 {
@@ -87,7 +87,7 @@ func TestBuildSpecs(t *testing.T) {
 	if last.name != "page-faults" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)
 	}
-	if last.attr.Flags&(attrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {
+	if last.attr.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {
 		t.Errorf("-p: enabled now, inherited by new threads: flags %#x", last.attr.Flags)
 	}
 }

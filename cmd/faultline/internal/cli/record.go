@@ -21,14 +21,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(&command{
-		name:    "record",
-		summary: "record a program's allocations and page faults (no perf needed)",
-		run:     runRecord,
-	})
-}
-
 const recordHelp = `Usage: faultline record [flags] [--] CMD [ARGS...]
        faultline record [flags] -p PID [--duration D]
        faultline record [flags] -a [--duration D] [-- CMD [ARGS...]]
