@@ -51,7 +51,7 @@ func buildRecordPrograms(t *testing.T) string {
 		t.Skip("no C compiler (cc) to build testdata/record/src")
 	}
 	dir := t.TempDir()
-	gen := filepath.Join("..", "..", "..", "testdata", "record", "gen.sh")
+	gen := "../../../../testdata/record/gen.sh"
 	if out, err := exec.Command("sh", gen, dir).CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", gen, err, out)
 	}
