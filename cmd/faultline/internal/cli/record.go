@@ -532,6 +532,9 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	if o.quiet {
 		return
 	}
+	if res.TwinsRepaired+res.TwinsDropped > 0 {
+		fmt.Fprintf(w, "faultline: note: the kernel gave %d samples to the wrong one of two instances of an event (a shared perf_sample_data in software events); repaired\n", res.TwinsRepaired+res.TwinsDropped)
+	}
 	if res.Ran {
 		var hits uint64
 		for _, e := range res.Events {

@@ -78,8 +78,11 @@ type Result struct {
 	Events    []EventCount
 	RangeLost uint64 // PERF_RECORD_LOST totals of the range rings
 	StackLost uint64 // and of the stack rings
-	DataBytes int64  // uncompressed record bytes
-	FileBytes int64
+	// Samples the kernel gave the wrong one of two twinned events
+	// (twins.go): repaired in the range rings, dropped from the stack rings.
+	TwinsRepaired, TwinsDropped uint64
+	DataBytes                   int64 // uncompressed record bytes
+	FileBytes                   int64
 
 	// Of Cmd: how it ended and what it cost.
 	Ran        bool
@@ -164,6 +167,8 @@ type session struct {
 
 	counts   map[uint64]*uint64 // sample id → its spec's count
 	perSpec  map[*spec]*uint64
+	specOf   map[uint64]*spec
+	twins    twins
 	lost     map[*spec]uint64
 	firstT   uint64
 	lastT    uint64
@@ -301,9 +306,15 @@ func (s *session) open(tids []int) error {
 	for _, sp := range s.specs {
 		s.perSpec[sp] = new(uint64)
 	}
+	s.specOf = map[uint64]*spec{}
+	type source struct {
+		typ    perfdata.EventType
+		config uint64
+	}
 	for _, cpu := range s.cpus {
 		leaders := map[kind]*perf.Event{}
 		for ti, tid := range tids {
+			rangeOf := map[source]uint64{} // this CPU's and thread's range events
 			for _, sp := range s.specs {
 				o := &openedEvent{spec: sp, cpu: cpu, fd: -1}
 				if sp.dummy {
@@ -353,6 +364,22 @@ func (s *session) open(tids []int) error {
 				}
 				s.ids[sp] = append(s.ids[sp], o.id)
 				s.counts[o.id] = s.perSpec[sp]
+				s.specOf[o.id] = sp
+				if !sp.dummy {
+					src := source{sp.attr.Type, sp.attr.Config}
+					if sp.kind == kindRange {
+						rangeOf[src] = o.id
+						if s.twins.rangeIDs == nil {
+							s.twins.rangeIDs = map[uint64]bool{}
+						}
+						s.twins.rangeIDs[o.id] = true
+					} else if twin, ok := rangeOf[src]; ok {
+						if s.twins.twinOf == nil {
+							s.twins.twinOf = map[uint64]uint64{}
+						}
+						s.twins.twinOf[o.id] = twin
+					}
+				}
 			}
 		}
 	}
@@ -377,10 +404,15 @@ func (s *session) drain() (int, error) {
 				break
 			}
 			n += int(raw.Header.Size)
+			body, keep := s.twins.repair(r.kind, &raw, s.sampleType)
+			if !keep {
+				continue
+			}
+			raw.Data = body
 			if err := s.note(r, &raw); err != nil {
 				return total + n, err
 			}
-			if err := s.w.WriteRecordParts(uint32(raw.Header.Type), raw.Header.Misc, raw.Data); err != nil {
+			if err := s.w.WriteRecordParts(uint32(raw.Header.Type), raw.Header.Misc, body); err != nil {
 				return total + n, err
 			}
 			total += int(raw.Header.Size)
@@ -394,6 +426,15 @@ func (s *session) drain() (int, error) {
 		}
 	}
 	return total, nil
+}
+
+// sampleType returns the sample_type of the event with this id.
+func (s *session) sampleType(id uint64) (perfdata.SampleFormat, bool) {
+	sp := s.specOf[id]
+	if sp == nil {
+		return 0, false
+	}
+	return sp.attr.SampleType, true
 }
 
 // note counts a record: samples per event, LOST per ring kind, executable
@@ -462,6 +503,13 @@ func (s *session) run(held *heldCommand) error {
 	var done <-chan struct{}
 	start := time.Now()
 	if held != nil {
+		// A stop request while the events were being opened: do not
+		// start the program at all (the deferred abort ends the launcher).
+		select {
+		case sig := <-cfg.Signals:
+			return fmt.Errorf("interrupted by %v before the program started", sig)
+		default:
+		}
 		if err := held.release(); err != nil {
 			return fmt.Errorf("releasing the command: %w", err)
 		}
@@ -469,8 +517,11 @@ func (s *session) run(held *heldCommand) error {
 		s.res.Ran = true
 		done = held.done
 	}
-	var grace <-chan time.Time
-	stopping := false
+	var (
+		grace, forward <-chan time.Time
+		pending        os.Signal
+		stopping       bool
+	)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -478,8 +529,15 @@ func (s *session) run(held *heldCommand) error {
 		if err != nil {
 			return err
 		}
+		// A busy ring is read again at once; the select below still sees
+		// the program's exit and signals.
+		idle := tick.C
 		if n > s.rings[0].size/8 {
-			continue // busy: read again at once
+			idle = nil
+		}
+		var again <-chan time.Time
+		if idle == nil {
+			again = closedTimeChan
 		}
 		select {
 		case <-done:
@@ -496,15 +554,19 @@ func (s *session) run(held *heldCommand) error {
 				return err
 			}
 			if stopping {
-				held.cmd.Process.Kill()
+				held.cmd.Process.Kill() // asked twice
 				continue
 			}
-			// A terminal's Ctrl-C reached the command too; SIGTERM and
-			// SIGHUP sent to faultline alone are passed on. Either way we
-			// keep recording until it exits, so the file is complete.
-			held.cmd.Process.Signal(sig)
-			stopping = true
-			grace = time.After(5 * time.Second)
+			// Keep recording until the program exits, so the file is
+			// complete. A terminal's Ctrl-C (or hangup) reaches the
+			// program itself; a signal sent to faultline alone is passed
+			// on, a second later if the program is still running, so a
+			// program that handles SIGINT does not get it twice.
+			stopping, pending = true, sig
+			forward = time.After(time.Second)
+			grace = time.After(6 * time.Second)
+		case <-forward:
+			held.cmd.Process.Signal(pending)
 		case <-timer:
 			s.res.StoppedBy = "duration"
 			if held == nil {
@@ -515,15 +577,23 @@ func (s *session) run(held *heldCommand) error {
 			stopping = true
 			grace = time.After(5 * time.Second)
 		case <-grace:
-			// The command ignores the request: stop recording, leave it.
+			// The program ignores the request: stop recording, leave it.
 			s.res.Unfinished = true
 			s.res.Wall = time.Since(start)
 			_, err := s.drain()
 			return err
-		case <-tick.C:
+		case <-idle:
+		case <-again:
 		}
 	}
 }
+
+// closedTimeChan is always ready: the select of a busy loop does not wait.
+var closedTimeChan = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
 
 func (s *session) exitStatus(held *heldCommand) {
 	st := held.cmd.ProcessState
@@ -580,5 +650,6 @@ func (s *session) finish() error {
 		return err
 	}
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
+	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
 	return nil
 }

@@ -1,10 +1,13 @@
 package recorder
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
 
+	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -149,5 +152,51 @@ func TestParseMaps(t *testing.T) {
 	}
 	if m[2].name != "[heap]" || m[3].name != "//anon" || m[4].flags != 1 || m[4].name != "/dev/zero (deleted)" {
 		t.Errorf("others %+v", m[2:])
+	}
+}
+
+// TestTwinRepair: a copy of the stack instance's sample found in the range
+// ring becomes the range event's sample (the layout the range attr
+// declares, bytes for bytes what the kernel would have written), for a
+// fault and for a tracepoint; a range sample in the stack ring is dropped.
+func TestTwinRepair(t *testing.T) {
+	ne := binary.NativeEndian
+	u64 := func(b []byte, v ...uint64) []byte {
+		for _, x := range v {
+			b = ne.AppendUint64(b, x)
+		}
+		return b
+	}
+	faultST := perfdata.SampleFormat(baseSampleType | perfdata.SampleAddr | perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser)
+	tpST := perfdata.SampleFormat(baseSampleType | perfdata.SampleRaw | perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser)
+	types := map[uint64]perfdata.SampleFormat{7: faultST, 8: tpST}
+	st := func(id uint64) (perfdata.SampleFormat, bool) { f, ok := types[id]; return f, ok }
+	tw := &twins{twinOf: map[uint64]uint64{7: 70, 8: 80}, rangeIDs: map[uint64]bool{70: true, 80: true}}
+
+	// Fault: id ip tid time addr cpu | nr=1 ip | abi=2 regs(1) | size=8 data dyn
+	stack := u64(nil, 7, 0x401000, 42<<32|42, 1000, 0xdead000, 1)
+	stack = u64(stack, 1, 0xffffffff81000000, 2, 0x7ffe0000, 8, 0x1122334455667788, 8)
+	want := u64(nil, 70, 0x401000, 42<<32|42, 1000, 0xdead000, 1)
+	got, keep := tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: stack}, st)
+	if !keep || !bytes.Equal(got, want) {
+		t.Errorf("fault: keep %v\n got %x\nwant %x", keep, got, want)
+	}
+	// Tracepoint: id ip tid time cpu | nr=0 | raw (u32 12 + 12 bytes) | abi=0 | size=0
+	raw := append(ne.AppendUint32(nil, 12), []byte("abcdefghijkl")...)
+	stack = u64(nil, 8, 0x7f00, 42<<32|42, 2000, 0)
+	stack = append(u64(stack, 0), raw...)
+	stack = u64(stack, 0, 0)
+	want = append(u64(nil, 80, 0x7f00, 42<<32|42, 2000, 0), raw...)
+	got, keep = tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: stack}, st)
+	if !keep || !bytes.Equal(got, want) {
+		t.Errorf("tracepoint: keep %v\n got %x\nwant %x", keep, got, want)
+	}
+	// A range sample is left alone in its ring and dropped from a stack ring.
+	rng := u64(nil, 70, 1, 2, 3, 4, 5)
+	if got, keep := tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: rng}, st); !keep || !bytes.Equal(got, rng) {
+		t.Errorf("range sample in its ring changed")
+	}
+	if _, keep := tw.repair(kindStack, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: rng}, st); keep || tw.dropped != 1 || tw.repaired != 2 {
+		t.Errorf("range sample in a stack ring kept (%v), dropped %d repaired %d", keep, tw.dropped, tw.repaired)
 	}
 }
