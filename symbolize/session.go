@@ -611,3 +611,11 @@ func IsMemsetFamily(name string) bool {
 		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
 		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
 }
+
+// Locate interns the location of the instruction at pc in process pid, for
+// callers that have single instruction addresses rather than stacks (the
+// access log of correlate). It is not a return address: Lines names pc itself.
+func (s *Session) Locate(pid uint32, pc uint64) LocID {
+	pc, m := s.canonical(pc, s.Maps.Find(pid, pc))
+	return s.intern(Loc{PC: pc, Map: m})
+}

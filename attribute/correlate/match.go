@@ -1,0 +1,573 @@
+package correlate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Kind is how a fault was matched to an access.
+type Kind uint8
+
+// Match kinds, as the pairs file and the profile's match label spell them.
+const (
+	MatchNone Kind = iota // unmatched
+	MatchIP               // same page and the access's ip is the fault's
+	MatchPage             // same page and time (or order)
+)
+
+var kindNames = [...]string{"none", "ip", "page"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Reason says why a fault is unmatched.
+type Reason uint8
+
+// Reasons for an unmatched fault.
+const (
+	ReasonNone        Reason = iota // matched
+	ReasonThread                    // the fault's thread is not in the access log
+	ReasonNoAccess                  // no access to the fault's page in the access log
+	ReasonOnlyAfter                 // the page's accesses all come after the fault (and its window)
+	ReasonWindow                    // accesses before the fault, but earlier than the window
+	ReasonExplained                 // every access to the page is explained by an earlier fault
+	ReasonType                      // accesses to the page, none of a kind that makes this fault (a write fault needs a write; fetches are not logged)
+)
+
+var reasonText = [...]string{
+	"",
+	"a thread the access log does not cover",
+	"no access to that page in the log",
+	"accesses only after the fault",
+	"accesses before the fault, outside the window",
+	"accesses all explained by earlier faults",
+	"no access of the fault's kind (write fault, read access; or an instruction fetch)",
+}
+
+func (r Reason) String() string { return reasonText[r] }
+
+// Pair is a fault and the access that caused it.
+type Pair struct {
+	Fault  *Fault
+	Access Access // valid when Kind != MatchNone
+	Kind   Kind
+	Reason Reason
+}
+
+// Options steer matching.
+type Options struct {
+	PageSize uint64 // 4096 when 0
+	// Offset, when OffsetSet, is fault time − access time for the same
+	// instant (ns); otherwise it is estimated.
+	Offset    int64
+	OffsetSet bool
+	// Window is how far before (and, for clock jitter, after) a fault an
+	// access may lie; estimated when 0.
+	Window time.Duration
+	// Threads: "auto" (use the access log's thread ids when they are the
+	// fault log's), "match" (always), "ignore" (never).
+	Threads string
+	// MinExact is the number of exact (ip+page) matches below which they
+	// are called rare and the offset comes from page matches; 20 when 0.
+	MinExact int
+	// Progress, when set, is called with the access log bytes read so far.
+	Progress func(pass int, bytes int64)
+}
+
+// Result is the outcome of a correlation.
+type Result struct {
+	Pairs  []Pair // one per fault, in fault time order
+	Layout AccessLayout
+	// Accesses counts the access log's lines; OnFaultPages those on a
+	// page some fault touched.
+	Accesses, OnFaultPages uint64
+	Passes                 int    // how often the access log was read
+	Mode                   string // "time" or "order"
+	// Offset and Window as used; OffsetFrom says where the offset came
+	// from: "given", "ip" (median over exact matches), "page" (median over
+	// first touches, exact matches being rare), or "" (no times).
+	Offset     int64
+	Window     time.Duration
+	OffsetFrom string
+	// OffsetSpread is the median absolute deviation of the estimate's
+	// samples (ns); OffsetSamples their number.
+	OffsetSpread  int64
+	OffsetSamples int
+	// ExactRare: fewer exact matches than Options.MinExact in the order
+	// pass (typical under Pin, whose code cache runs the faulting copy).
+	ExactRare bool
+	// OrderExact counts the order pass's exact matches.
+	OrderExact int
+	// Threads says whether thread ids were compared, and why not.
+	Threads   bool
+	ThreadMsg string
+	Warnings  []string
+}
+
+// Counts sums the pairs by kind and reason.
+func (r *Result) Counts() (byKind [3]int, byReason [7]int) {
+	for i := range r.Pairs {
+		byKind[r.Pairs[i].Kind]++
+		byReason[r.Pairs[i].Reason]++
+	}
+	return
+}
+
+// AccessSource opens the access log for a pass. A source that can be
+// read only once (a pipe) returns ErrOnce on the second call.
+type AccessSource func(pass int) (io.Reader, error)
+
+// ErrOnce is returned by an AccessSource that cannot be read again.
+var ErrOnce = errors.New("the access log can be read only once")
+
+// pageFaults are one page's faults, sorted by time.
+type pageFaults struct {
+	times []int64
+	idx   []int32 // into the fault log
+	cur   int32   // order pass: the first fault not yet decided
+	seen  bool    // some access touched the page
+}
+
+// cand is what the time pass keeps per fault: at most four accesses.
+type cand struct {
+	exactBefore, before, exactAfter, after Access
+	has                                    uint8 // bits: 1 exactBefore, 2 before, 4 exactAfter, 8 after
+	sawOld, sawLater, sawPrev, sawType     bool
+}
+
+// Run matches the faults of log against the access log.
+func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
+	if opt.PageSize == 0 {
+		opt.PageSize = 4096
+	}
+	if opt.PageSize&(opt.PageSize-1) != 0 {
+		return nil, fmt.Errorf("page size %d is not a power of two", opt.PageSize)
+	}
+	if opt.MinExact == 0 {
+		opt.MinExact = 20
+	}
+	shift := uint(0)
+	for 1<<shift < opt.PageSize {
+		shift++
+	}
+	res := &Result{Pairs: make([]Pair, len(log.Faults))}
+	pages := map[uint64]*pageFaults{}
+	faultTids := map[uint32]bool{}
+	for i := range log.Faults {
+		f := &log.Faults[i]
+		res.Pairs[i].Fault = f
+		faultTids[f.Tid] = true
+		pg := f.Addr >> shift
+		p := pages[pg]
+		if p == nil {
+			p = &pageFaults{}
+			pages[pg] = p
+		}
+		p.times = append(p.times, f.Time)
+		p.idx = append(p.idx, int32(i))
+	}
+
+	m := &matcher{log: log, res: res, pages: pages, shift: shift, faultTids: faultTids, opt: &opt, accessTids: map[uint32]bool{}}
+	r, err := src(1)
+	if err != nil {
+		return nil, err
+	}
+	// Pass 1: order matching (no clocks needed).
+	if err := m.pass(r, 1, m.orderAccess); err != nil {
+		return nil, err
+	}
+	res.Passes = 1
+	res.Accesses = m.accesses
+	res.OnFaultPages = m.onPages
+	res.Layout = m.layout
+	for i := range res.Pairs {
+		if res.Pairs[i].Kind == MatchIP {
+			res.OrderExact++
+		}
+	}
+	res.ExactRare = res.OrderExact < opt.MinExact
+	if !m.layout.Time {
+		res.Mode = "order"
+		m.finishReasons()
+		return res, nil
+	}
+	// Clock offset and window.
+	m.estimate()
+	r2, err := src(2)
+	if errors.Is(err, ErrOnce) {
+		res.Mode = "order"
+		res.Warnings = append(res.Warnings, "the access log cannot be read twice (a pipe): matched in log order only, the offset checked afterwards; give the access log as a file, or --offset, for matching by time")
+		m.checkOrderWindow()
+		m.finishReasons()
+		return res, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Pass 2: time matching with the offset.
+	for i := range res.Pairs {
+		res.Pairs[i].Kind, res.Pairs[i].Access, res.Pairs[i].Reason = MatchNone, Access{}, ReasonNone
+	}
+	for _, p := range pages {
+		p.seen = false
+	}
+	m.cands = make([]cand, len(log.Faults))
+	m.accesses, m.onPages = 0, 0
+	if err := m.pass(r2, 2, m.timeAccess); err != nil {
+		return nil, err
+	}
+	m.timeFinish()
+	res.Passes = 2
+	res.Mode = "time"
+	return res, nil
+}
+
+type matcher struct {
+	log        *FaultLog
+	res        *Result
+	opt        *Options
+	pages      map[uint64]*pageFaults
+	shift      uint
+	faultTids  map[uint32]bool
+	accessTids map[uint32]bool
+	layout     AccessLayout
+	useTids    bool
+	decided    bool
+	accesses   uint64
+	onPages    uint64
+	cands      []cand
+	window     int64
+}
+
+// maxTids bounds the set of access-log thread ids kept for the summary.
+const maxTids = 1 << 16
+
+func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) error {
+	ar := NewAccessReader(r)
+	for ar.Next() {
+		a := ar.Access()
+		m.accesses++
+		if m.accesses&0xffff == 0 && m.opt.Progress != nil {
+			m.opt.Progress(n, ar.Bytes)
+		}
+		if !m.decided {
+			m.decide(ar.Layout(), a.Tid)
+		}
+		if m.layout.Tid && len(m.accessTids) < maxTids {
+			m.accessTids[a.Tid] = true
+		}
+		p := m.pages[a.Addr>>m.shift]
+		if p == nil {
+			continue
+		}
+		m.onPages++
+		p.seen = true
+		fn(p, a)
+	}
+	if err := ar.Err(); err != nil {
+		return err
+	}
+	if ar.Truncated {
+		m.res.Warnings = append(m.res.Warnings, "access log: the last line is cut short; skipped")
+	}
+	if !m.decided {
+		m.res.Warnings = append(m.res.Warnings, "access log: no accesses")
+	}
+	return nil
+}
+
+// decide settles, at the first access, whether thread ids are compared.
+func (m *matcher) decide(l AccessLayout, tid uint32) {
+	m.decided, m.layout = true, l
+	switch {
+	case !l.Tid:
+		m.res.ThreadMsg = "the access log has no thread ids"
+	case m.opt.Threads == "ignore":
+		m.res.ThreadMsg = "--threads ignore"
+	case m.opt.Threads == "match" || m.faultTids[tid]:
+		m.useTids = true
+	default:
+		// Pin's own THREADID numbers threads 0, 1, 2, ...: not the kernel's.
+		m.res.ThreadMsg = fmt.Sprintf("the access log's first thread id %d is no thread of the fault log (Pin numbers threads from 0?); --threads match forces comparing them", tid)
+	}
+	m.res.Threads = m.useTids
+}
+
+// compatible reports whether access a can have caused fault f: a write
+// fault needs a write (a read would have faulted as a read); a read fault
+// needs a read; fetches are never in an access log.
+func compatible(f *Fault, a *Access) bool {
+	if !f.HasCode {
+		return true
+	}
+	switch {
+	case f.Code&0x10 != 0:
+		return false
+	case f.Code&0x2 != 0:
+		return a.Write
+	}
+	return !a.Write
+}
+
+// orderAccess is pass 1: per page, faults are explained in time order by
+// accesses in log order. An access at a pending fault's ip (looking a few
+// faults ahead) is an exact match and settles the faults before it; the
+// first compatible access after the last settled one is the fallback.
+func (m *matcher) orderAccess(p *pageFaults, a *Access) {
+	const lookahead = 8
+	for j := p.cur; j < int32(len(p.idx)) && j < p.cur+lookahead; j++ {
+		pr := &m.res.Pairs[p.idx[j]]
+		f := pr.Fault
+		if m.useTids && f.Tid != a.Tid || f.IP != a.IP || !compatible(f, a) {
+			continue
+		}
+		pr.Kind, pr.Access = MatchIP, *a
+		p.cur = j + 1
+		return
+	}
+	if p.cur < int32(len(p.idx)) {
+		pr := &m.res.Pairs[p.idx[p.cur]]
+		if pr.Kind == MatchNone && !(m.useTids && pr.Fault.Tid != a.Tid) && compatible(pr.Fault, a) {
+			pr.Kind, pr.Access = MatchPage, *a
+			// The next compatible access may explain the next fault only if
+			// this fault has no exact access after all: keep it current
+			// until another access comes that it cannot use.
+			return
+		}
+		if pr.Kind == MatchPage && !(m.useTids && pr.Fault.Tid != a.Tid) && p.cur+1 < int32(len(p.idx)) {
+			next := &m.res.Pairs[p.idx[p.cur+1]]
+			if compatible(next.Fault, a) && !(m.useTids && next.Fault.Tid != a.Tid) {
+				p.cur++
+				next.Kind, next.Access = MatchPage, *a
+			}
+		}
+	}
+}
+
+// estimate sets the offset and window from the order pass (or the options).
+func (m *matcher) estimate() {
+	res := m.res
+	var d []int64
+	kind := MatchIP
+	if res.ExactRare {
+		kind = MatchPage
+	}
+	for i := range res.Pairs {
+		if pr := &res.Pairs[i]; pr.Kind == kind {
+			d = append(d, pr.Fault.Time-pr.Access.Time)
+		}
+	}
+	switch {
+	case m.opt.OffsetSet:
+		res.Offset, res.OffsetFrom = m.opt.Offset, "given"
+	case len(d) > 0:
+		res.Offset, res.OffsetFrom = median(d), kind.String()
+	default:
+		res.OffsetFrom = "none"
+		res.Warnings = append(res.Warnings, "no fault's page appears in the access log: no clock offset can be estimated; give --offset")
+	}
+	res.OffsetSamples = len(d)
+	dev := make([]int64, len(d))
+	for i, v := range d {
+		dev[i] = abs(v - res.Offset)
+	}
+	if len(dev) > 0 {
+		res.OffsetSpread = median(dev)
+	}
+	w := int64(m.opt.Window)
+	if w == 0 {
+		// Four times the deviation of 90% of the estimate's samples: the
+		// order pass's exact matches include a few wrong ones (a page that
+		// faults again matched to a repeat access at the same ip), so not
+		// the largest deviations; at least 50 µs (timestamps have µs
+		// resolution), at most 100 ms.
+		w = 4 * percentile(dev, 0.90)
+		w = max(w, int64(50*time.Microsecond))
+		w = min(w, int64(100*time.Millisecond))
+	}
+	m.window = w
+	res.Window = time.Duration(w)
+}
+
+// checkOrderWindow (one pass, with times) unmatches order-pass pairs whose
+// access lies outside the window around the fault.
+func (m *matcher) checkOrderWindow() {
+	if m.res.OffsetFrom == "none" {
+		return
+	}
+	for i := range m.res.Pairs {
+		pr := &m.res.Pairs[i]
+		if pr.Kind == MatchNone {
+			continue
+		}
+		t := pr.Access.Time + m.res.Offset
+		if t < pr.Fault.Time-m.window {
+			pr.Kind, pr.Reason = MatchNone, ReasonWindow
+		} else if t > pr.Fault.Time+m.window {
+			pr.Kind, pr.Reason = MatchNone, ReasonOnlyAfter
+		}
+	}
+}
+
+// timeAccess is pass 2: the access, at its time in the fault clock, is a
+// candidate for the page's faults whose window holds it.
+func (m *matcher) timeAccess(p *pageFaults, a *Access) {
+	t := a.Time + m.res.Offset
+	w := m.window
+	n := len(p.times)
+	// The first fault whose window's end is at or after t.
+	lo, hi := 0, n
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if p.times[mid]+w >= t {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	j := lo
+	if j == n {
+		// After every fault's window on this page.
+		m.cands[p.idx[n-1]].sawLater = true
+		return
+	}
+	if j > 0 {
+		m.cands[p.idx[j-1]].sawLater = true
+	}
+	if t < p.times[j]-w {
+		// Between the previous fault's window and this one's.
+		if j == 0 || t > p.times[j-1] {
+			m.cands[p.idx[j]].sawOld = true
+		}
+		return
+	}
+	for ; j < n && p.times[j]-w <= t; j++ {
+		c := &m.cands[p.idx[j]]
+		f := &m.log.Faults[p.idx[j]]
+		if j > 0 && t <= p.times[j-1] {
+			c.sawPrev = true // explained by (or before) the previous fault
+			continue
+		}
+		if m.useTids && f.Tid != a.Tid {
+			continue
+		}
+		if !compatible(f, a) {
+			c.sawType = true
+			continue
+		}
+		exact := a.IP == f.IP
+		if t <= f.Time {
+			// The last access before the fault.
+			if c.has&2 == 0 || a.Time >= c.before.Time {
+				c.before, c.has = *a, c.has|2
+			}
+			if exact && (c.has&1 == 0 || a.Time >= c.exactBefore.Time) {
+				c.exactBefore, c.has = *a, c.has|1
+			}
+		} else {
+			// The first access after it (clock jitter).
+			if c.has&8 == 0 || a.Time < c.after.Time {
+				c.after, c.has = *a, c.has|8
+			}
+			if exact && (c.has&4 == 0 || a.Time < c.exactAfter.Time) {
+				c.exactAfter, c.has = *a, c.has|4
+			}
+		}
+	}
+}
+
+func (m *matcher) timeFinish() {
+	for i := range m.res.Pairs {
+		pr := &m.res.Pairs[i]
+		c := &m.cands[i]
+		tf := pr.Fault.Time
+		switch {
+		case c.has&5 != 0:
+			pr.Kind, pr.Access = MatchIP, m.closer(tf, c, 1, &c.exactBefore, &c.exactAfter)
+		case c.has&10 != 0:
+			pr.Kind, pr.Access = MatchPage, m.closer(tf, c, 2, &c.before, &c.after)
+		case c.sawType:
+			pr.Reason = ReasonType
+		case c.sawOld:
+			pr.Reason = ReasonWindow
+		case c.sawLater:
+			pr.Reason = ReasonOnlyAfter
+		case c.sawPrev:
+			pr.Reason = ReasonExplained
+		}
+	}
+	m.finishReasons()
+}
+
+// closer picks, of the last candidate before the fault (has bit) and the
+// first after it (bit<<2), the one nearer the fault in the fault clock:
+// the causing access is logged just before the fault, but clock jitter of
+// a microsecond or two can put it just after.
+func (m *matcher) closer(tf int64, c *cand, bit uint8, before, after *Access) Access {
+	switch {
+	case c.has&bit == 0:
+		return *after
+	case c.has&(bit<<2) == 0:
+		return *before
+	}
+	if abs(after.Time+m.res.Offset-tf) < abs(tf-before.Time-m.res.Offset) {
+		return *after
+	}
+	return *before
+}
+
+// finishReasons names the reason of unmatched faults not yet given one.
+func (m *matcher) finishReasons() {
+	for i := range m.res.Pairs {
+		pr := &m.res.Pairs[i]
+		if pr.Kind != MatchNone {
+			pr.Reason = ReasonNone
+			continue
+		}
+		if pr.Reason != ReasonNone {
+			continue
+		}
+		f := pr.Fault
+		p := m.pages[f.Addr>>m.shift]
+		switch {
+		case m.useTids && len(m.accessTids) < maxTids && !m.accessTids[f.Tid]:
+			pr.Reason = ReasonThread
+		case !p.seen:
+			pr.Reason = ReasonNoAccess
+		case f.HasCode && f.Code&0x10 != 0:
+			pr.Reason = ReasonType
+		default:
+			pr.Reason = ReasonExplained
+		}
+	}
+}
+
+func median(v []int64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return s[len(s)/2-1] + (s[len(s)/2]-s[len(s)/2-1])/2
+}
+
+func percentile(v []int64, q float64) int64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
