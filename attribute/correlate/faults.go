@@ -50,7 +50,7 @@ type FaultLog struct {
 	// Seen counts fault events before filtering; Filtered those dropped by
 	// the filter; Lost the events the tracer reported lost.
 	Seen, Filtered, Lost uint64
-	Warnings           []string
+	Warnings             []string
 }
 
 // MaxFaults bounds the faults held in memory (about 100 bytes each with
@@ -166,6 +166,10 @@ func parseFtraceFault(t []byte, ev int) (f Fault, comm []byte, msg string) {
 		return f, nil, "no [CPU] field"
 	}
 	task := trimSpace(head[:cpu])
+	// trace-cmd report names the instance first: "NAME:   comm-tid [CPU]".
+	if tok, rest := nextField(task); bytes.HasSuffix(tok, []byte(":")) && len(trimSpace(rest)) > 0 {
+		task = trimSpace(rest)
+	}
 	if o := bytes.LastIndexByte(task, '('); o >= 0 && bytes.HasSuffix(task, []byte(")")) {
 		// options/record-tgid: "comm-tid (  tgid)"; "(-------)" when unknown.
 		if tg, ok := parseDec(trimSpace(task[o+1 : len(task)-1])); ok {

@@ -27,13 +27,13 @@ type Reason uint8
 
 // Reasons for an unmatched fault.
 const (
-	ReasonNone        Reason = iota // matched
-	ReasonThread                    // the fault's thread is not in the access log
-	ReasonNoAccess                  // no access to the fault's page in the access log
-	ReasonOnlyAfter                 // the page's accesses all come after the fault (and its window)
-	ReasonWindow                    // accesses before the fault, but earlier than the window
-	ReasonExplained                 // every access to the page is explained by an earlier fault
-	ReasonType                      // accesses to the page, none of a kind that makes this fault (a write fault needs a write; fetches are not logged)
+	ReasonNone      Reason = iota // matched
+	ReasonThread                  // the fault's thread is not in the access log
+	ReasonNoAccess                // no access to the fault's page in the access log
+	ReasonOnlyAfter               // the page's accesses all come after the fault (and its window)
+	ReasonWindow                  // accesses before the fault, but earlier than the window
+	ReasonExplained               // every access to the page is explained by an earlier fault
+	ReasonType                    // accesses to the page, none of a kind that makes this fault (a write fault needs a write; fetches are not logged)
 )
 
 var reasonText = [...]string{
@@ -130,11 +130,13 @@ type pageFaults struct {
 	seen  bool    // some access touched the page
 }
 
-// cand is what the time pass keeps per fault: at most four accesses.
+// cand is what the time pass keeps per fault: per tier (0: same ip and
+// byte address, 1: same ip, 2: same page) the last access before the fault
+// and the first after it.
 type cand struct {
-	exactBefore, before, exactAfter, after Access
-	has                                    uint8 // bits: 1 exactBefore, 2 before, 4 exactAfter, 8 after
-	sawOld, sawLater, sawPrev, sawType     bool
+	acc                                [3][2]Access
+	has                                [3][2]bool
+	sawOld, sawLater, sawPrev, sawType bool
 }
 
 // Run matches the faults of log against the access log.
@@ -312,38 +314,53 @@ func compatible(f *Fault, a *Access) bool {
 }
 
 // orderAccess is pass 1: per page, faults are explained in time order by
-// accesses in log order. An access at a pending fault's ip (looking a few
-// faults ahead) is an exact match and settles the faults before it; the
-// first compatible access after the last settled one is the fallback.
+// accesses in log order. An access at a pending fault's ip and exact byte
+// address (the kernel reports the byte that faulted; looking a few faults
+// ahead) settles that fault and the ones before it. Otherwise the current
+// fault takes the first compatible access at its ip, else the first
+// compatible access at all; once it has one, a compatible access for the
+// next fault moves on to that one.
 func (m *matcher) orderAccess(p *pageFaults, a *Access) {
 	const lookahead = 8
-	for j := p.cur; j < int32(len(p.idx)) && j < p.cur+lookahead; j++ {
+	n := int32(len(p.idx))
+	for j := p.cur; j < n && j < p.cur+lookahead; j++ {
 		pr := &m.res.Pairs[p.idx[j]]
-		f := pr.Fault
-		if m.useTids && f.Tid != a.Tid || f.IP != a.IP || !compatible(f, a) {
-			continue
-		}
-		pr.Kind, pr.Access = MatchIP, *a
-		p.cur = j + 1
-		return
-	}
-	if p.cur < int32(len(p.idx)) {
-		pr := &m.res.Pairs[p.idx[p.cur]]
-		if pr.Kind == MatchNone && !(m.useTids && pr.Fault.Tid != a.Tid) && compatible(pr.Fault, a) {
-			pr.Kind, pr.Access = MatchPage, *a
-			// The next compatible access may explain the next fault only if
-			// this fault has no exact access after all: keep it current
-			// until another access comes that it cannot use.
+		if f := pr.Fault; f.IP == a.IP && f.Addr == a.Addr && m.usable(f, a) {
+			pr.Kind, pr.Access = MatchIP, *a
+			p.cur = j + 1
 			return
 		}
-		if pr.Kind == MatchPage && !(m.useTids && pr.Fault.Tid != a.Tid) && p.cur+1 < int32(len(p.idx)) {
-			next := &m.res.Pairs[p.idx[p.cur+1]]
-			if compatible(next.Fault, a) && !(m.useTids && next.Fault.Tid != a.Tid) {
-				p.cur++
-				next.Kind, next.Access = MatchPage, *a
+	}
+	if p.cur >= n {
+		return
+	}
+	pr := &m.res.Pairs[p.idx[p.cur]]
+	if m.usable(pr.Fault, a) {
+		switch {
+		case pr.Fault.IP == a.IP && pr.Kind != MatchIP:
+			pr.Kind, pr.Access = MatchIP, *a
+			return
+		case pr.Kind == MatchNone:
+			pr.Kind, pr.Access = MatchPage, *a
+			return
+		}
+	}
+	if pr.Kind != MatchNone && p.cur+1 < n {
+		next := &m.res.Pairs[p.idx[p.cur+1]]
+		if m.usable(next.Fault, a) {
+			p.cur++
+			next.Kind, next.Access = MatchPage, *a
+			if next.Fault.IP == a.IP {
+				next.Kind = MatchIP
 			}
 		}
 	}
+}
+
+// usable reports whether access a may have caused fault f: the same thread
+// when threads are compared, and a compatible kind.
+func (m *matcher) usable(f *Fault, a *Access) bool {
+	return !(m.useTids && f.Tid != a.Tid) && compatible(f, a)
 }
 
 // estimate sets the offset and window from the order pass (or the options).
@@ -457,24 +474,26 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 			c.sawType = true
 			continue
 		}
-		exact := a.IP == f.IP
-		if t <= f.Time {
-			// The last access before the fault.
-			if c.has&2 == 0 || a.Time >= c.before.Time {
-				c.before, c.has = *a, c.has|2
-			}
-			if exact && (c.has&1 == 0 || a.Time >= c.exactBefore.Time) {
-				c.exactBefore, c.has = *a, c.has|1
-			}
-		} else {
-			// The first access after it (clock jitter).
-			if c.has&8 == 0 || a.Time < c.after.Time {
-				c.after, c.has = *a, c.has|8
-			}
-			if exact && (c.has&4 == 0 || a.Time < c.exactAfter.Time) {
-				c.exactAfter, c.has = *a, c.has|4
+		after := 0
+		if t > f.Time {
+			after = 1
+		}
+		m.offer(c, 2, after, a)
+		if a.IP == f.IP {
+			m.offer(c, 1, after, a)
+			if a.Addr == f.Addr {
+				m.offer(c, 0, after, a)
 			}
 		}
+	}
+}
+
+// offer keeps a if it is the last access before the fault (after == 0) or
+// the first after it (after == 1) in its tier.
+func (m *matcher) offer(c *cand, tier, after int, a *Access) {
+	cur := &c.acc[tier][after]
+	if !c.has[tier][after] || after == 0 && a.Time >= cur.Time || after == 1 && a.Time < cur.Time {
+		*cur, c.has[tier][after] = *a, true
 	}
 }
 
@@ -482,12 +501,16 @@ func (m *matcher) timeFinish() {
 	for i := range m.res.Pairs {
 		pr := &m.res.Pairs[i]
 		c := &m.cands[i]
-		tf := pr.Fault.Time
+		tier := 0
+		for tier < 3 && !c.has[tier][0] && !c.has[tier][1] {
+			tier++
+		}
 		switch {
-		case c.has&5 != 0:
-			pr.Kind, pr.Access = MatchIP, m.closer(tf, c, 1, &c.exactBefore, &c.exactAfter)
-		case c.has&10 != 0:
-			pr.Kind, pr.Access = MatchPage, m.closer(tf, c, 2, &c.before, &c.after)
+		case tier < 3:
+			pr.Kind, pr.Access = MatchIP, m.closer(pr.Fault.Time, c, tier)
+			if tier == 2 {
+				pr.Kind = MatchPage
+			}
 		case c.sawType:
 			pr.Reason = ReasonType
 		case c.sawOld:
@@ -501,15 +524,16 @@ func (m *matcher) timeFinish() {
 	m.finishReasons()
 }
 
-// closer picks, of the last candidate before the fault (has bit) and the
-// first after it (bit<<2), the one nearer the fault in the fault clock:
-// the causing access is logged just before the fault, but clock jitter of
-// a microsecond or two can put it just after.
-func (m *matcher) closer(tf int64, c *cand, bit uint8, before, after *Access) Access {
+// closer picks, of a tier's last access before the fault and first after
+// it, the one nearer the fault in the fault clock: the causing access is
+// logged just before the fault, but clock jitter of a microsecond or two
+// can put it just after.
+func (m *matcher) closer(tf int64, c *cand, tier int) Access {
+	before, after := &c.acc[tier][0], &c.acc[tier][1]
 	switch {
-	case c.has&bit == 0:
+	case !c.has[tier][0]:
 		return *after
-	case c.has&(bit<<2) == 0:
+	case !c.has[tier][1]:
 		return *before
 	}
 	if abs(after.Time+m.res.Offset-tf) < abs(tf-before.Time-m.res.Offset) {

@@ -112,9 +112,9 @@ func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
 	}
 	fmt.Fprintf(w, ")\n")
 	fmt.Fprintf(w, "Accesses:    %d lines (%s), %d on faulted pages; read %d time(s)\n", res.Accesses, res.Layout, res.OnFaultPages, res.Passes)
-	fmt.Fprintf(w, "  matched by ip+page:   %8d  %6s\n", byKind[MatchIP], pct(byKind[MatchIP]))
-	fmt.Fprintf(w, "  matched by page+%s: %8d  %6s\n", map[string]string{"time": "time", "order": "ord."}[res.Mode], byKind[MatchPage], pct(byKind[MatchPage]))
-	fmt.Fprintf(w, "  unmatched:            %8d  %6s\n", byKind[MatchNone], pct(byKind[MatchNone]))
+	fmt.Fprintf(w, "  %-22s %8d  %6s\n", "matched by ip+page:", byKind[MatchIP], pct(byKind[MatchIP]))
+	fmt.Fprintf(w, "  %-22s %8d  %6s\n", "matched by page+"+res.Mode+":", byKind[MatchPage], pct(byKind[MatchPage]))
+	fmt.Fprintf(w, "  %-22s %8d  %6s\n", "unmatched:", byKind[MatchNone], pct(byKind[MatchNone]))
 	for r := ReasonThread; int(r) < len(byReason); r++ {
 		if byReason[r] > 0 {
 			fmt.Fprintf(w, "    %8d  %s\n", byReason[r], r)
