@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"sort"
 	"time"
 )
 
@@ -128,15 +130,16 @@ type pageFaults struct {
 	idx   []int32 // into the fault log
 	cur   int32   // order pass: the first fault not yet decided
 	seen  bool    // some access touched the page
+	maxT  int64   // time pass: the latest access, in the fault clock
 }
 
 // cand is what the time pass keeps per fault: per tier (0: same ip and
 // byte address, 1: same ip, 2: same page) the last access before the fault
 // and the first after it.
 type cand struct {
-	acc                                [3][2]Access
-	has                                [3][2]bool
-	sawOld, sawLater, sawPrev, sawType bool
+	acc             [3][2]Access
+	has             [3][2]bool
+	sawOld, sawType bool
 }
 
 // Run matches the faults of log against the access log.
@@ -213,7 +216,7 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 		res.Pairs[i].Kind, res.Pairs[i].Access, res.Pairs[i].Reason = MatchNone, Access{}, ReasonNone
 	}
 	for _, p := range pages {
-		p.seen = false
+		p.seen, p.maxT = false, math.MinInt64
 	}
 	m.cands = make([]cand, len(log.Faults))
 	m.accesses, m.onPages = 0, 0
@@ -433,6 +436,7 @@ func (m *matcher) checkOrderWindow() {
 func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	t := a.Time + m.res.Offset
 	w := m.window
+	p.maxT = max(p.maxT, t)
 	n := len(p.times)
 	// The first fault whose window's end is at or after t.
 	lo, hi := 0, n
@@ -446,15 +450,10 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	}
 	j := lo
 	if j == n {
-		// After every fault's window on this page.
-		m.cands[p.idx[n-1]].sawLater = true
-		return
-	}
-	if j > 0 {
-		m.cands[p.idx[j-1]].sawLater = true
+		return // after every fault's window on this page
 	}
 	if t < p.times[j]-w {
-		// Between the previous fault's window and this one's.
+		// Between the previous fault and this one's window.
 		if j == 0 || t > p.times[j-1] {
 			m.cands[p.idx[j]].sawOld = true
 		}
@@ -464,8 +463,7 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 		c := &m.cands[p.idx[j]]
 		f := &m.log.Faults[p.idx[j]]
 		if j > 0 && t <= p.times[j-1] {
-			c.sawPrev = true // explained by (or before) the previous fault
-			continue
+			continue // explained by (or before) the previous fault
 		}
 		if m.useTids && f.Tid != a.Tid {
 			continue
@@ -511,14 +509,6 @@ func (m *matcher) timeFinish() {
 			if tier == 2 {
 				pr.Kind = MatchPage
 			}
-		case c.sawType:
-			pr.Reason = ReasonType
-		case c.sawOld:
-			pr.Reason = ReasonWindow
-		case c.sawLater:
-			pr.Reason = ReasonOnlyAfter
-		case c.sawPrev:
-			pr.Reason = ReasonExplained
 		}
 	}
 	m.finishReasons()
@@ -542,7 +532,8 @@ func (m *matcher) closer(tf int64, c *cand, tier int) Access {
 	return *before
 }
 
-// finishReasons names the reason of unmatched faults not yet given one.
+// finishReasons names the reason of every unmatched fault: the first that
+// applies of thread, no access, kind, window, only after, explained.
 func (m *matcher) finishReasons() {
 	for i := range m.res.Pairs {
 		pr := &m.res.Pairs[i]
@@ -550,22 +541,43 @@ func (m *matcher) finishReasons() {
 			pr.Reason = ReasonNone
 			continue
 		}
-		if pr.Reason != ReasonNone {
-			continue
-		}
 		f := pr.Fault
 		p := m.pages[f.Addr>>m.shift]
+		var c *cand
+		if m.cands != nil {
+			c = &m.cands[i]
+		}
 		switch {
 		case m.useTids && len(m.accessTids) < maxTids && !m.accessTids[f.Tid]:
 			pr.Reason = ReasonThread
 		case !p.seen:
 			pr.Reason = ReasonNoAccess
-		case f.HasCode && f.Code&0x10 != 0:
+		case f.HasCode && f.Code&0x10 != 0 || c != nil && c.sawType:
 			pr.Reason = ReasonType
+		case pr.Reason != ReasonNone:
+			// Set by the one-pass window check.
+		case c != nil && c.sawOld:
+			pr.Reason = ReasonWindow
+		case c != nil && p.maxT > f.Time+m.window:
+			pr.Reason = ReasonOnlyAfter
+		case m.prevUnmatched(p, i):
+			// Accesses come before the previous fault, which is not
+			// matched either: the clocks disagree more than the window.
+			pr.Reason = ReasonWindow
 		default:
 			pr.Reason = ReasonExplained
 		}
 	}
+}
+
+// prevUnmatched reports whether the fault before fault i on its page is
+// unmatched (false when i is the page's first).
+func (m *matcher) prevUnmatched(p *pageFaults, i int) bool {
+	t := m.log.Faults[i].Time
+	k := sort.Search(len(p.times), func(k int) bool { return p.times[k] >= t })
+	for ; k < len(p.idx) && p.idx[k] != int32(i); k++ {
+	}
+	return k > 0 && k < len(p.idx) && m.res.Pairs[p.idx[k-1]].Kind == MatchNone
 }
 
 func median(v []int64) int64 {
