@@ -19,15 +19,20 @@
 // candidates of that page's faults. Memory is therefore proportional to the
 // number of faults, not of accesses.
 //
-// Matching a fault F on page P (same thread where both logs name threads):
+// Matching a fault F on page P (same thread where both logs name threads;
+// a write fault needs a write access, a read fault a read):
 //
 //  1. Order pass (no clocks): the first access to P not yet explained by
-//     an earlier fault on P, at F's ip (an exact match), gives the clock
-//     offset between the logs as the median of fault time − access time.
+//     an earlier fault on P at F's ip — at F's exact byte when there is
+//     one (the kernel reports the byte that faulted) — is an exact match;
+//     the clock offset between the logs is the median of fault time −
+//     access time over the exact matches.
 //  2. Time pass, with that offset (or the one given): among the accesses
-//     to P after the previous fault on P and within the window before F,
-//     the last one at F's ip, else the last one at all; failing that the
-//     first one within the window after F (clock jitter).
+//     to P after the previous fault on P, the one nearest F — the last
+//     before it, or the first after it within the window (clock jitter) —
+//     at F's ip and byte (up to 100 windows before F: a thread preempted
+//     between logging and making the access), else at F's ip within the
+//     window, else at any ip within the window.
 //
 // Access logs without timestamps, and logs that cannot be read twice (a
 // pipe) without a given offset, are matched by the order pass alone. Under

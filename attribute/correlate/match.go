@@ -134,8 +134,9 @@ type pageFaults struct {
 }
 
 // cand is what the time pass keeps per fault: per tier (0: same ip and
-// byte address, 1: same ip, 2: same page) the last access before the fault
-// and the first after it.
+// byte address, anywhere after the previous fault on the page; 1: same ip,
+// within the window; 2: same page, within the window) the last access
+// before the fault and the first after it.
 type cand struct {
 	acc             [3][2]Access
 	has             [3][2]bool
@@ -245,6 +246,10 @@ type matcher struct {
 	cands      []cand
 	window     int64
 }
+
+// ExactWindowFactor widens the window before a fault for accesses at its
+// ip and exact byte.
+const ExactWindowFactor = 100
 
 // maxTids bounds the set of access-log thread ids kept for the summary.
 const maxTids = 1 << 16
@@ -452,6 +457,20 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	if j == n {
 		return // after every fault's window on this page
 	}
+	// An access at a fault's ip and exact byte is a candidate from
+	// ExactWindowFactor windows before the fault (after the previous fault
+	// on the page): the thread may have been preempted between logging the
+	// access and making it, and the nearest one wins in the end anyway.
+	for k := j; k < n && (k == j || t > p.times[k-1]); k++ {
+		f := &m.log.Faults[p.idx[k]]
+		if (k == 0 || t > p.times[k-1]) && t >= f.Time-ExactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
+			after := 0
+			if t > f.Time {
+				after = 1
+			}
+			m.offer(&m.cands[p.idx[k]], 0, after, a)
+		}
+	}
 	if t < p.times[j]-w {
 		// Between the previous fault and this one's window.
 		if j == 0 || t > p.times[j-1] {
@@ -479,9 +498,6 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 		m.offer(c, 2, after, a)
 		if a.IP == f.IP {
 			m.offer(c, 1, after, a)
-			if a.Addr == f.Addr {
-				m.offer(c, 0, after, a)
-			}
 		}
 	}
 }

@@ -126,11 +126,12 @@ func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
 	case "none":
 		fmt.Fprintf(w, "Clock:       no offset (no fault's page is in the access log)\n")
 	case "given":
-		fmt.Fprintf(w, "Clock:       offset %s (given), window %s\n", fmtDur(res.Offset), res.Window)
+		fmt.Fprintf(w, "Clock:       offset %s (given), window %s (%s for the same ip and byte)\n", fmtDur(res.Offset), res.Window, ExactWindowFactor*res.Window)
 	default:
-		fmt.Fprintf(w, "Clock:       offset %s (fault time − access time: median of %d %s matches, spread ±%s), window %s\n",
+		fmt.Fprintf(w, "Clock:       offset %s (fault time − access time: median of %d %s matches, spread ±%s),\n"+
+			"             window %s (%s for the same ip and byte)\n",
 			fmtDur(res.Offset), res.OffsetSamples, map[string]string{"ip": "exact ip+page", "page": "first-touch page"}[res.OffsetFrom],
-			fmtDur(res.OffsetSpread), res.Window)
+			fmtDur(res.OffsetSpread), res.Window, ExactWindowFactor*res.Window)
 	}
 	if res.ExactRare && res.OffsetFrom != "given" {
 		fmt.Fprintf(w, "Note:        exact ip matches are rare (%d of %d faults in log order): under Pin the faulting\n"+
