@@ -22,49 +22,53 @@ func init() {
 const correlateHelp = `Usage: faultline correlate [flags] ACCESSLOG FAULTLOG
 
 Finds, for every page fault in FAULTLOG, the access in ACCESSLOG that
-caused it: same page, same thread where both logs name threads, the first
-access to the page that no earlier fault explains, preferring one at the
-fault's ip (an exact match), else the last access before the fault within a
-time window. The clock offset between the two logs is estimated from the
-exact matches (median of fault time − access time); offset and window are
-reported and can be given.
+caused it: same page, same thread where both logs name threads, an access
+of the fault's kind (a write fault needs a write), the first one no earlier
+fault on the page explains; preferring one at the fault's ip (an exact
+match; at its exact byte best), else the nearest access to the fault within
+a time window. The clock offset between the logs is estimated from the
+exact matches (median of fault time - access time); offset and window are
+reported and can be given. Under Pin the faulting instruction runs from
+Pin's code cache, so exact matches are rare: correlate says so, estimates
+the offset from first touches of pages and matches by page and time.
 
-ACCESSLOG (Intel Pin's pinatrace, one access per line; '#' lines skipped):
-  0xIP: R|W 0xADDR                              pinatrace's own layout
-  SECONDS.FRACTION: 0xIP: R|W 0xADDR            with a timestamp (CLOCK_MONOTONIC)
-  SECONDS.FRACTION: TID: 0xIP: R|W 0xADDR       and a thread id (either order)
-  TID: 0xIP: R|W 0xADDR                         a thread id only
-  Columns after the address (size, value) are ignored. Without timestamps
-  accesses are matched in log order. A file is read twice (once to estimate
-  the offset, once to match by time); from a pipe only once, in log order,
-  unless --offset is given.
+ACCESSLOG, Intel Pin's pinatrace layout, one access per line (# lines and
+columns after the address are ignored). Accepted variants:
+  0xIP: R|W 0xADDR                          pinatrace itself
+  SECONDS.FRACTION: 0xIP: R|W 0xADDR        with a timestamp
+  SECONDS.FRACTION: TID: 0xIP: R|W 0xADDR   and a thread id (any order)
+  TID: 0xIP: R|W 0xADDR                     a thread id only
+Timestamps should be CLOCK_MONOTONIC (any clock works: the offset is
+estimated). Without them accesses are matched in log order. A file is read
+twice (offset, then time matching); standard input once, in log order.
 
-FAULTLOG:
-  ftrace text of exceptions:page_fault_user: /sys/kernel/tracing/trace or
-    trace_pipe (also with options/record-tgid), or 'trace-cmd report'
-  perf.data with page-faults samples recorded with -d, or with
-    exceptions:page_fault_user (file or pipe mode)
+FAULTLOG, one of:
+  ftrace text of exceptions:page_fault_user: the trace or trace_pipe file
+    (also with options/record-tgid), or 'trace-cmd report' output
+  perf.data (file or pipe) with page-faults samples recorded with -d, or
+    with exceptions:page_fault_user
 
 One of the two may be "-" for standard input. Memory grows with the number
 of faults, not of accesses: access logs of many gigabytes stream.
 
-Output: a summary on standard output (faults matched by ip+page, by page and
-time, unmatched by reason); --pairs FILE, one tab-separated row per fault:
+Output: a summary (faults matched by ip+page, by page and time, unmatched
+by reason); --pairs FILE, one tab-separated row per fault with a header:
   fault_time fault_addr fault_ip access_time access_ip access_addr match
   fault_tid access_tid access fault_code reason
 (match: ip, page or none; times in seconds, each in its own log's clock);
--o FILE.pb.gz, a pprof profile of faults per accessing instruction with
-labels match, access (read/write), fault (read/write/exec) and reason
-(unmatched faults sit at their faulting ip). Instructions are named when
-the binaries are at hand: from the perf.data's mappings, or from a copy of
-the program's /proc/PID/maps given with --maps.
+-o FILE.pb.gz, a pprof profile of faults per accessing instruction, labels
+match, access (read/write), fault (read/write/exec) and reason (unmatched
+faults sit at their faulting ip). Instructions are named when the binaries
+are at hand: from a perf.data's mappings, or from a copy of the program's
+/proc/PID/maps (--maps).
 
-Example (ftrace in an instance of its own, the program logging its accesses):
+Example (faults traced in an ftrace instance of your own):
 
-  cd /sys/kernel/tracing/instances && mkdir mine && cd mine
-  echo mono > trace_clock; echo 1 > events/exceptions/page_fault_user/enable
-  pin -t pinatrace.so -- ./prog; cat trace > /tmp/faults.txt; cd .. && rmdir mine
-  faultline correlate --comm prog --pairs pairs.tsv -o faults.pb.gz pinatrace.out /tmp/faults.txt
+  cd /sys/kernel/tracing/instances && mkdir mine
+  echo 1 > mine/events/exceptions/page_fault_user/enable
+  pin -t pinatrace.so -- ./prog; cp mine/trace /tmp/faults.txt; rmdir mine
+  faultline correlate --comm prog --pairs pairs.tsv -o faults.pb.gz \
+      pinatrace.out /tmp/faults.txt
   go tool pprof -top -tagfocus=match=ip faults.pb.gz
 
 Flags:
@@ -81,7 +85,7 @@ func runCorrelate(env *Env, args []string) error {
 	comm := fs.String("comm", "", "keep only faults of command `NAME` (as ftrace or perf names it)")
 	pageSize := fs.Uint64("page-size", 4096, "page size in `BYTES`")
 	maps := fs.String("maps", "", "name access instructions from `FILE`, a copy of the traced program's /proc/PID/maps")
-	quiet := fs.BoolP("quiet", "q", false, "no summary")
+	quiet := fs.BoolP("quiet", "q", false, "no summary and no warnings")
 	symOpts := addSymbolizeFlags(fs)
 	if done, err := parseFlags(env, fs, correlateHelp, args); done {
 		return err
@@ -126,7 +130,10 @@ func runCorrelate(env *Env, args []string) error {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", *maps, err)}
 		}
 		for _, m := range ms {
-			sess.Maps.Add(0, m)
+			// The vdso's bytes are in no file a maps copy can name.
+			if m.File != "[vdso]" {
+				sess.Maps.Add(0, m)
+			}
 		}
 		sym.Pid = 0
 	}
@@ -197,16 +204,15 @@ func runCorrelate(env *Env, args []string) error {
 			fmt.Fprintf(w, "\nNext: go tool pprof -top %s   (-tagfocus=match=ip: exact matches only)\n", *out)
 		}
 	}
-	for _, wn := range flog.Warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
+	if *quiet {
+		return nil
 	}
-	for _, wn := range res.Warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
-	}
+	warnings := append(flog.Warnings, res.Warnings...)
 	if *out != "" {
-		for _, wn := range sess.Warnings() {
-			fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
-		}
+		warnings = append(warnings, sess.Warnings()...)
+	}
+	for _, wn := range warnings {
+		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
 	}
 	return nil
 }
