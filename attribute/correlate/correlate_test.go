@@ -349,3 +349,27 @@ func TestPairsFile(t *testing.T) {
 		}
 	}
 }
+
+// With the offset given, one pass matches by time, also from a pipe.
+func TestGivenOffsetOnePass(t *testing.T) {
+	log := readFtraceFixture(t, "local.faults.trace")
+	acc := fixture(t, "local.access.tt.log")
+	want, _ := trueOffset(t, fixture(t, "local.faults.trace"), fixture(t, "local.sync.txt"))
+	src := func(pass int) (io.Reader, error) {
+		if pass > 1 {
+			return nil, ErrOnce
+		}
+		return bytes.NewReader(acc), nil
+	}
+	res, err := Run(log, src, Options{Offset: want, OffsetSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Mode != "time" || res.Passes != 1 || res.Window != time.Millisecond || len(res.Warnings) != 0 {
+		t.Errorf("mode %s passes %d window %v warnings %q", res.Mode, res.Passes, res.Window, res.Warnings)
+	}
+	covered, exact := truth(t, res, coveredPages(t, acc))
+	if exact < covered*99/100 {
+		t.Errorf("%d of %d exact", exact, covered)
+	}
+}

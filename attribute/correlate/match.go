@@ -168,7 +168,7 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 		pg := f.Addr >> shift
 		p := pages[pg]
 		if p == nil {
-			p = &pageFaults{}
+			p = &pageFaults{maxT: math.MinInt64}
 			pages[pg] = p
 		}
 		p.times = append(p.times, f.Time)
@@ -180,8 +180,20 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Pass 1: order matching (no clocks needed).
-	if err := m.pass(r, 1, m.orderAccess); err != nil {
+	// Pass 1: order matching (no clocks needed). With the offset given,
+	// the time matching runs in the same pass, so a pipe is enough.
+	fn := m.orderAccess
+	if opt.OffsetSet {
+		m.estimate()
+		m.cands = make([]cand, len(log.Faults))
+		fn = func(p *pageFaults, a *Access) {
+			m.orderAccess(p, a)
+			if m.layout.Time {
+				m.timeAccess(p, a)
+			}
+		}
+	}
+	if err := m.pass(r, 1, fn); err != nil {
 		return nil, err
 	}
 	res.Passes = 1
@@ -196,7 +208,14 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 	res.ExactRare = res.OrderExact < opt.MinExact
 	if !m.layout.Time {
 		res.Mode = "order"
+		m.cands = nil
 		m.finishReasons()
+		return res, nil
+	}
+	if opt.OffsetSet {
+		m.resetPairs()
+		m.timeFinish()
+		res.Mode = "time"
 		return res, nil
 	}
 	// Clock offset and window.
@@ -204,7 +223,7 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 	r2, err := src(2)
 	if errors.Is(err, ErrOnce) {
 		res.Mode = "order"
-		res.Warnings = append(res.Warnings, "the access log cannot be read twice (a pipe): matched in log order only, the offset checked afterwards; give the access log as a file, or --offset, for matching by time")
+		res.Warnings = append(res.Warnings, "the access log cannot be read twice (a pipe): matched in log order, the offset checked afterwards; give the access log as a file, or the offset (--offset), for matching by time")
 		m.checkOrderWindow()
 		m.finishReasons()
 		return res, nil
@@ -213,9 +232,7 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 		return nil, err
 	}
 	// Pass 2: time matching with the offset.
-	for i := range res.Pairs {
-		res.Pairs[i].Kind, res.Pairs[i].Access, res.Pairs[i].Reason = MatchNone, Access{}, ReasonNone
-	}
+	m.resetPairs()
 	for _, p := range pages {
 		p.seen, p.maxT = false, math.MinInt64
 	}
@@ -228,6 +245,13 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 	res.Passes = 2
 	res.Mode = "time"
 	return res, nil
+}
+
+// resetPairs forgets the order pass's matches before the time pass's.
+func (m *matcher) resetPairs() {
+	for i := range m.res.Pairs {
+		m.res.Pairs[i].Kind, m.res.Pairs[i].Access, m.res.Pairs[i].Reason = MatchNone, Access{}, ReasonNone
+	}
 }
 
 type matcher struct {
@@ -246,6 +270,13 @@ type matcher struct {
 	cands      []cand
 	window     int64
 }
+
+// jitter is how far before the previous fault on its page an access may
+// seem to lie and still be a candidate: both logs commonly print
+// microseconds, so an access made right after a fault can look up to 2 µs
+// older in the fault clock. The nearest access wins, so an access that
+// explained the previous fault loses to the one that came after it.
+const jitter = 2000
 
 // ExactWindowFactor widens the window before a fault for accesses at its
 // ip and exact byte.
@@ -402,6 +433,9 @@ func (m *matcher) estimate() {
 		res.OffsetSpread = median(dev)
 	}
 	w := int64(m.opt.Window)
+	if w == 0 && m.opt.OffsetSet {
+		w = int64(time.Millisecond) // a given offset is seldom exact to µs
+	}
 	if w == 0 {
 		// Four times the deviation of 90% of the estimate's samples: the
 		// order pass's exact matches include a few wrong ones (a page that
@@ -461,9 +495,9 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	// ExactWindowFactor windows before the fault (after the previous fault
 	// on the page): the thread may have been preempted between logging the
 	// access and making it, and the nearest one wins in the end anyway.
-	for k := j; k < n && (k == j || t > p.times[k-1]); k++ {
+	for k := j; k < n && (k == j || t > p.times[k-1]-jitter); k++ {
 		f := &m.log.Faults[p.idx[k]]
-		if (k == 0 || t > p.times[k-1]) && t >= f.Time-ExactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
+		if (k == 0 || t > p.times[k-1]-jitter) && t >= f.Time-ExactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
 			after := 0
 			if t > f.Time {
 				after = 1
@@ -473,7 +507,7 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	}
 	if t < p.times[j]-w {
 		// Between the previous fault and this one's window.
-		if j == 0 || t > p.times[j-1] {
+		if j == 0 || t > p.times[j-1]-jitter {
 			m.cands[p.idx[j]].sawOld = true
 		}
 		return
@@ -481,7 +515,7 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	for ; j < n && p.times[j]-w <= t; j++ {
 		c := &m.cands[p.idx[j]]
 		f := &m.log.Faults[p.idx[j]]
-		if j > 0 && t <= p.times[j-1] {
+		if j > 0 && t <= p.times[j-1]-jitter {
 			continue // explained by (or before) the previous fault
 		}
 		if m.useTids && f.Tid != a.Tid {

@@ -133,7 +133,7 @@ func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
 			fmtDur(res.Offset), res.OffsetSamples, map[string]string{"ip": "exact ip+page", "page": "first-touch page"}[res.OffsetFrom],
 			fmtDur(res.OffsetSpread), res.Window, ExactWindowFactor*res.Window)
 	}
-	if res.ExactRare && res.OffsetFrom != "given" {
+	if res.ExactRare {
 		fmt.Fprintf(w, "Note:        exact ip matches are rare (%d of %d faults in log order): under Pin the faulting\n"+
 			"             instruction runs from Pin's code cache, not at the logged ip; matched by page and time\n", res.OrderExact, n)
 	}

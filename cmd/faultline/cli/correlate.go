@@ -40,7 +40,8 @@ columns after the address are ignored). Accepted variants:
   TID: 0xIP: R|W 0xADDR                     a thread id only
 Timestamps should be CLOCK_MONOTONIC (any clock works: the offset is
 estimated). Without them accesses are matched in log order. A file is read
-twice (offset, then time matching); standard input once, in log order.
+twice (offset, then time matching); standard input once: in log order, or
+by time when --offset is given.
 
 FAULTLOG, one of:
   ftrace text of exceptions:page_fault_user: the trace or trace_pipe file
@@ -79,7 +80,7 @@ func runCorrelate(env *Env, args []string) error {
 	out := fs.StringP("output", "o", "", "write a pprof profile of faults per accessing instruction to `FILE`")
 	pairs := fs.String("pairs", "", "write one tab-separated row per fault to `FILE` (- for standard output)")
 	offset := fs.String("offset", "", "fault clock − access clock (`DURATION`, e.g. 27.3ms or -1.5s); default: estimated")
-	window := fs.Duration("window", 0, "how far from a fault an access may lie (`DURATION`); default: from the spread of exact matches, at least 50µs")
+	window := fs.Duration("window", 0, "how far from a fault an access may lie (`DURATION`); default: 4 times the spread of exact matches, at least 50µs; 1ms with --offset")
 	threads := fs.String("threads", "auto", "compare thread ids: auto (when the access log's are the fault log's), match, ignore")
 	pid := fs.Uint32("pid", 0, "keep only faults of process `PID` (ftrace without options/record-tgid names threads: the main thread's id)")
 	comm := fs.String("comm", "", "keep only faults of command `NAME` (as ftrace or perf names it)")
