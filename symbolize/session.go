@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
@@ -215,11 +214,11 @@ func (s *Session) Observe(rec perfdata.Record) {
 	case *perfdata.Mmap:
 		m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
 			Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
-		m.Exec = r.Prot&0x4 != 0 || (r.Type == perfdata.RecordType(1) && r.Misc&0x2000 == 0) // PROT_EXEC; MMAP without PERF_RECORD_MISC_MMAP_DATA
+		m.Exec = r.Executable()
 		if len(r.BuildID) > 0 {
 			m.BuildID = append([]byte(nil), r.BuildID...)
 		}
-		if r.Pid == ^uint32(0) { // kernel maps (pid -1)
+		if r.Pid == perfdata.KernelPid {
 			return
 		}
 		s.Maps.Add(r.Pid, m)
@@ -231,12 +230,10 @@ func (s *Session) Observe(rec perfdata.Record) {
 			s.comms[r.Pid] = r.Comm
 		}
 	case *perfdata.Fork:
-		if r.Type == perfdata.RecordType(7) { // PERF_RECORD_FORK
-			if r.Pid != r.Ppid {
-				s.Maps.Fork(r.Ppid, r.Pid)
-				if c, ok := s.comms[r.Ppid]; ok {
-					s.comms[r.Pid] = c
-				}
+		if r.Pid != r.Ppid {
+			s.Maps.Fork(r.Ppid, r.Pid)
+			if c, ok := s.comms[r.Ppid]; ok {
+				s.comms[r.Pid] = c
 			}
 		}
 	}
@@ -602,14 +599,6 @@ func (s *Session) Pids() []uint32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
-}
-
-// IsMemsetFamily reports whether a function name is memset or one of its
-// variants (the zero flag's test).
-func IsMemsetFamily(name string) bool {
-	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
-		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
-		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
 }
 
 // Locate interns the location of the instruction at pc in process pid, for

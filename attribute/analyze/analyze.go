@@ -115,11 +115,15 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 				nEvents = len(r.Events())
 			}
 			ru.sample(rec)
-		case *perfdata.Lost:
+		case *perfdata.LostSamples:
+			// Per-event losses come from LOST_SAMPLES alone: perf writes a
+			// LOST record for the same losses, counted per ring buffer.
 			if rec.Event != nil && rec.Event.Index < len(ru.counts) {
 				ru.counts[rec.Event.Index].Lost += rec.Count
 			}
-			ru.lostRecord(rec)
+			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, true)
+		case *perfdata.Lost:
+			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, false)
 		default:
 			ru.observe(rec)
 		}
@@ -183,7 +187,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 func (ru *run) explainTruncated(err error) error {
 	noFormat := false
 	for _, ev := range ru.r.Events() {
-		if ev.Attr.Type == perfTypeTracepoint && ev.Format == nil {
+		if ev.Attr.Type == perfdata.TypeTracepoint && ev.Format == nil {
 			noFormat = true
 		}
 	}
@@ -230,7 +234,7 @@ func (ru *run) setup() error {
 		case RoleFault:
 			faults++
 		}
-		if in.ev.Attr.Flags&(1<<17) != 0 { // perf_event_attr.mmap_data: anonymous mmaps recorded (-d)
+		if in.ev.Attr.MmapData() { // anonymous mmaps recorded (-d)
 			anonMmaps = true
 		}
 	}
@@ -279,11 +283,9 @@ func (ru *run) observe(rec perfdata.Record) {
 			ru.tr.Exec(r.Pid)
 		}
 	case *perfdata.Fork:
-		if r.Type == perfdata.RecordType(7) { // FORK
-			ru.tr.Fork(r.Ppid, r.Pid)
-		} else { // EXIT
-			ru.tr.Exit(r.Pid, r.Tid)
-		}
+		ru.tr.Fork(r.Ppid, r.Pid)
+	case *perfdata.Exit:
+		ru.tr.Exit(r.Pid, r.Tid)
 	}
 }
 
@@ -364,19 +366,21 @@ func (ru *run) sample(smp *perfdata.Sample) {
 // lostRecord opens a lost-events window when the loss may concern
 // allocation events: always for a buffer overflow (LOST), for LOST_SAMPLES
 // when the event is an allocation probe or unknown.
-func (ru *run) lostRecord(rec *perfdata.Lost) {
+// samples tells LOST_SAMPLES (count lost of event e) from LOST (count lost
+// from a ring buffer that e owns).
+func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64, samples bool) {
 	ev := -1
-	if rec.Event != nil && rec.Event.Index < len(ru.infos) {
-		switch ru.infos[rec.Event.Index].role {
+	if e != nil && e.Index < len(ru.infos) {
+		switch ru.infos[e.Index].role {
 		case RoleAllocEntry, RoleAllocReturn, RoleFree:
-			ev = rec.Event.Index
+			ev = e.Index
 		default:
-			if rec.Type == perfdata.RecordLostSamples {
+			if samples {
 				return
 			}
 		}
 	}
-	ru.lost.lost(rec, ev)
+	ru.lost.lost(id, count, samples, ev)
 }
 
 // inMemset reports whether a leaf location is in the memset family; cached
@@ -387,7 +391,7 @@ func (ru *run) inMemset(id symbolize.LocID) bool {
 	}
 	v := false
 	for _, f := range ru.sess.Lines(id, false) {
-		if symbolize.IsMemsetFamily(f.Func) || symbolize.IsMemsetFamily(f.Symbol) {
+		if isMemsetFamily(f.Func) || isMemsetFamily(f.Symbol) {
 			v = true
 			break
 		}
@@ -470,4 +474,12 @@ func (a *stackAdapter) Stack(id attribute.StackID) []report.Location {
 		out = append(out, loc)
 	}
 	return out
+}
+
+// isMemsetFamily reports whether a function name is memset or one of its
+// variants: a fault inside one sets the zero flag of its allocation.
+func isMemsetFamily(name string) bool {
+	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
+		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
+		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
 }

@@ -42,16 +42,6 @@ type eventInfo struct {
 	warnedMissingAddrFlag bool
 }
 
-// Software event configs (include/uapi/linux/perf_event.h, perf_sw_ids).
-const (
-	perfTypeSoftware   = 1
-	perfTypeTracepoint = 2
-	swPageFaults       = 2
-	swPageFaultsMin    = 5
-	swPageFaultsMaj    = 6
-	sampleAddr         = 1 << 3 // PERF_SAMPLE_ADDR
-)
-
 // allocNames maps allocator function names (as probed) to their kind.
 var allocNames = map[string]attribute.AllocKind{
 	"malloc": attribute.KindMalloc, "__libc_malloc": attribute.KindMalloc, "__malloc": attribute.KindMalloc,
@@ -131,7 +121,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		}
 	}
 	switch {
-	case ev.Attr.Type == perfTypeSoftware && (ev.Attr.Config == swPageFaults || ev.Attr.Config == swPageFaultsMin || ev.Attr.Config == swPageFaultsMaj):
+	case ev.Attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(ev.Attr.Config).IsPageFault():
 		return faultInfo(in), nil
 	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
 		return faultInfo(in), nil
@@ -172,7 +162,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		}
 		return in, nil
 	}
-	if ev.Format == nil && ev.Attr.Type == perfTypeTracepoint {
+	if ev.Format == nil && ev.Attr.Type == perfdata.TypeTracepoint {
 		in.guess = true
 		return in, nil
 	}

@@ -245,7 +245,7 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 		in := &evInfo{}
 		switch {
 		case ev == nil:
-		case ev.Attr.Type == perfdata.TypeSoftware && (ev.Attr.Config == swPageFaults || ev.Attr.Config == swPageFaultsMin || ev.Attr.Config == swPageFaultsMaj):
+		case ev.Attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(ev.Attr.Config).IsPageFault():
 			in.fault = true
 			in.hasAddr = ev.Attr.SampleType&perfdata.SampleAddr != 0
 		case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
@@ -323,10 +323,3 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 	log.sort()
 	return log, nil
 }
-
-// PERF_COUNT_SW_PAGE_FAULTS{,_MIN,_MAJ} (perf_event.h).
-const (
-	swPageFaults    = 2
-	swPageFaultsMin = 5
-	swPageFaultsMaj = 6
-)

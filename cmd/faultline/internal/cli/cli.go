@@ -1,5 +1,5 @@
 // Package cli implements the faultline command's subcommands. Each
-// subcommand lives in its own file and registers itself in init; Main parses
+// subcommand lives in its own file and is listed in commands; Main parses
 // the first argument and dispatches. Nothing here exits the process: Main
 // returns the exit status so tests can run commands in-process.
 package cli
@@ -11,14 +11,13 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"sort"
 	"strings"
 
 	"golang.org/x/term"
 )
 
 // Version is the faultline version printed by --version (set with -ldflags
-// "-X github.com/faultline/faultline/cmd/faultline/cli.Version=...").
+// "-X github.com/faultline/faultline/cmd/faultline/internal/cli.Version=...").
 var Version = "0.1.0-dev"
 
 // Exit statuses, documented in --help and the README.
@@ -54,9 +53,29 @@ type command struct {
 	run     func(env *Env, args []string) error
 }
 
-var commands = map[string]*command{}
+// commands lists every subcommand in the order help prints them. It is a
+// function, not a variable, because a command's run reaches back to it
+// (help), which a variable's initializer could not.
+func commands() []*command {
+	return []*command{
+		{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze},
+		{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate},
+		{name: "diff", summary: "compare two profiles per allocation site; exit 1 on a regression", run: runDiff},
+		{name: "info", summary: "describe a perf.data recording: command, host, events, samples, losses", run: runInfo},
+		{name: "record", summary: "record a program with the probes and events analyze needs (runs perf)", run: runRecord},
+		{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript},
+	}
+}
 
-func register(c *command) { commands[c.name] = c }
+// lookup returns the subcommand called name.
+func lookup(name string) (*command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return nil, false
+}
 
 // ExitError carries a specific exit status out of a command.
 type ExitError struct {
@@ -99,7 +118,7 @@ func Main(args []string, env *Env) int {
 			printUsage(env.Stdout)
 			return ExitOK
 		}
-		c, ok := commands[args[1]]
+		c, ok := lookup(args[1])
 		if !ok {
 			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q; run 'faultline --help' for the list\n", args[1])
 			return ExitFailure
@@ -109,7 +128,7 @@ func Main(args []string, env *Env) int {
 		fmt.Fprintln(env.Stdout, versionString())
 		return ExitOK
 	}
-	c, ok := commands[args[0]]
+	c, ok := lookup(args[0])
 	if !ok {
 		fmt.Fprintf(env.Stderr, "faultline: unknown command %q; run 'faultline --help' for the list\n", args[0])
 		return ExitFailure
@@ -157,11 +176,6 @@ func finish(env *Env, err error) int {
 }
 
 func printUsage(w io.Writer) {
-	var names []string
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var b strings.Builder
 	b.WriteString(`faultline: which allocation in my program caused these page faults?
 
@@ -176,8 +190,8 @@ Usage: faultline <command> [flags] [args]
 
 Commands:
 `)
-	for _, n := range names {
-		fmt.Fprintf(&b, "  %-9s %s\n", n, commands[n].summary)
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Example (a recording shipped with faultline; no root or perf needed):

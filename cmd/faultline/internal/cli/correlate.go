@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,10 +13,6 @@ import (
 	"github.com/faultline/faultline/symbolize"
 	"github.com/spf13/pflag"
 )
-
-func init() {
-	register(&command{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate})
-}
 
 const correlateHelp = `Usage: faultline correlate [flags] ACCESSLOG FAULTLOG
 
@@ -233,10 +228,10 @@ func readFaultLog(env *Env, name string, filter correlate.FaultFilter, sess *sym
 		r = f
 	}
 	br := bufio.NewReaderSize(r, 1<<16)
-	magic, _ := br.Peek(8)
+	magic, _ := br.Peek(perfdata.MagicLen)
 	var log *correlate.FaultLog
 	var err error
-	if bytes.HasPrefix(magic, []byte("PERFILE2")) || bytes.HasPrefix(magic, []byte("2ELIFREP")) {
+	if perfdata.IsPerfData(magic) {
 		var pr *perfdata.Reader
 		if name == "-" {
 			pr, err = perfdata.NewStream(br, nil)

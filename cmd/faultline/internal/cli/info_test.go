@@ -65,7 +65,7 @@ func checkInfoJSON(t *testing.T, out string, want map[string]uint64) *infoReport
 }
 
 func TestInfoFixtures(t *testing.T) {
-	files, _ := filepath.Glob("../../../testdata/perf/*.data")
+	files, _ := filepath.Glob("../../../../testdata/perf/*.data")
 	if len(files) == 0 {
 		t.Skip("no recordings in testdata/perf (run testdata/gen.sh)")
 	}

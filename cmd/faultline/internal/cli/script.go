@@ -9,10 +9,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func init() {
-	register(&command{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript})
-}
-
 const scriptHelp = `Usage: faultline script [flags] FILE|-
 
 Prints every sample of a perf.data recording with its user stack, unwound

@@ -10,7 +10,7 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-var correlateData = filepath.Join("..", "..", "..", "attribute", "correlate", "testdata")
+var correlateData = filepath.Join("..", "..", "..", "..", "attribute", "correlate", "testdata")
 
 func TestCorrelateCommand(t *testing.T) {
 	dir := t.TempDir()

@@ -24,14 +24,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	register(&command{
-		name:    "record",
-		summary: "record a program with the probes and events analyze needs (runs perf)",
-		run:     runRecord,
-	})
-}
-
 const recordHelp = `Usage: faultline record [flags] [--] CMD [ARGS...]
        faultline record [flags] -p PID [--duration D]
        faultline record [flags] -a [--duration D] [-- CMD [ARGS...]]
@@ -848,7 +840,7 @@ func countEvents(path string) (counts map[string]*eventCounts, err error) {
 		switch rec := rd.Record().(type) {
 		case *perfdata.Sample:
 			get(rec.Event).samples++
-		case *perfdata.Lost:
+		case *perfdata.LostSamples: // not LOST: it counts the same losses per ring buffer
 			get(rec.Event).lost += rec.Count
 		}
 	}

@@ -7,20 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/faultline/faultline/perfdata"
 )
-
-func init() {
-	register(&command{
-		name:    "info",
-		summary: "describe a perf.data recording: command, host, events, samples, losses",
-		run:     runInfo,
-	})
-}
 
 const infoHelp = `Usage: faultline info [flags] FILE|-
 
@@ -147,7 +140,7 @@ func openError(name string, err error) error {
 			}
 			f.Close()
 		}
-		return fmt.Errorf("%s is not a perf.data file (%s%s); perf.data files start with PERFILE2, record one with perf record", name, reason, what)
+		return fmt.Errorf("%s is not a perf.data file (%s%s); perf.data files start with %s, record one with perf record", name, reason, what, perfdata.MagicLE)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -194,7 +187,7 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	rep.TotalMemKB = m.TotalMemKB
 	for _, ev := range r.Events() {
 		ie := infoEvent{Name: ev.Name, Samples: ev.Samples, Lost: ev.Lost, LostBuffer: ev.LostBuffer,
-			Type: ev.Attr.Type, Config: ev.Attr.Config, SampleType: sampleTypeString(ev.Attr.SampleType), IDs: ev.IDs}
+			Type: uint32(ev.Attr.Type), Config: ev.Attr.Config, SampleType: ev.Attr.SampleType.String(), IDs: ev.IDs}
 		if ev.Format != nil {
 			for _, f := range ev.Format.Fields {
 				if !f.Common {
@@ -209,14 +202,12 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	if st.LastSample > st.FirstSample {
 		rep.DurationNs = st.LastSample - st.FirstSample
 	}
-	for t, n := range st.Records {
-		if n > 0 {
-			name := perfdata.RecordType(t).String()
-			if t == 0 {
-				name = "OTHER"
-			}
-			rep.Records[name] = n
+	for t, n := range st.RecordCounts() {
+		name := t.String()
+		if t == 0 {
+			name = "OTHER"
 		}
+		rep.Records[name] = n
 	}
 	if st.Compressed > 0 {
 		rep.Records["COMPRESSED"] = st.Compressed
@@ -231,10 +222,9 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	for _, b := range m.BuildIDs {
 		rep.BuildIDs = append(rep.BuildIDs, infoBuildID{BuildID: b.String(), Filename: b.Filename})
 	}
-	feats := append([]int(nil), m.Features...)
-	sort.Ints(feats)
+	feats := slices.Sorted(slices.Values(m.Features))
 	for _, f := range feats {
-		rep.Features = append(rep.Features, perfdata.FeatureName(f))
+		rep.Features = append(rep.Features, f.String())
 	}
 	rep.Truncated = m.Truncated
 	for _, w := range r.Warnings() {
@@ -244,24 +234,6 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("... and %d more warnings", n))
 	}
 	return rep, nil
-}
-
-var sampleBitNames = []string{"IP", "TID", "TIME", "ADDR", "READ", "CALLCHAIN", "ID", "CPU", "PERIOD",
-	"STREAM_ID", "RAW", "BRANCH_STACK", "REGS_USER", "STACK_USER", "WEIGHT", "DATA_SRC", "IDENTIFIER",
-	"TRANSACTION", "REGS_INTR", "PHYS_ADDR", "AUX", "CGROUP", "DATA_PAGE_SIZE", "CODE_PAGE_SIZE", "WEIGHT_STRUCT"}
-
-// sampleTypeString spells sample_type bits as perf report --header-only does.
-func sampleTypeString(st uint64) string {
-	var parts []string
-	for i, n := range sampleBitNames {
-		if st&(1<<i) != 0 {
-			parts = append(parts, n)
-		}
-	}
-	if rest := st &^ (1<<len(sampleBitNames) - 1); rest != 0 {
-		parts = append(parts, fmt.Sprintf("0x%x", rest))
-	}
-	return strings.Join(parts, "|")
 }
 
 func humanBytes(n uint64) string {

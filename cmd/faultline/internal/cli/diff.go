@@ -11,19 +11,6 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// analyzeForDiff turns a perf.data recording into a faultline profile (by
-// allocation site) so diff can take recordings directly. It is nil until
-// the analyze command provides it; diff then refuses perf.data inputs.
-var analyzeForDiff func(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error)
-
-func init() {
-	register(&command{
-		name:    "diff",
-		summary: "compare two profiles per allocation site; exit 1 on a regression",
-		run:     runDiff,
-	})
-}
-
 const diffHelp = `Usage: faultline diff [flags] BASE NEW
 
 Compares two faultline profiles (or perf.data recordings, analyzed on the fly
@@ -148,9 +135,6 @@ func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile,
 		return nil, err
 	}
 	if perf {
-		if analyzeForDiff == nil {
-			return nil, fmt.Errorf("%s is a perf.data recording: perf.data inputs need analyze, which this build lacks; pass profiles written by 'faultline analyze'", path)
-		}
 		p, err := analyzeForDiff(env, path, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("analyzing %s: %w", path, err)

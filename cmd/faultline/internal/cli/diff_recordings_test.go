@@ -12,7 +12,7 @@ import (
 // diffFixtures is testdata/diff: two real recordings of one program,
 // testdata/diff/src/grow.c, on an input of 20000 lines (small.data) and of
 // 60000 (large.data), made by testdata/diff/gen.sh with faultline record.
-const diffFixtures = "../../../testdata/diff"
+const diffFixtures = "../../../../testdata/diff"
 
 // analyzeFixture analyzes one recording of testdata/diff to a profile in dir
 // with the fixtures' symfs, as a user would before diffing.

@@ -17,15 +17,14 @@ import (
 	"github.com/spf13/pflag"
 )
 
-func init() {
-	register(&command{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze})
-	analyzeForDiff = func(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
-		res, err := analyzeFile(env, path, defaultAnalyzeOptions(), cfg, true)
-		if err != nil {
-			return nil, err
-		}
-		return res.Profile, nil
+// analyzeForDiff analyzes a perf.data recording with analyze's defaults,
+// quietly, to the profile diff compares.
+func analyzeForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
+	res, err := analyzeFile(env, path, defaultAnalyzeOptions(), cfg, true)
+	if err != nil {
+		return nil, err
 	}
+	return res.Profile, nil
 }
 
 const analyzeHelp = `Usage: faultline analyze [flags] FILE|-

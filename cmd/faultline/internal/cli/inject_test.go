@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata"
 )
 
 // injectAnalyze runs `faultline analyze` in-process on data (a file, or
@@ -20,7 +22,7 @@ func injectAnalyze(t *testing.T, data []byte, stdin bool) (code int, stdout, std
 	if err := os.WriteFile(in, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"analyze", "--symfs", "../../../testdata/symfs", "-o", filepath.Join(dir, "out.pb.gz"), in}
+	args := []string{"analyze", "--symfs", "../../../../testdata/symfs", "-o", filepath.Join(dir, "out.pb.gz"), in}
 	env := &Env{Stdin: bytes.NewReader(nil)}
 	if stdin {
 		args[len(args)-1] = "-"
@@ -40,7 +42,7 @@ func injectAnalyze(t *testing.T, data []byte, stdin bool) (code int, stdout, std
 // TestAnalyzeHostileInputs: inputs that are not recordings at all get a
 // one-line error naming what they are and exit status 2.
 func TestAnalyzeHostileInputs(t *testing.T) {
-	elfBin, err := os.ReadFile("../../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
+	elfBin, err := os.ReadFile("../../../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
 	if err != nil {
 		t.Skip(err)
 	}
@@ -57,8 +59,8 @@ func TestAnalyzeHostileInputs(t *testing.T) {
 		{"empty", nil, "empty"},
 		{"random", random, "not a perf.data file"},
 		{"elf", elfBin, "ELF"},
-		{"magic-only", []byte("PERFILE2"), "0x"},
-		{"pipe-header-only", []byte("PERFILE2\x10\x00\x00\x00\x00\x00\x00\x00"), "no events"},
+		{"magic-only", []byte(perfdata.MagicLE), "0x"},
+		{"pipe-header-only", []byte(perfdata.MagicLE + "\x10\x00\x00\x00\x00\x00\x00\x00"), "no events"},
 	} {
 		for _, stdin := range []bool{false, true} {
 			name := c.name
@@ -91,7 +93,7 @@ func TestAnalyzeHostileInputs(t *testing.T) {
 // formats (kept after the data), and the one error says the file was
 // truncated.
 func TestAnalyzeTruncated(t *testing.T) {
-	pipe, err := os.ReadFile("../../../testdata/perf/threads.pipe.data")
+	pipe, err := os.ReadFile("../../../../testdata/perf/threads.pipe.data")
 	if err != nil {
 		t.Skip(err)
 	}
@@ -107,7 +109,7 @@ func TestAnalyzeTruncated(t *testing.T) {
 			t.Errorf("no warning naming the offset:\n%s", stderr)
 		}
 	}
-	file, err := os.ReadFile("../../../testdata/perf/threads.plain.data")
+	file, err := os.ReadFile("../../../../testdata/perf/threads.plain.data")
 	if err != nil {
 		t.Skip(err)
 	}
@@ -132,13 +134,13 @@ func TestAnalyzeTruncated(t *testing.T) {
 // TestAnalyzeMaxLive: the live-set guard is a flag; at the cap the summary
 // says how many allocations were not tracked.
 func TestAnalyzeMaxLive(t *testing.T) {
-	data := "../../../testdata/perf/basic.z.data"
+	data := "../../../../testdata/perf/basic.z.data"
 	if _, err := os.Stat(data); err != nil {
 		t.Skip(err)
 	}
 	out := filepath.Join(t.TempDir(), "out.pb.gz")
 	var stdout, stderr bytes.Buffer
-	code := Main([]string{"analyze", "--symfs", "../../../testdata/symfs", "--max-live", "5", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr})
+	code := Main([]string{"analyze", "--symfs", "../../../../testdata/symfs", "--max-live", "5", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr})
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
 	}
@@ -157,7 +159,7 @@ func TestAnalyzeMaxLive(t *testing.T) {
 // warning names the offset.
 func TestAnalyzeCorruptRecord(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile("../../../testdata/perf/" + name)
+		p, err := os.ReadFile("../../../../testdata/perf/" + name)
 		if err != nil {
 			t.Skip(err)
 		}
