@@ -262,6 +262,7 @@ type matcher struct {
 	shift      uint
 	faultTids  map[uint32]bool
 	accessTids map[uint32]bool
+	lastTid    uint32 // the last access's thread, already in accessTids
 	layout     AccessLayout
 	useTids    bool
 	decided    bool
@@ -296,8 +297,9 @@ func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) er
 		if !m.decided {
 			m.decide(ar.Layout(), a.Tid)
 		}
-		if m.layout.Tid && len(m.accessTids) < maxTids {
+		if m.layout.Tid && (a.Tid != m.lastTid || m.accesses == 1) && len(m.accessTids) < maxTids {
 			m.accessTids[a.Tid] = true
+			m.lastTid = a.Tid
 		}
 		p := m.pages[a.Addr>>m.shift]
 		if p == nil {

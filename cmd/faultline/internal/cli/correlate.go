@@ -172,7 +172,23 @@ func runCorrelate(env *Env, args []string) error {
 		}
 		return opened, nil
 	}
+	progressDone := func() {}
+	if accessName != "-" {
+		var progress func(int64)
+		progress, progressDone = newProgress(env, accessName, *quiet, "correlating")
+		if fi, err := os.Stat(accessName); err == nil && progress != nil {
+			size := fi.Size()
+			opts.Progress = func(pass int, n int64) {
+				if opts.OffsetSet { // one pass
+					progress(n)
+				} else {
+					progress((int64(pass-1)*size + n) / 2)
+				}
+			}
+		}
+	}
 	res, err := correlate.Run(flog, src, opts)
+	progressDone()
 	if err != nil {
 		var ee *ExitError
 		if errors.As(err, &ee) {
