@@ -76,7 +76,7 @@ func runCorrelate(env *Env, args []string) error {
 	pairs := fs.String("pairs", "", "write one tab-separated row per fault to `FILE` (- for standard output)")
 	offset := fs.String("offset", "", "fault clock − access clock (`DURATION`, e.g. 27.3ms or -1.5s); default: estimated")
 	window := fs.Duration("window", 0, "how far from a fault an access may lie (`DURATION`); default: 4 times the spread of exact matches, at least 50µs; 1ms with --offset")
-	threads := fs.String("threads", "auto", "compare thread ids: auto (when the access log's are the fault log's), match, ignore")
+	threads := fs.String("threads", "auto", "compare thread ids (`MODE`): auto (when the access log's are the fault log's), match, ignore")
 	pid := fs.Uint32("pid", 0, "keep only faults of process `PID` (ftrace without options/record-tgid names threads: the main thread's id)")
 	comm := fs.String("comm", "", "keep only faults of command `NAME` (as ftrace or perf names it)")
 	pageSize := fs.Uint64("page-size", 4096, "page size in `BYTES`")
