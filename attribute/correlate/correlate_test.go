@@ -373,3 +373,38 @@ func TestGivenOffsetOnePass(t *testing.T) {
 		t.Errorf("%d of %d exact", exact, covered)
 	}
 }
+
+// Faults whose ip the access log does not have fall back to page and time
+// also when exact matches are common.
+func TestMixedIPMatches(t *testing.T) {
+	log := readFtraceFixture(t, "local.faults.trace")
+	moved := map[*Fault]bool{}
+	for i := range log.Faults {
+		if i%3 == 0 {
+			log.Faults[i].IP += 1 << 44
+			moved[&log.Faults[i]] = true
+		}
+	}
+	acc := fixture(t, "local.access.tt.log")
+	res, err := Run(log, bytesSource(acc), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExactRare || res.OffsetFrom != "ip" {
+		t.Errorf("ExactRare %v, offset from %q", res.ExactRare, res.OffsetFrom)
+	}
+	pages := coveredPages(t, acc)
+	for i := range res.Pairs {
+		pr := &res.Pairs[i]
+		if !pages[pr.Fault.Addr>>12] {
+			continue
+		}
+		want := MatchIP
+		if moved[pr.Fault] {
+			want = MatchPage
+		}
+		if pr.Kind != want || pr.Access.Addr != pr.Fault.Addr {
+			t.Errorf("fault %#x (moved %v): %v at %#x, want %v at the faulting byte", pr.Fault.Addr, moved[pr.Fault], pr.Kind, pr.Access.Addr, want)
+		}
+	}
+}

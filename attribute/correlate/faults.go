@@ -53,9 +53,10 @@ type FaultLog struct {
 	Warnings             []string
 }
 
-// MaxFaults bounds the faults held in memory (about 100 bytes each with
-// the matcher's state).
-const MaxFaults = 50_000_000
+// MaxFaults bounds the faults held in memory: about 450 bytes each with
+// the matcher's state, so 4.5 GB at the limit (a program that touched
+// 40 GB of fresh pages).
+const MaxFaults = 10_000_000
 
 const pageFaultEvent = "page_fault_user:"
 

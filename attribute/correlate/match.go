@@ -72,7 +72,8 @@ type Options struct {
 	// fault log's), "match" (always), "ignore" (never).
 	Threads string
 	// MinExact is the number of exact (ip+page) matches below which they
-	// are called rare and the offset comes from page matches; 20 when 0.
+	// are called rare and the offset comes from page matches; 3 when 0.
+	// Fewer than a tenth of the order pass's matches are rare too.
 	MinExact int
 	// Progress, when set, is called with the access log bytes read so far.
 	Progress func(pass int, bytes int64)
@@ -97,8 +98,9 @@ type Result struct {
 	// samples (ns); OffsetSamples their number.
 	OffsetSpread  int64
 	OffsetSamples int
-	// ExactRare: fewer exact matches than Options.MinExact in the order
-	// pass (typical under Pin, whose code cache runs the faulting copy).
+	// ExactRare: fewer exact matches in the order pass than
+	// Options.MinExact or than a tenth of its matches (typical under Pin,
+	// whose code cache runs the faulting copy).
 	ExactRare bool
 	// OrderExact counts the order pass's exact matches.
 	OrderExact int
@@ -152,7 +154,7 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 		return nil, fmt.Errorf("page size %d is not a power of two", opt.PageSize)
 	}
 	if opt.MinExact == 0 {
-		opt.MinExact = 20
+		opt.MinExact = 3
 	}
 	shift := uint(0)
 	for 1<<shift < opt.PageSize {
@@ -200,12 +202,16 @@ func Run(log *FaultLog, src AccessSource, opt Options) (*Result, error) {
 	res.Accesses = m.accesses
 	res.OnFaultPages = m.onPages
 	res.Layout = m.layout
+	matched := 0
 	for i := range res.Pairs {
+		if res.Pairs[i].Kind != MatchNone {
+			matched++
+		}
 		if res.Pairs[i].Kind == MatchIP {
 			res.OrderExact++
 		}
 	}
-	res.ExactRare = res.OrderExact < opt.MinExact
+	res.ExactRare = res.OrderExact < opt.MinExact || res.OrderExact*10 < matched
 	if !m.layout.Time {
 		res.Mode = "order"
 		m.cands = nil
