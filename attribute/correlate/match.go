@@ -318,6 +318,9 @@ func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) er
 	if err := ar.Err(); err != nil {
 		return err
 	}
+	if n > 1 {
+		return nil // pass 1 said it all
+	}
 	if ar.Truncated {
 		m.res.Warnings = append(m.res.Warnings, "access log: the last line is cut short; skipped")
 	}
