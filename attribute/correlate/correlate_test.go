@@ -172,8 +172,11 @@ func TestRareIPMatches(t *testing.T) {
 				sameByte++
 			}
 		}
-		if float64(sameByte) < 0.99*float64(covered) {
-			t.Errorf("%s: page+time matched %d of %d faults to the byte the kernel reported, want >= 99%%", tc.faults, sameByte, covered)
+		// Page and time cannot tell an access logged long before its fault
+		// (the thread preempted) from the next access to the page: allow
+		// two misses in these ~90 faults (the live test asks 99% of ~4700).
+		if sameByte < covered-2 {
+			t.Errorf("%s: page+time matched %d of %d faults to the byte the kernel reported, want all but 2", tc.faults, sameByte, covered)
 		}
 		want, _ := trueOffset(t, fixture(t, tc.faults), fixture(t, tc.sync))
 		if d := abs(res.Offset - want); d > int64(time.Millisecond) {

@@ -576,9 +576,10 @@ func (m *matcher) timeFinish() {
 }
 
 // closer picks, of a tier's last access before the fault and first after
-// it, the one nearer the fault in the fault clock: the causing access is
-// logged just before the fault, but clock jitter of a microsecond or two
-// can put it just after.
+// it, the one nearer the fault in the fault clock, counting time after the
+// fault afterWeight times: the causing access is logged before the fault,
+// sometimes well before (the thread preempted, or faulting in its own
+// logging), while only clock jitter of a microsecond or two puts it after.
 func (m *matcher) closer(tf int64, c *cand, tier int) Access {
 	before, after := &c.acc[tier][0], &c.acc[tier][1]
 	switch {
@@ -587,11 +588,14 @@ func (m *matcher) closer(tf int64, c *cand, tier int) Access {
 	case !c.has[tier][1]:
 		return *before
 	}
-	if abs(after.Time+m.res.Offset-tf) < abs(tf-before.Time-m.res.Offset) {
+	if afterWeight*abs(after.Time+m.res.Offset-tf) < abs(tf-before.Time-m.res.Offset) {
 		return *after
 	}
 	return *before
 }
+
+// afterWeight: see closer.
+const afterWeight = 4
 
 // finishReasons names the reason of every unmatched fault: the first that
 // applies of thread, no access, kind, window, only after, explained.
