@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
 )
 
 const tracefs = "/sys/kernel/tracing"
@@ -182,7 +183,12 @@ func TestLivePerf(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	log, err := ReadPerf(r, FaultFilter{}, nil)
+	sess, err := symbolize.NewSession(symbolize.Config{}, r.Meta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	log, err := ReadPerf(r, FaultFilter{Comm: "selftrace"}, sess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,5 +203,24 @@ func TestLivePerf(t *testing.T) {
 	}
 	if abs(res.Offset) > int64(time.Millisecond) {
 		t.Errorf("offset %v between two CLOCK_MONOTONIC logs", time.Duration(res.Offset))
+	}
+	// The perf.data's mappings name the accessing instructions: the access
+	// functions whose labelled load or store selftrace.c logs.
+	p := Profile(res, &Symbolizer{Sess: sess, Pid: -1})
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	for _, smp := range p.Sample {
+		if smp.Label["match"][0] != "ip" {
+			continue
+		}
+		l := smp.Location[0]
+		name := ""
+		if len(l.Line) > 0 {
+			name = l.Line[len(l.Line)-1].Function.Name
+		}
+		if name != "rd" && name != "wr" && name != "wr2" {
+			t.Errorf("exact match at %#x named %q, want rd, wr or wr2", l.Address, name)
+		}
 	}
 }
