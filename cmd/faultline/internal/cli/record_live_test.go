@@ -161,6 +161,19 @@ func TestRecordLiveChurn(t *testing.T) {
 		t.Errorf("perf script printed %d samples, our reader counts %d", lines, total)
 	}
 
+	// perf buildid-list names the program with the build id readelf
+	// reads from its note.
+	ids, err := exec.Command(perfPath, "buildid-list", "-i", out).Output()
+	if err != nil {
+		t.Fatalf("perf buildid-list: %v", err)
+	}
+	if note, err := exec.Command("readelf", "-n", filepath.Join(progs, "churn")).Output(); err == nil {
+		m := regexp.MustCompile(`Build ID: ([0-9a-f]+)`).FindSubmatch(note)
+		if m == nil || !strings.Contains(string(ids), string(m[1])+" "+filepath.Join(progs, "churn")) {
+			t.Errorf("perf buildid-list does not list churn's build id %s:\n%s", m, ids)
+		}
+	}
+
 	// perf stat on the same probes (a group of the test's own, same
 	// functions, same libc) for the same run.
 	statGroup := fmt.Sprintf("fltest_%d", os.Getpid())
