@@ -3,7 +3,8 @@
 //
 // Sample types, in this order: faults/count (the default), allocs/count,
 // alloc_space/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
-// access (read/write/exec where the event says), and in touch mode
+// access (read/write/exec where the event says), inside=allocator (faults
+// the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
 // symbolized lines (inlined frames first), so `go tool pprof` shows names
 // without the binaries.
@@ -17,6 +18,12 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/google/pprof/profile"
 )
+
+// LabelInside marks faults taken inside an allocator call on the
+// allocator's own heap or arena memory outside the new chunk (a new top
+// chunk, heap_info, tcache setup), charged to the allocation the call made:
+// inside=allocator.
+const LabelInside = "inside"
 
 // Mode selects whose stack a fault sample carries.
 type Mode int
@@ -86,6 +93,7 @@ type sampleKey struct {
 	access    attribute.Access
 	allocSite attribute.StackID // touch mode
 	touch     bool              // touch mode fault: stack is the faulting code's
+	inAlloc   bool              // the allocator's own memory, taken serving the call (label inside=allocator)
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -129,7 +137,7 @@ func (b *Builder) Allocation(a *attribute.Allocation) {
 
 // Fault implements attribute.Sink.
 func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
-	k := sampleKey{comm: b.comm(f.Pid), access: f.Access}
+	k := sampleKey{comm: b.comm(f.Pid), access: f.Access, inAlloc: f.InAllocator && a != nil}
 	switch {
 	case a == nil:
 		k.stack, k.class = f.Stack, f.Class.String()
@@ -216,6 +224,9 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		if k.class != "" {
 			s.Label["class"] = []string{k.class}
+		}
+		if k.inAlloc {
+			s.Label[LabelInside] = []string{"allocator"}
 		}
 		p.Sample = append(p.Sample, s)
 	}
