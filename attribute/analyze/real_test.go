@@ -94,7 +94,7 @@ func scriptSites(path string, args ...string) (map[realSite]realCounts, map[stri
 // faultlineSites runs the analysis in-process on the machine's own files
 // (perf's build-id cache, then the paths the recording names) and groups the
 // --by alloc profile by its leaf location: allocator frames are dropped, so
-// the leaf's address is the allocation's return address.
+// the leaf's address is the allocation's call (its return address - 1).
 func faultlineSites(t *testing.T, path string, cfg symbolize.Config) (*Result, map[realSite]realCounts) {
 	t.Helper()
 	r, err := perfdata.Open(path, nil)
@@ -116,10 +116,13 @@ func faultlineSites(t *testing.T, path string, cfg symbolize.Config) (*Result, m
 		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
 			continue
 		}
+		// The leaf is the allocation's call site: its address is the
+		// return address - 1 (as perf prints callers); the script keys
+		// sites by the return address.
 		leaf := s.Location[0]
-		k := realSite{"[unknown]", leaf.Address}
+		k := realSite{"[unknown]", leaf.Address + 1}
 		if m := leaf.Mapping; m != nil {
-			k = realSite{m.File, leaf.Address - m.Start + m.Offset}
+			k = realSite{m.File, leaf.Address + 1 - m.Start + m.Offset}
 		}
 		c := sites[k]
 		c.faults += s.Value[0]
