@@ -1,6 +1,10 @@
 package analyze
 
 import (
+	"debug/elf"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +13,8 @@ import (
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
+
+var threadLabel = regexp.MustCompile(`^[1-9][0-9]* heapgrow$`)
 
 // analyzeHeapgrow analyzes one recording of testdata/heapgrow (see its
 // README) with the committed symfs.
@@ -70,6 +76,11 @@ func TestHeapGrowthChargedToCaller(t *testing.T) {
 		if len(s.Label[report.LabelInside]) > 0 {
 			inside += s.Value[0]
 		}
+		// One process, one thread: the thread label is "PID heapgrow"
+		// (the name from the COMM record exec wrote).
+		if th := s.Label[report.LabelThread]; len(th) != 1 || !threadLabel.MatchString(th[0]) {
+			t.Errorf("thread label %q", th)
+		}
 	}
 	small, big := sites["many_small"], sites["big_buffer"]
 	if small == nil || big == nil {
@@ -92,5 +103,67 @@ func TestHeapGrowthChargedToCaller(t *testing.T) {
 	res.Summary.WriteText(&sum)
 	if !strings.Contains(sum.String(), "on its own heap or arena memory") {
 		t.Errorf("summary does not say how many faults were on the allocator's own memory:\n%s", sum.String())
+	}
+}
+
+// TestContainersNamedInUserCode: the C++ sites are named by the user's own
+// functions, with the library function they went through; profile names
+// carry no parameter lists; an allocation's leaf location is its call
+// instruction. Independent checks: the committed source's lines (27:
+// items.push_back, 34: m[...] =) and the binary's bytes (an x86 `call
+// rel32`, opcode 0xe8, ends right after the leaf address).
+func TestContainersNamedInUserCode(t *testing.T) {
+	res := analyzeHeapgrow(t, "containers", report.ByAlloc)
+	src, err := os.ReadFile("../../testdata/heapgrow/src/containers.cpp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(src), "\n")
+	if !strings.Contains(lines[27-1], "items.push_back(") || !strings.Contains(lines[34-1], "m[i * 7919 % n] =") {
+		t.Fatalf("containers.cpp lines 27/34 are not the push_back and map insert the test names")
+	}
+	var names []string
+	for _, s := range res.Summary.TopSites {
+		names = append(names, s.Name)
+	}
+	for _, want := range []string{
+		"app::Store::fill containers.cpp:27 (via std::vector::push_back)",
+		"app::index_records containers.cpp:34 (via std::map::operator[])",
+	} {
+		if !slices.Contains(names, want) {
+			t.Errorf("summary sites %q lack %q", names, want)
+		}
+	}
+	for _, f := range res.Profile.Function {
+		if strings.Contains(f.Name, "(") || strings.Contains(f.Name, "<") {
+			t.Errorf("Function.Name %q has a parameter list or template arguments (SystemName %q)", f.Name, f.SystemName)
+		}
+	}
+	ef, err := elf.Open("../../testdata/heapgrow/symfs/tmp/faultline-heapgrow/bin/containers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	text := ef.Section(".text")
+	code, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, s := range res.Profile.Sample {
+		if len(s.Label["class"]) > 0 || len(s.Location) == 0 || s.Location[0].Mapping == nil ||
+			!strings.HasSuffix(s.Location[0].Mapping.File, "/containers") {
+			continue
+		}
+		l := s.Location[0]
+		vaddr := l.Address - l.Mapping.Start + l.Mapping.Offset // PIE: file offset = vaddr here
+		off := vaddr + 1 - 5 - text.Addr
+		if vaddr+1 < text.Addr+5 || off >= uint64(len(code)) || code[off] != 0xe8 {
+			t.Errorf("leaf %#x (%v): no call rel32 ends at %#x", vaddr, l.Line[len(l.Line)-1].Function.Name, vaddr+1)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Error("no allocation site in the containers binary")
 	}
 }
