@@ -11,7 +11,7 @@ import (
 // every 64 samples.
 func dwarfSynth(n int) []byte {
 	s := newSynth(false)
-	st := uint64(SampleIdentifier | SampleIP | SampleTID | SampleTime | SampleAddr | SampleCPU |
+	st := SampleFormat(SampleIdentifier | SampleIP | SampleTID | SampleTime | SampleAddr | SampleCPU |
 		SamplePeriod | SampleCallchain | SampleRaw | SampleRegsUser | SampleStackUser | SampleDataSrc)
 	s.addEvent(Attr{Type: TypeTracepoint, Config: 1, SampleType: st, Flags: AttrSampleIDAll, SampleRegsUser: 0xff0fff, SampleStackUser: 8192}, "probe_libc:malloc", 1)
 	s.addEvent(Attr{Type: TypeSoftware, Config: 2, SampleType: st &^ (SampleRaw | SampleCPU | SamplePeriod), Flags: AttrSampleIDAll | AttrExcludeKernel, SampleRegsUser: 0xff0fff, SampleStackUser: 8192}, "page-faults:u", 2)

@@ -65,9 +65,9 @@ func (r *Reader) processUser(typ RecordType, rec rawRec) {
 	case RecordHeaderFeature:
 		f := b.u64()
 		if b.err == nil && f < featBits {
-			r.addFeature(int(f))
-			if err := r.parseFeature(int(f), body[8:], rec.off+16); err != nil {
-				r.warn(fmt.Errorf("feature %s: %w", FeatureName(int(f)), err))
+			r.addFeature(Feature(f))
+			if err := r.parseFeature(Feature(f), body[8:], rec.off+16); err != nil {
+				r.warn(fmt.Errorf("feature %s: %w", Feature(f), err))
 			}
 		}
 	case RecordIDIndex:
@@ -89,7 +89,7 @@ func (r *Reader) processUser(typ RecordType, rec rawRec) {
 	}
 }
 
-func (r *Reader) addFeature(f int) {
+func (r *Reader) addFeature(f Feature) {
 	for _, x := range r.meta.Features {
 		if x == f {
 			return
@@ -181,39 +181,44 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		c.Comm = cstr(b.b[b.off:])
 		c.Exec = misc&MiscCommExec != 0
 		out = c
-	case RecordFork, RecordExit:
+	case RecordFork:
 		f := &r.rec.fork
 		f.RecordCommon = common
 		f.Pid, f.Ppid, f.Tid, f.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
 		f.Time = b.u64()
 		out = f
-	case RecordLost, RecordLostSamples:
+	case RecordExit:
+		e := &r.rec.exit
+		e.RecordCommon = common
+		e.Pid, e.Ppid, e.Tid, e.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
+		e.Time = b.u64()
+		out = e
+	case RecordLost:
 		l := &r.rec.lost
 		l.RecordCommon = common
-		if typ == RecordLost {
-			l.ID = b.u64()
-		} else {
-			l.ID = common.ID
-		}
+		l.ID = b.u64()
 		l.Count = b.u64()
 		if b.err != nil {
 			break
 		}
-		l.Event = r.byID[l.ID]
-		if l.Event == nil && len(r.events) == 1 {
-			l.Event = r.events[0]
+		l.Event = r.lostEvent(l.ID)
+		if l.Event != nil {
+			l.Event.LostBuffer += l.Count
 		}
-		if typ == RecordLostSamples {
-			if l.Event != nil {
-				l.Event.Lost += l.Count
-			}
-			r.stats.LostSamples += l.Count
-		} else {
-			if l.Event != nil {
-				l.Event.LostBuffer += l.Count
-			}
-			r.stats.Lost += l.Count
+		r.stats.Lost += l.Count
+		out = l
+	case RecordLostSamples:
+		l := &r.rec.lostSamples
+		l.RecordCommon = common
+		l.Count = b.u64()
+		if b.err != nil {
+			break
 		}
+		l.Event = r.lostEvent(common.ID)
+		if l.Event != nil {
+			l.Event.Lost += l.Count
+		}
+		r.stats.LostSamples += l.Count
 		out = l
 	case RecordThrottle, RecordUnthrottle:
 		t := &r.rec.throttle
@@ -430,4 +435,16 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		return nil, b.err
 	}
 	return out, nil
+}
+
+// lostEvent resolves the event a LOST or LOST_SAMPLES record names; with a
+// single event there is no doubt even without ids.
+func (r *Reader) lostEvent(id uint64) *Event {
+	if ev := r.byID[id]; ev != nil {
+		return ev
+	}
+	if len(r.events) == 1 {
+		return r.events[0]
+	}
+	return nil
 }

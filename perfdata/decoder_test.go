@@ -88,7 +88,7 @@ func fmtRecord(rec Record) string {
 	}
 }
 
-var allBits = uint64(SampleIdentifier | SampleIP | SampleTID | SampleTime | SampleAddr | SampleID_ |
+var allBits = SampleFormat(SampleIdentifier | SampleIP | SampleTID | SampleTime | SampleAddr | SampleID_ |
 	SampleStreamID | SampleCPU | SamplePeriod | SampleRead | SampleCallchain | SampleRaw |
 	SampleBranchStack | SampleRegsUser | SampleStackUser | SampleWeight | SampleDataSrc |
 	SampleTransaction | SampleRegsIntr | SamplePhysAddr | SampleCgroup | SampleDataPageSize |

@@ -1,5 +1,10 @@
 package perfdata
 
+import (
+	"strconv"
+	"strings"
+)
+
 // On-disk constants. C names are given in comments; the sources are
 // include/uapi/linux/perf_event.h (kernel) and tools/lib/perf/include/perf/event.h
 // and tools/perf/util/header.h (perf's own).
@@ -75,11 +80,16 @@ func (t RecordType) String() string {
 	if s, ok := recordNames[t]; ok {
 		return s
 	}
-	return "UNKNOWN_" + uitoa(uint64(t))
+	return "UNKNOWN_" + strconv.FormatUint(uint64(t), 10)
 }
 
+// SampleFormat is perf_event_attr.sample_type: a set of PERF_SAMPLE_* bits
+// (enum perf_event_sample_format) saying which fields a sample carries.
+type SampleFormat uint64
+
 // Sample format bits (enum perf_event_sample_format), in the order their
-// fields appear in a sample except IDENTIFIER, which comes first.
+// fields appear in a sample except IDENTIFIER, which comes first. They are
+// untyped so that they combine with SampleFormat and SampleID.Has alike.
 const (
 	SampleIP           = 1 << 0  // PERF_SAMPLE_IP
 	SampleTID          = 1 << 1  // PERF_SAMPLE_TID
@@ -108,6 +118,25 @@ const (
 	SampleWeightStruct = 1 << 24 // PERF_SAMPLE_WEIGHT_STRUCT
 )
 
+var sampleBitNames = [...]string{"IP", "TID", "TIME", "ADDR", "READ", "CALLCHAIN", "ID", "CPU", "PERIOD",
+	"STREAM_ID", "RAW", "BRANCH_STACK", "REGS_USER", "STACK_USER", "WEIGHT", "DATA_SRC", "IDENTIFIER",
+	"TRANSACTION", "REGS_INTR", "PHYS_ADDR", "AUX", "CGROUP", "DATA_PAGE_SIZE", "CODE_PAGE_SIZE", "WEIGHT_STRUCT"}
+
+// String spells the bits as perf report --header-only does ("IP|TID|TIME");
+// bits this package does not know are appended in hex.
+func (f SampleFormat) String() string {
+	var parts []string
+	for i, n := range sampleBitNames {
+		if f&(1<<i) != 0 {
+			parts = append(parts, n)
+		}
+	}
+	if rest := f &^ (1<<len(sampleBitNames) - 1); rest != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(uint64(rest), 16))
+	}
+	return strings.Join(parts, "|")
+}
+
 // read_format bits (enum perf_event_read_format).
 const (
 	ReadTotalTimeEnabled = 1 << 0 // PERF_FORMAT_TOTAL_TIME_ENABLED
@@ -128,6 +157,7 @@ const (
 	AttrMmap          = 1 << 8
 	AttrComm          = 1 << 9
 	AttrFreq          = 1 << 10
+	AttrMmapData      = 1 << 17 // mmap_data: non-exec mmaps recorded (perf record -d)
 	AttrSampleIDAll   = 1 << 18
 	AttrExcludeHost   = 1 << 19
 	AttrExcludeGuest  = 1 << 20
@@ -135,15 +165,67 @@ const (
 	AttrUseClockID    = 1 << 25
 )
 
+// EventType is perf_event_attr.type (enum perf_type_id); values from 6 on
+// are dynamic PMU types (see Meta.PMUMappings).
+type EventType uint32
+
 // perf_event_attr.type values (enum perf_type_id).
 const (
-	TypeHardware   = 0 // PERF_TYPE_HARDWARE
-	TypeSoftware   = 1 // PERF_TYPE_SOFTWARE
-	TypeTracepoint = 2 // PERF_TYPE_TRACEPOINT
-	TypeHWCache    = 3 // PERF_TYPE_HW_CACHE
-	TypeRaw        = 4 // PERF_TYPE_RAW
-	TypeBreakpoint = 5 // PERF_TYPE_BREAKPOINT
+	TypeHardware   EventType = 0 // PERF_TYPE_HARDWARE
+	TypeSoftware   EventType = 1 // PERF_TYPE_SOFTWARE
+	TypeTracepoint EventType = 2 // PERF_TYPE_TRACEPOINT
+	TypeHWCache    EventType = 3 // PERF_TYPE_HW_CACHE
+	TypeRaw        EventType = 4 // PERF_TYPE_RAW
+	TypeBreakpoint EventType = 5 // PERF_TYPE_BREAKPOINT
 )
+
+var eventTypeNames = [...]string{"HARDWARE", "SOFTWARE", "TRACEPOINT", "HW_CACHE", "RAW", "BREAKPOINT"}
+
+// String returns the PERF_TYPE_ name without its prefix, or the number for
+// a dynamic PMU type.
+func (t EventType) String() string {
+	if int(t) < len(eventTypeNames) {
+		return eventTypeNames[t]
+	}
+	return strconv.FormatUint(uint64(t), 10)
+}
+
+// SoftwareEvent is perf_event_attr.config of a TypeSoftware event (enum
+// perf_sw_ids).
+type SoftwareEvent uint64
+
+// Software event ids (enum perf_sw_ids).
+const (
+	SWCPUClock        SoftwareEvent = 0  // PERF_COUNT_SW_CPU_CLOCK
+	SWTaskClock       SoftwareEvent = 1  // PERF_COUNT_SW_TASK_CLOCK
+	SWPageFaults      SoftwareEvent = 2  // PERF_COUNT_SW_PAGE_FAULTS
+	SWContextSwitches SoftwareEvent = 3  // PERF_COUNT_SW_CONTEXT_SWITCHES
+	SWCPUMigrations   SoftwareEvent = 4  // PERF_COUNT_SW_CPU_MIGRATIONS
+	SWPageFaultsMin   SoftwareEvent = 5  // PERF_COUNT_SW_PAGE_FAULTS_MIN
+	SWPageFaultsMaj   SoftwareEvent = 6  // PERF_COUNT_SW_PAGE_FAULTS_MAJ
+	SWAlignmentFaults SoftwareEvent = 7  // PERF_COUNT_SW_ALIGNMENT_FAULTS
+	SWEmulationFaults SoftwareEvent = 8  // PERF_COUNT_SW_EMULATION_FAULTS
+	SWDummy           SoftwareEvent = 9  // PERF_COUNT_SW_DUMMY
+	SWBPFOutput       SoftwareEvent = 10 // PERF_COUNT_SW_BPF_OUTPUT
+	SWCgroupSwitches  SoftwareEvent = 11 // PERF_COUNT_SW_CGROUP_SWITCHES
+)
+
+// swNames are perf's event names for the software events.
+var swNames = [...]string{"cpu-clock", "task-clock", "page-faults", "context-switches", "cpu-migrations",
+	"minor-faults", "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output", "cgroup-switches"}
+
+// String returns perf's name for the event ("page-faults").
+func (e SoftwareEvent) String() string {
+	if e < SoftwareEvent(len(swNames)) {
+		return swNames[e]
+	}
+	return "sw-" + strconv.FormatUint(uint64(e), 10)
+}
+
+// IsPageFault reports whether e counts page faults (all, minor or major).
+func (e SoftwareEvent) IsPageFault() bool {
+	return e == SWPageFaults || e == SWPageFaultsMin || e == SWPageFaultsMaj
+}
 
 // perf_event_attr sizes by version (PERF_ATTR_SIZE_VER0..8).
 const (
@@ -179,40 +261,44 @@ const (
 	ContextMax         = ^uint64(4095 - 1) // PERF_CONTEXT_MAX (-4095)
 )
 
+// Feature is a feature bit of the file header (HEADER_* in
+// tools/perf/util/header.h): which optional sections follow the data.
+type Feature int
+
 // Feature bits (HEADER_* in tools/perf/util/header.h).
 const (
-	FeatTracingData  = 1
-	FeatBuildID      = 2
-	FeatHostname     = 3
-	FeatOSRelease    = 4
-	FeatVersion      = 5
-	FeatArch         = 6
-	FeatNrCPUs       = 7
-	FeatCPUDesc      = 8
-	FeatCPUID        = 9
-	FeatTotalMem     = 10
-	FeatCmdline      = 11
-	FeatEventDesc    = 12
-	FeatCPUTopology  = 13
-	FeatNUMATopology = 14
-	FeatBranchStack  = 15
-	FeatPMUMappings  = 16
-	FeatGroupDesc    = 17
-	FeatAuxtrace     = 18
-	FeatStat         = 19
-	FeatCache        = 20
-	FeatSampleTime   = 21
-	FeatMemTopology  = 22
-	FeatClockID      = 23
-	FeatDirFormat    = 24
-	FeatBPFProgInfo  = 25
-	FeatBPFBTF       = 26
-	FeatCompressed   = 27
-	FeatCPUPMUCaps   = 28
-	FeatClockData    = 29
-	FeatHybridTopo   = 30
-	FeatPMUCaps      = 31
-	featBits         = 256
+	FeatTracingData  Feature = 1
+	FeatBuildID      Feature = 2
+	FeatHostname     Feature = 3
+	FeatOSRelease    Feature = 4
+	FeatVersion      Feature = 5
+	FeatArch         Feature = 6
+	FeatNrCPUs       Feature = 7
+	FeatCPUDesc      Feature = 8
+	FeatCPUID        Feature = 9
+	FeatTotalMem     Feature = 10
+	FeatCmdline      Feature = 11
+	FeatEventDesc    Feature = 12
+	FeatCPUTopology  Feature = 13
+	FeatNUMATopology Feature = 14
+	FeatBranchStack  Feature = 15
+	FeatPMUMappings  Feature = 16
+	FeatGroupDesc    Feature = 17
+	FeatAuxtrace     Feature = 18
+	FeatStat         Feature = 19
+	FeatCache        Feature = 20
+	FeatSampleTime   Feature = 21
+	FeatMemTopology  Feature = 22
+	FeatClockID      Feature = 23
+	FeatDirFormat    Feature = 24
+	FeatBPFProgInfo  Feature = 25
+	FeatBPFBTF       Feature = 26
+	FeatCompressed   Feature = 27
+	FeatCPUPMUCaps   Feature = 28
+	FeatClockData    Feature = 29
+	FeatHybridTopo   Feature = 30
+	FeatPMUCaps      Feature = 31
+	featBits                 = 256
 )
 
 var featureNames = [...]string{
@@ -225,12 +311,12 @@ var featureNames = [...]string{
 	29: "CLOCK_DATA", 30: "HYBRID_TOPOLOGY", 31: "PMU_CAPS",
 }
 
-// FeatureName returns perf's name for a feature bit (HEADER_ without the prefix).
-func FeatureName(bit int) string {
-	if bit > 0 && bit < len(featureNames) && featureNames[bit] != "" {
-		return featureNames[bit]
+// String returns perf's name for a feature bit (HEADER_ without the prefix).
+func (f Feature) String() string {
+	if f > 0 && int(f) < len(featureNames) && featureNames[f] != "" {
+		return featureNames[f]
 	}
-	return "FEATURE_" + uitoa(uint64(bit))
+	return "FEATURE_" + strconv.Itoa(int(f))
 }
 
 // File header layout (struct perf_file_header): magic, size, attr_size,
@@ -239,9 +325,29 @@ func FeatureName(bit int) string {
 const (
 	fileHeaderSize = 104
 	pipeHeaderSize = 16 // struct perf_pipe_file_header: magic, size
-	magicLE        = "PERFILE2"
-	magicBE        = "2ELIFREP"
 )
+
+// Magics: every perf.data file and stream starts with one (perf's
+// __perf_magic2, "PERFILE2" as a little-endian u64, read in the writer's
+// byte order); it tells the byte order of everything after it.
+const (
+	MagicLE = "PERFILE2" // written by a little-endian machine
+	MagicBE = "2ELIFREP" // written by a big-endian machine
+)
+
+// MagicLen is the length of the magic that starts every perf.data file and
+// stream.
+const MagicLen = 8
+
+// IsPerfData reports whether b, the first bytes of a file or stream (at least
+// MagicLen of them), carries a perf.data magic of either byte order.
+func IsPerfData(b []byte) bool {
+	if len(b) < MagicLen {
+		return false
+	}
+	m := string(b[:MagicLen])
+	return m == MagicLE || m == MagicBE
+}
 
 // Compression types (enum perf_compress_type).
 const compressZstd = 1 // PERF_COMP_ZSTD
@@ -253,17 +359,3 @@ const (
 	eventUpdateName  = 2
 	eventUpdateCPUs  = 3
 )
-
-func uitoa(v uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + v%10)
-		v /= 10
-		if v == 0 {
-			break
-		}
-	}
-	return string(b[i:])
-}

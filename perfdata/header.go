@@ -10,11 +10,11 @@ type byteOrder = binary.ByteOrder
 
 // Attr is the subset of perf_event_attr the decoder and its users need.
 type Attr struct {
-	Type             uint32
+	Type             EventType
 	Size             uint32 // attr.size as recorded (0 means PERF_ATTR_SIZE_VER0)
 	Config           uint64
 	SamplePeriod     uint64 // or frequency when Flags has the freq bit
-	SampleType       uint64 // PERF_SAMPLE_* bits
+	SampleType       SampleFormat
 	ReadFormat       uint64
 	Flags            uint64 // the bitfield word (disabled, inherit, ..., sample_id_all, ...)
 	SampleRegsUser   uint64
@@ -36,6 +36,11 @@ type Attr struct {
 // SampleIDAll reports whether non-sample records carry a sample_id trailer.
 func (a *Attr) SampleIDAll() bool { return a.Flags&AttrSampleIDAll != 0 }
 
+// MmapData reports whether the event records non-executable mmaps too
+// (perf record -d sets attr.mmap_data): only then can anonymous memory be
+// told from unmapped memory.
+func (a *Attr) MmapData() bool { return a.Flags&AttrMmapData != 0 }
+
 // parseAttr reads a perf_event_attr from p as far as we know it; p may be
 // shorter (older perf) or longer (newer perf) than what we know.
 func parseAttr(p []byte, bo byteOrder) Attr {
@@ -52,11 +57,11 @@ func parseAttr(p []byte, bo byteOrder) Attr {
 		}
 		return 0
 	}
-	a.Type = u32(0)
+	a.Type = EventType(u32(0))
 	a.Size = u32(4)
 	a.Config = u64(8)
 	a.SamplePeriod = u64(16)
-	a.SampleType = u64(24)
+	a.SampleType = SampleFormat(u64(24))
 	a.ReadFormat = u64(32)
 	a.Flags = u64(40)
 	a.WakeupEvents = u32(48)
@@ -115,7 +120,7 @@ type ClockData struct {
 type Meta struct {
 	PipeMode     bool
 	BigEndian    bool
-	Features     []int // feature bits present (HEADER_* numbers)
+	Features     []Feature // feature bits present
 	Hostname     string
 	OSRelease    string
 	Version      string // perf version
@@ -143,7 +148,7 @@ type Meta struct {
 }
 
 // HasFeature reports whether feature bit f is present.
-func (m *Meta) HasFeature(f int) bool {
+func (m *Meta) HasFeature(f Feature) bool {
 	for _, x := range m.Features {
 		if x == f {
 			return true
@@ -159,8 +164,8 @@ const maxFeatureSize = 256 << 20
 // parseFeature applies one feature section to the reader's metadata.
 // Unknown and unneeded features are ignored. Errors are returned for the
 // caller to record as warnings: a bad feature section does not stop decoding.
-func (r *Reader) parseFeature(feat int, p []byte, base int64) error {
-	b := makeBuf(p, base, r.bo, "feature "+FeatureName(feat))
+func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
+	b := makeBuf(p, base, r.bo, "feature "+feat.String())
 	m := &r.meta
 	switch feat {
 	case FeatTracingData:
@@ -305,10 +310,6 @@ func (r *Reader) attachFormats() {
 var hwNames = [...]string{"cycles", "instructions", "cache-references", "cache-misses",
 	"branches", "branch-misses", "bus-cycles", "stalled-cycles-frontend",
 	"stalled-cycles-backend", "ref-cycles"}
-
-var swNames = [...]string{"cpu-clock", "task-clock", "page-faults", "context-switches",
-	"cpu-migrations", "minor-faults", "major-faults", "alignment-faults",
-	"emulation-faults", "dummy", "bpf-output", "cgroup-switches"}
 
 // synthName makes up a name the way perf's evsel__name would for events the
 // file does not name.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math/bits"
 	"os"
 	"slices"
@@ -96,6 +97,19 @@ type Stats struct {
 	BadRecords  uint64 // records whose contents did not parse (delivered as *Raw)
 	FirstSample uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
 	LastSample  uint64
+}
+
+// RecordCounts yields the number of records delivered per record type, in
+// type order, skipping types never seen. Types >= 128 are yielded together
+// as type 0 (which no record has).
+func (s *Stats) RecordCounts() iter.Seq2[RecordType, uint64] {
+	return func(yield func(RecordType, uint64) bool) {
+		for t, n := range s.Records {
+			if n > 0 && !yield(RecordType(t), n) {
+				return
+			}
+		}
+	}
 }
 
 // ErrNotPerfData is wrapped by the error New and Open return when the input
@@ -257,9 +271,9 @@ func badMagic(magic []byte) error {
 
 func (r *Reader) setMagic(magic []byte) error {
 	switch string(magic) {
-	case magicLE:
+	case MagicLE:
 		r.bo = binary.LittleEndian
-	case magicBE:
+	case MagicBE:
 		r.bo = binary.BigEndian
 		r.meta.BigEndian = true
 	default:
@@ -395,10 +409,10 @@ func (r *Reader) init(ra io.ReaderAt, size int64, mem []byte) error {
 	}
 	avail := uint64(size) - dataOff
 	featuresOK := true
-	var feats []int
+	var feats []Feature
 	for bit := 0; bit < featBits; bit++ {
 		if featMask[bit/64]&(1<<(bit%64)) != 0 {
-			feats = append(feats, bit)
+			feats = append(feats, Feature(bit))
 		}
 	}
 	switch {
@@ -439,16 +453,16 @@ func (r *Reader) init(ra io.ReaderAt, size int64, mem []byte) error {
 			r.meta.Features = append(r.meta.Features, f)
 			off, n := bo.Uint64(tab[16*i:]), bo.Uint64(tab[16*i+8:])
 			if n > maxFeatureSize {
-				r.warn(&FormatError{Offset: tabOff + int64(16*i), Msg: fmt.Sprintf("feature %s claims %d bytes; skipped", FeatureName(f), n)})
+				r.warn(&FormatError{Offset: tabOff + int64(16*i), Msg: fmt.Sprintf("feature %s claims %d bytes; skipped", f.String(), n)})
 				continue
 			}
-			p, err := readAt(ra, mem, size, int64(off), n, "feature "+FeatureName(f))
+			p, err := readAt(ra, mem, size, int64(off), n, "feature "+f.String())
 			if err != nil {
 				r.warn(err)
 				continue
 			}
 			if err := r.parseFeature(f, p, int64(off)); err != nil {
-				r.warn(fmt.Errorf("feature %s: %w", FeatureName(f), err))
+				r.warn(fmt.Errorf("feature %s: %w", f.String(), err))
 			}
 		}
 	}
@@ -504,8 +518,8 @@ func (r *Reader) computeIDPos() {
 	case st&SampleIdentifier != 0:
 		r.sampleIDPos, r.trailerIDPos = 0, 1
 	case st&SampleID_ != 0:
-		r.sampleIDPos = bits.OnesCount64(st & (SampleIP | SampleTID | SampleTime | SampleAddr))
-		r.trailerIDPos = 1 + bits.OnesCount64(st&(SampleCPU|SampleStreamID))
+		r.sampleIDPos = bits.OnesCount64(uint64(st & (SampleIP | SampleTID | SampleTime | SampleAddr)))
+		r.trailerIDPos = 1 + bits.OnesCount64(uint64(st&(SampleCPU|SampleStreamID)))
 	default:
 		r.sampleIDPos, r.trailerIDPos = -1, -1
 	}
@@ -573,7 +587,7 @@ func (r *Reader) recordTime(data []byte) (uint64, bool) {
 		if ev == nil || ev.Attr.SampleType&SampleTime == 0 {
 			return 0, false
 		}
-		pos := 8 * bits.OnesCount64(ev.Attr.SampleType&(SampleIdentifier|SampleIP|SampleTID))
+		pos := 8 * bits.OnesCount64(uint64(ev.Attr.SampleType&(SampleIdentifier|SampleIP|SampleTID)))
 		if pos+8 > len(body) {
 			return 0, false
 		}
@@ -584,7 +598,7 @@ func (r *Reader) recordTime(data []byte) (uint64, bool) {
 			return 0, false
 		}
 		st := ev.Attr.SampleType
-		pos := len(body) - trailerLen(st) + 8*bits.OnesCount64(st&SampleTID)
+		pos := len(body) - trailerLen(st) + 8*bits.OnesCount64(uint64(st&SampleTID))
 		if pos < 0 || pos+8 > len(body) {
 			return 0, false
 		}

@@ -73,6 +73,20 @@ type Mmap struct {
 	Filename           string
 }
 
+// KernelPid is the pid of the kernel's own MMAP records (-1): the kernel
+// image and modules, not a process.
+const KernelPid = ^uint32(0)
+
+// protExec is PROT_EXEC (include/uapi/asm-generic/mman-common.h).
+const protExec = 0x4
+
+// Executable reports whether the mapping holds code: PROT_EXEC in an MMAP2
+// record, or an MMAP record without PERF_RECORD_MISC_MMAP_DATA (MMAP records
+// carry no protection bits).
+func (m *Mmap) Executable() bool {
+	return m.Prot&protExec != 0 || (m.Type == RecordMmap && m.Misc&MiscMmapData == 0)
+}
+
 // Comm is PERF_RECORD_COMM; Exec is set when misc has PERF_RECORD_MISC_COMM_EXEC.
 type Comm struct {
 	RecordCommon
@@ -81,19 +95,37 @@ type Comm struct {
 	Exec     bool
 }
 
-// Fork is PERF_RECORD_FORK; Exit is PERF_RECORD_EXIT (same layout).
+// Fork is PERF_RECORD_FORK: task Pid/Tid was created by Ppid/Ptid (a new
+// thread when Pid == Ppid).
 type Fork struct {
 	RecordCommon
 	Pid, Ppid, Tid, Ptid uint32
 	Time                 uint64
 }
 
-// Lost is PERF_RECORD_LOST; LostSamples is PERF_RECORD_LOST_SAMPLES. Both
-// name the event whose samples were lost when the id resolves.
+// Exit is PERF_RECORD_EXIT: task Pid/Tid ended. It has Fork's layout.
+type Exit struct {
+	RecordCommon
+	Pid, Ppid, Tid, Ptid uint32
+	Time                 uint64
+}
+
+// Lost is PERF_RECORD_LOST: Count events dropped from one ring buffer,
+// which all events on that CPU share; ID (and Event, when it resolves) only
+// names the buffer's owner. perf 6.x also writes LostSamples for the same
+// losses: per-event counts come from LostSamples alone.
 type Lost struct {
 	RecordCommon
 	Event *Event
 	ID    uint64
+	Count uint64
+}
+
+// LostSamples is PERF_RECORD_LOST_SAMPLES: Count samples of Event (from the
+// record's sample id; nil when it does not resolve) the kernel dropped.
+type LostSamples struct {
+	RecordCommon
+	Event *Event
 	Count uint64
 }
 
@@ -296,7 +328,9 @@ type records struct {
 	mmap        Mmap
 	comm        Comm
 	fork        Fork
+	exit        Exit
 	lost        Lost
+	lostSamples LostSamples
 	raw         Raw
 	throttle    Throttle
 	read        Read
@@ -328,13 +362,13 @@ type records struct {
 const idTrailerMask = SampleTID | SampleTime | SampleID_ | SampleStreamID | SampleCPU | SampleIdentifier
 
 // trailerLen is the size of the sample_id_all trailer for a sample_type.
-func trailerLen(st uint64) int {
-	return 8 * bits.OnesCount64(st&idTrailerMask)
+func trailerLen(st SampleFormat) int {
+	return 8 * bits.OnesCount64(uint64(st&idTrailerMask))
 }
 
 // parseTrailer reads the sample_id_all trailer at the end of body into id
 // and returns the length of body without it.
-func parseTrailer(b []byte, st uint64, bo byteOrder, id *SampleID) (int, bool) {
+func parseTrailer(b []byte, st SampleFormat, bo byteOrder, id *SampleID) (int, bool) {
 	end := len(b)
 	n := trailerLen(st)
 	if n > end {
@@ -342,7 +376,7 @@ func parseTrailer(b []byte, st uint64, bo byteOrder, id *SampleID) (int, bool) {
 	}
 	p := end - n
 	pos := p
-	id.Has = st & idTrailerMask
+	id.Has = uint64(st & idTrailerMask)
 	if st&SampleTID != 0 {
 		id.Pid = bo.Uint32(b[pos:])
 		id.Tid = bo.Uint32(b[pos+4:])
@@ -375,7 +409,7 @@ func parseSample(s *Sample, b *buf, ev *Event) {
 	a := &ev.Attr
 	st := a.SampleType
 	s.Event = ev
-	s.SampleID = SampleID{Has: st & idTrailerMask}
+	s.SampleID = SampleID{Has: uint64(st & idTrailerMask)}
 	if st&SampleIdentifier != 0 {
 		s.ID = b.u64()
 	}

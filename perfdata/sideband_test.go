@@ -60,7 +60,9 @@ func TestSidebandAgainstPerfScript(t *testing.T) {
 					got = append(got, sidebandKey("COMM", tm, fmt.Sprintf("%s: %s:%d/%d", exec, x.Comm, x.Pid, x.Tid)))
 				case *perfdata.Fork:
 					got = append(got, sidebandKey(c.Type.String(), tm, fmt.Sprintf("(%d:%d):(%d:%d)", x.Pid, x.Tid, x.Ppid, x.Ptid)))
-				case *perfdata.Lost:
+				case *perfdata.Exit:
+					got = append(got, sidebandKey(c.Type.String(), tm, fmt.Sprintf("(%d:%d):(%d:%d)", x.Pid, x.Tid, x.Ppid, x.Ptid)))
+				case *perfdata.Lost, *perfdata.LostSamples:
 					got = append(got, sidebandKey(c.Type.String(), tm, ""))
 				}
 			}

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
-	"sort"
+	"slices"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -23,12 +23,12 @@ type synth struct {
 	bo       binary.ByteOrder
 	events   []synthEvent
 	data     bytes.Buffer // encoded records
-	features map[int][]byte
+	features map[Feature][]byte
 	attrSize int // sizeof(perf_event_attr) to write; default 136 (VER8)
 }
 
 func newSynth(big bool) *synth {
-	s := &synth{bo: binary.LittleEndian, features: map[int][]byte{}, attrSize: attrSizeVer8}
+	s := &synth{bo: binary.LittleEndian, features: map[Feature][]byte{}, attrSize: attrSizeVer8}
 	if big {
 		s.bo = binary.BigEndian
 	}
@@ -37,9 +37,9 @@ func newSynth(big bool) *synth {
 
 func (s *synth) magic() []byte {
 	if s.bo == binary.BigEndian {
-		return []byte(magicBE)
+		return []byte(MagicBE)
 	}
-	return []byte(magicLE)
+	return []byte(MagicLE)
 }
 
 func (s *synth) encAttr(a Attr) []byte {
@@ -55,11 +55,11 @@ func (s *synth) encAttr(a Attr) []byte {
 			bo.PutUint64(p[off:], v)
 		}
 	}
-	put32(0, a.Type)
+	put32(0, uint32(a.Type))
 	put32(4, uint32(s.attrSize))
 	put64(8, a.Config)
 	put64(16, a.SamplePeriod)
-	put64(24, a.SampleType)
+	put64(24, uint64(a.SampleType))
 	put64(32, a.ReadFormat)
 	put64(40, a.Flags)
 	put64(72, a.BranchSampleType)
@@ -386,11 +386,11 @@ func (s *synth) file() []byte {
 	dataOff := out.Len()
 	out.Write(s.data.Bytes())
 	dataSize := s.data.Len()
-	var feats []int
+	var feats []Feature
 	for f := range s.features {
 		feats = append(feats, f)
 	}
-	sort.Ints(feats)
+	slices.Sort(feats)
 	tabOff := out.Len()
 	out.Write(make([]byte, 16*len(feats)))
 	p := out.Bytes()

@@ -17,7 +17,7 @@ func TestCanonicalLocations(t *testing.T) {
 	}
 	defer s.Close()
 	mmap := func(pid uint32, addr, pgoff uint64, file string) {
-		s.Observe(&perfdata.Mmap{RecordCommon: perfdata.RecordCommon{Type: 10, SampleID: perfdata.SampleID{Pid: pid, Tid: pid}},
+		s.Observe(&perfdata.Mmap{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordMmap2, SampleID: perfdata.SampleID{Pid: pid, Tid: pid}},
 			Pid: pid, Tid: pid, Addr: addr, Len: 0x10000, Pgoff: pgoff, Filename: file, Prot: 5, Ino: 42, Maj: 8, Min: 1})
 	}
 	mmap(1, 0x555500000000, 0x1000, "/usr/lib/gcc/x86_64-linux-gnu/12/cc1")

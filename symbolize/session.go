@@ -8,7 +8,6 @@ import (
 	"hash/maphash"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
@@ -215,11 +214,11 @@ func (s *Session) Observe(rec perfdata.Record) {
 	case *perfdata.Mmap:
 		m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
 			Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
-		m.Exec = r.Prot&0x4 != 0 || (r.Type == perfdata.RecordType(1) && r.Misc&0x2000 == 0) // PROT_EXEC; MMAP without PERF_RECORD_MISC_MMAP_DATA
+		m.Exec = r.Executable()
 		if len(r.BuildID) > 0 {
 			m.BuildID = append([]byte(nil), r.BuildID...)
 		}
-		if r.Pid == ^uint32(0) { // kernel maps (pid -1)
+		if r.Pid == perfdata.KernelPid {
 			return
 		}
 		s.Maps.Add(r.Pid, m)
@@ -231,12 +230,10 @@ func (s *Session) Observe(rec perfdata.Record) {
 			s.comms[r.Pid] = r.Comm
 		}
 	case *perfdata.Fork:
-		if r.Type == perfdata.RecordType(7) { // PERF_RECORD_FORK
-			if r.Pid != r.Ppid {
-				s.Maps.Fork(r.Ppid, r.Pid)
-				if c, ok := s.comms[r.Ppid]; ok {
-					s.comms[r.Pid] = c
-				}
+		if r.Pid != r.Ppid {
+			s.Maps.Fork(r.Ppid, r.Pid)
+			if c, ok := s.comms[r.Ppid]; ok {
+				s.comms[r.Pid] = c
 			}
 		}
 	}
@@ -426,6 +423,19 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 	return s.internStack(s.ids), stop
 }
 
+// CallerStack interns the one-frame stack of a return address ret in pid:
+// a caller frame, named by its call instruction (ret-1) with its inline
+// chain. It is the exact leaf of an allocation recorded without a stack
+// (the return probe's __probe_ret_ip); equal return addresses in the same
+// binary give the same StackID, in any process.
+func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
+	pc, m := s.canonical(ret, s.Maps.Find(pid, ret))
+	id := s.intern(Loc{PC: pc, Map: m, Return: true, Kind: unwind.FrameSample})
+	var one [1]LocID
+	one[0] = id
+	return s.internStack(one[:])
+}
+
 // mapIdentity says when two mappings, in different processes or at
 // different addresses (ASLR), hold the same bytes of the same file.
 type mapIdentity struct {
@@ -604,10 +614,10 @@ func (s *Session) Pids() []uint32 {
 	return out
 }
 
-// IsMemsetFamily reports whether a function name is memset or one of its
-// variants (the zero flag's test).
-func IsMemsetFamily(name string) bool {
-	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
-		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
-		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
+// Locate interns the location of the instruction at pc in process pid, for
+// callers that have single instruction addresses rather than stacks (the
+// access log of correlate). It is not a return address: Lines names pc itself.
+func (s *Session) Locate(pid uint32, pc uint64) LocID {
+	pc, m := s.canonical(pc, s.Maps.Find(pid, pc))
+	return s.intern(Loc{PC: pc, Map: m})
 }

@@ -6,7 +6,6 @@
 package analyze
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"path"
@@ -59,6 +58,16 @@ type Summary struct {
 	// LostWindows: where allocation events were lost and how many faults
 	// fell in those windows (see lost.go for the rule).
 	LostWindows LostWindows
+	// LostBuffer sums the LOST records: events dropped from full ring
+	// buffers, the same losses as the per-event counts again (perf 6.x
+	// writes both), counted per buffer.
+	LostBuffer uint64
+	// StackJoin and AllocStacks are set for recordings with allocator
+	// entries without stacks (faultline record's shape): how stack samples
+	// met their calls, and allocations and faults by the profile's `stack`
+	// label (sampled, inferred, leaf).
+	StackJoin   *StackJoin
+	AllocStacks map[string]report.StackTotal
 	Truncated   bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
@@ -85,8 +94,17 @@ type run struct {
 	// threads are the names COMM records gave threads (tid → name).
 	threads map[uint32]string
 	// warnings are the run's own (formats inferred, ...), said once each.
-	warnings []string
-	lost     lostTracker
+	warnings   []string
+	lost       lostTracker
+	lostBuffer uint64
+	noPointer  uint64 // posix_memalign returns without the pointer
+
+	// Stack events (stacks.go).
+	leafMode bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
+	held     map[uint32]*held
+	join     StackJoin
+	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
+	callers  callerTable
 
 	entry attribute.Entry
 	ret   attribute.Return
@@ -96,7 +114,8 @@ type run struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}}
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{},
+		held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
 	nBuildIDs := 0
 	nEvents := -1
 	var n uint64
@@ -121,11 +140,16 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 				nEvents = len(r.Events())
 			}
 			ru.sample(rec)
-		case *perfdata.Lost:
+		case *perfdata.LostSamples:
+			// Per-event losses come from LOST_SAMPLES alone: perf writes a
+			// LOST record for the same losses, counted per ring buffer.
 			if rec.Event != nil && rec.Event.Index < len(ru.counts) {
 				ru.counts[rec.Event.Index].Lost += rec.Count
 			}
-			ru.lostRecord(rec)
+			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, true)
+		case *perfdata.Lost:
+			ru.lostBuffer += rec.Count
+			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, false)
 		default:
 			ru.observe(rec)
 		}
@@ -142,7 +166,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			return nil, ru.explainTruncated(err)
 		}
 	}
+	ru.releaseAll()
 	ru.tr.Close()
+	ru.b.Infer(ru.callers.weights)
 	stacks := &stackAdapter{sess: sess, maps: map[*symbolize.Mapping]*report.Mapping{}}
 	p := ru.b.Profile(stacks)
 	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
@@ -153,8 +179,18 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	for _, e := range s.Events {
 		s.LostTotal += e.Lost
 	}
+	s.LostBuffer = ru.lostBuffer
+	p.Comments = append(p.Comments, lossComments(s.Events)...)
+	if ru.leafMode {
+		s.StackJoin = &ru.join
+		s.AllocStacks = ru.b.StackTotals()
+	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
+	// posix_memalign calls whose return carried only the status are
+	// unpaired, not failed.
+	s.Tracker.FailedAllocations -= ru.noPointer
+	s.Tracker.UnpairedReturns += ru.noPointer
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
 	if opts.Mode == report.ByAlloc {
@@ -189,7 +225,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 func (ru *run) explainTruncated(err error) error {
 	noFormat := false
 	for _, ev := range ru.r.Events() {
-		if ev.Attr.Type == perfTypeTracepoint && ev.Format == nil {
+		if ev.Attr.Type == perfdata.TypeTracepoint && ev.Format == nil {
 			noFormat = true
 		}
 	}
@@ -216,6 +252,13 @@ func (ru *run) setup() error {
 		ru.infos = append(ru.infos, in)
 		ru.counts = append(ru.counts, EventSummary{Name: ev.Name, Role: in.role.String()})
 	}
+	pairStackEvents(ru.infos)
+	for i, in := range ru.infos {
+		ru.counts[i].Role = in.role.String()
+		if in.role == RoleAllocEntry && !hasStacks(in.ev) {
+			ru.leafMode = true
+		}
+	}
 	if ru.tr != nil {
 		return nil
 	}
@@ -236,7 +279,7 @@ func (ru *run) setup() error {
 		case RoleFault:
 			faults++
 		}
-		if in.ev.Attr.Flags&(1<<17) != 0 { // perf_event_attr.mmap_data: anonymous mmaps recorded (-d)
+		if in.ev.Attr.MmapData() { // anonymous mmaps recorded (-d)
 			anonMmaps = true
 		}
 	}
@@ -257,6 +300,14 @@ func (ru *run) setup() error {
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
 	ru.b.ThreadOf = ru.threadName
+	if ru.leafMode {
+		ru.b.StackKind = func(id attribute.StackID) string {
+			if ru.leaves[id] {
+				return report.StackLeaf
+			}
+			return report.StackSampled
+		}
+	}
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes}, regions{ru.sess})
 	return nil
 }
@@ -280,6 +331,10 @@ func (ru *run) observe(rec perfdata.Record) {
 		// fork, exec or end; the maps are kept by the session.
 		return
 	}
+	switch rec.(type) {
+	case *perfdata.Comm, *perfdata.Fork, *perfdata.Exit:
+		ru.releaseAll() // held calls and faults happened before
+	}
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
@@ -289,11 +344,10 @@ func (ru *run) observe(rec perfdata.Record) {
 			ru.tr.Exec(r.Pid)
 		}
 	case *perfdata.Fork:
-		if r.Type == perfdata.RecordType(7) { // FORK
-			ru.tr.Fork(r.Ppid, r.Pid)
-		} else { // EXIT
-			ru.tr.Exit(r.Pid, r.Tid)
-		}
+		ru.tr.Fork(r.Ppid, r.Pid)
+	case *perfdata.Exit:
+		delete(ru.held, r.Tid) // settled above; tids are reused
+		ru.tr.Exit(r.Pid, r.Tid)
 	}
 }
 
@@ -308,30 +362,15 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.counts[smp.Event.Index].Role = in.role.String()
 	}
 	ru.lost.sample(smp.Event.Index, &smp.SampleID)
+	if (in.role == RoleStack || in.twin || len(ru.held) > 0) && ru.joinSample(in, smp) {
+		return
+	}
 	switch in.role {
 	case RoleAllocEntry:
-		e := &ru.entry
-		*e = attribute.Entry{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
-		e.Size, _ = in.size.Uint64(smp.Raw)
-		if in.nmemb != nil {
-			n, _ := in.nmemb.Uint64(smp.Raw)
-			e.Size *= n
+		e := ru.entryOf(in, smp)
+		if hasStacks(in.ev) { // range events carry none: no walk to count
+			e.Stack, e.CallerRet = ru.unwind(smp)
 		}
-		if in.oldPtr != nil {
-			e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
-		}
-		if len(smp.Stack) >= 8 {
-			// At the entry probe the return address is on top of the stack;
-			// when it is the [uprobes] trampoline the function was
-			// tail-called from a probed one (realloc(NULL, n) jumps into
-			// malloc) and the real return address is unknown here.
-			e.CallerRet = binary.LittleEndian.Uint64(smp.Stack)
-			if m := ru.sess.Region(smp.Pid, e.CallerRet); m != nil && m.File == "[uprobes]" {
-				e.CallerRet = 0
-			}
-		}
-		id, _ := ru.sess.Unwind(smp, false)
-		e.Stack = attribute.StackID(id)
 		ru.tr.Entry(e)
 	case RoleAllocReturn:
 		rt := &ru.ret
@@ -343,6 +382,15 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		if in.hdr != nil {
 			rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
 		}
+		if in.statusReturn && rt.Ptr < 4096 {
+			// 0 or an errno: the call is counted as unpaired, its faults
+			// go by address (the tracker sees a failed call).
+			ru.noPointer++
+			rt.Ptr = 0
+		}
+		if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
+			rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)
+		}
 		ru.tr.Return(rt)
 	case RoleFree:
 		f := &ru.free
@@ -350,43 +398,66 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		f.Ptr, _ = in.ptr.Uint64(smp.Raw)
 		ru.tr.Free(f)
 	case RoleFault:
-		f := &ru.fault
-		*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
-		if smp.Has&perfdata.SampleTime != 0 {
-			ru.lost.fault(smp.Time)
-		}
-		if in.address != nil {
-			f.Addr, _ = in.address.Uint64(smp.Raw)
-		}
-		if in.errorCode != nil {
-			code, _ := in.errorCode.Uint64(smp.Raw)
-			f.Access = attribute.AccessFromX86ErrorCode(code)
-		}
-		id, _ := ru.sess.Unwind(smp, false)
-		f.Stack = attribute.StackID(id)
-		if st := ru.sess.Stack(id); len(st) > 0 {
-			f.InMemset = ru.inMemset(st[0])
+		f := ru.faultOf(in, smp)
+		if hasStacks(in.ev) {
+			id, _ := ru.sess.Unwind(smp, false)
+			f.Stack = attribute.StackID(id)
+			f.InMemset = ru.leafInMemset(f.Stack)
 		}
 		ru.tr.Fault(f)
 	}
 }
 
+// entryOf reads an allocator entry sample's arguments (no stack).
+func (ru *run) entryOf(in *eventInfo, smp *perfdata.Sample) *attribute.Entry {
+	e := &ru.entry
+	*e = attribute.Entry{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
+	e.Size, _ = in.size.Uint64(smp.Raw)
+	if in.nmemb != nil {
+		n, _ := in.nmemb.Uint64(smp.Raw)
+		e.Size *= n
+	}
+	if in.oldPtr != nil {
+		e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
+	}
+	return e
+}
+
+// faultOf reads a fault sample's address and access (no stack).
+func (ru *run) faultOf(in *eventInfo, smp *perfdata.Sample) *attribute.Fault {
+	f := &ru.fault
+	*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
+	if smp.Has&perfdata.SampleTime != 0 {
+		ru.lost.fault(smp.Time)
+	}
+	if in.address != nil {
+		f.Addr, _ = in.address.Uint64(smp.Raw)
+	}
+	if in.errorCode != nil {
+		code, _ := in.errorCode.Uint64(smp.Raw)
+		f.Access = attribute.AccessFromX86ErrorCode(code)
+	}
+	return f
+}
+
 // lostRecord opens a lost-events window when the loss may concern
 // allocation events: always for a buffer overflow (LOST), for LOST_SAMPLES
 // when the event is an allocation probe or unknown.
-func (ru *run) lostRecord(rec *perfdata.Lost) {
+// samples tells LOST_SAMPLES (count lost of event e) from LOST (count lost
+// from a ring buffer that e owns).
+func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64, samples bool) {
 	ev := -1
-	if rec.Event != nil && rec.Event.Index < len(ru.infos) {
-		switch ru.infos[rec.Event.Index].role {
+	if e != nil && e.Index < len(ru.infos) {
+		switch ru.infos[e.Index].role {
 		case RoleAllocEntry, RoleAllocReturn, RoleFree:
-			ev = rec.Event.Index
+			ev = e.Index
 		default:
-			if rec.Type == perfdata.RecordLostSamples {
+			if samples {
 				return
 			}
 		}
 	}
-	ru.lost.lost(rec, ev)
+	ru.lost.lost(id, count, samples, ev)
 }
 
 // threadName is the thread label: the tid and the name the recording's
@@ -407,7 +478,7 @@ func (ru *run) inMemset(id symbolize.LocID) bool {
 	}
 	v := false
 	for _, f := range ru.sess.Lines(id, false) {
-		if symbolize.IsMemsetFamily(f.Func) || symbolize.IsMemsetFamily(f.Symbol) {
+		if isMemsetFamily(f.Func) || isMemsetFamily(f.Symbol) {
 			v = true
 			break
 		}
@@ -497,4 +568,12 @@ func (a *stackAdapter) Stack(id attribute.StackID) []report.Location {
 		out = append(out, loc)
 	}
 	return out
+}
+
+// isMemsetFamily reports whether a function name is memset or one of its
+// variants: a fault inside one sets the zero flag of its allocation.
+func isMemsetFamily(name string) bool {
+	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
+		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
+		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
 }

@@ -240,7 +240,7 @@ func isMemset(locs []*profile.Location) bool {
 		return false
 	}
 	for _, l := range locs[0].Line {
-		if symbolize.IsMemsetFamily(l.Function.Name) {
+		if isMemsetFamily(l.Function.Name) {
 			return true
 		}
 	}

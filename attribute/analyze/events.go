@@ -18,9 +18,13 @@ const (
 	RoleAllocReturn             // an allocator's return probe: the pointer
 	RoleFree                    // free's entry probe: the pointer
 	RoleFault                   // a page fault: page-faults:u, minor/major-faults, exceptions:page_fault_user
+	// RoleStack: a second instance of an entry probe (or fault event) that
+	// carries stacks for some of its hits; each sample lends its stack to
+	// the range event's sample of the same hit (stacks.go).
+	RoleStack
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -40,23 +44,25 @@ type eventInfo struct {
 	// first sample (guess.go).
 	guess                 bool
 	warnedMissingAddrFlag bool
-}
 
-// Software event configs (include/uapi/linux/perf_event.h, perf_sw_ids).
-const (
-	perfTypeSoftware   = 1
-	perfTypeTracepoint = 2
-	swPageFaults       = 2
-	swPageFaultsMin    = 5
-	swPageFaultsMaj    = 6
-	sampleAddr         = 1 << 3 // PERF_SAMPLE_ADDR
-)
+	// Stack events (stacks.go): stackFor is the index of the range event
+	// whose hits this event's samples carry stacks for (RoleStack only);
+	// twin marks a range event that has such an event; sampled marks a
+	// stack event that takes 1 in SamplePeriod hits.
+	stackFor int
+	twin     bool
+	sampled  bool
+	// statusReturn: posix_memalign's return value is a status, not the
+	// pointer (that goes to *memptr, which a return probe cannot read).
+	statusReturn bool
+}
 
 // allocNames maps allocator function names (as probed) to their kind.
 var allocNames = map[string]attribute.AllocKind{
 	"malloc": attribute.KindMalloc, "__libc_malloc": attribute.KindMalloc, "__malloc": attribute.KindMalloc,
 	"calloc": attribute.KindCalloc, "__libc_calloc": attribute.KindCalloc, "__calloc": attribute.KindCalloc,
 	"realloc": attribute.KindRealloc, "__libc_realloc": attribute.KindRealloc, "__realloc": attribute.KindRealloc,
+	"reallocarray": attribute.KindReallocArray, "__libc_reallocarray": attribute.KindReallocArray,
 	"memalign": attribute.KindMemalign, "__libc_memalign": attribute.KindMemalign,
 	"aligned_alloc": attribute.KindMemalign, "posix_memalign": attribute.KindMemalign, "__posix_memalign": attribute.KindMemalign,
 	"valloc": attribute.KindMemalign, "__libc_valloc": attribute.KindMemalign,
@@ -125,13 +131,13 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		default:
 			base, isRet := strings.CutSuffix(spec, "-return")
 			if _, ok := allocNames[base]; !ok {
-				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
+				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, reallocarray, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
 			}
 			fn, ret = base, isRet
 		}
 	}
 	switch {
-	case ev.Attr.Type == perfTypeSoftware && (ev.Attr.Config == swPageFaults || ev.Attr.Config == swPageFaultsMin || ev.Attr.Config == swPageFaultsMaj):
+	case ev.Attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(ev.Attr.Config).IsPageFault():
 		return faultInfo(in), nil
 	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
 		return faultInfo(in), nil
@@ -143,6 +149,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			in.ptr = field(ev, "ptr", "ret", "arg1")
 			in.retIP = field(ev, "__probe_ret_ip")
 			in.hdr = field(ev, "hdr")
+			in.statusReturn = fn == "posix_memalign" || fn == "__posix_memalign"
 			if in.ptr == nil {
 				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
 			}
@@ -156,6 +163,10 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		case attribute.KindRealloc:
 			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
 			in.size = field(ev, "size", "bytes", "arg2")
+		case attribute.KindReallocArray: // (oldptr, nmemb, size)
+			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
+			in.nmemb = field(ev, "nmemb", "n", "arg2")
+			in.size = field(ev, "size", "bytes", "arg3")
 		case attribute.KindMemalign:
 			if fn == "posix_memalign" || fn == "__posix_memalign" {
 				in.size = field(ev, "size", "bytes", "arg3")
@@ -172,7 +183,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		}
 		return in, nil
 	}
-	if ev.Format == nil && ev.Attr.Type == perfTypeTracepoint {
+	if ev.Format == nil && ev.Attr.Type == perfdata.TypeTracepoint {
 		in.guess = true
 		return in, nil
 	}

@@ -73,12 +73,12 @@ func TestHeapGrowthChargedToCaller(t *testing.T) {
 		for _, f := range s.Label["flag"] {
 			st.flags[f] = true
 		}
-		if len(s.Label[report.LabelInside]) > 0 {
+		if len(s.Label[report.InsideLabel]) > 0 {
 			inside += s.Value[0]
 		}
 		// One process, one thread: the thread label is "PID heapgrow"
 		// (the name from the COMM record exec wrote).
-		if th := s.Label[report.LabelThread]; len(th) != 1 || !threadLabel.MatchString(th[0]) {
+		if th := s.Label[report.ThreadLabel]; len(th) != 1 || !threadLabel.MatchString(th[0]) {
 			t.Errorf("thread label %q", th)
 		}
 	}
@@ -97,7 +97,7 @@ func TestHeapGrowthChargedToCaller(t *testing.T) {
 	}
 	st := res.Summary.Tracker
 	if inside != int64(st.InAllocator) || st.InAllocator == 0 {
-		t.Errorf("samples labelled %s=allocator hold %d faults, tracker counted %d (want equal, > 0: the first call sets up tcache on fresh heap)", report.LabelInside, inside, st.InAllocator)
+		t.Errorf("samples labelled %s=allocator hold %d faults, tracker counted %d (want equal, > 0: the first call sets up tcache on fresh heap)", report.InsideLabel, inside, st.InAllocator)
 	}
 	var sum strings.Builder
 	res.Summary.WriteText(&sum)

@@ -113,17 +113,18 @@ func (l *lostTracker) fault(t uint64) {
 	l.recent = append(l.recent, t)
 }
 
-// lost handles a LOST or LOST_SAMPLES record; ev is the index of the event
-// whose samples were lost (-1 when unknown or for a buffer loss).
-func (l *lostTracker) lost(rec *perfdata.Lost, ev int) {
-	if rec.Has&perfdata.SampleTime == 0 || rec.Time == 0 {
-		l.Unplaced += rec.Count
+// lost handles a LOST (samples false) or LOST_SAMPLES record with sample id
+// id; ev is the index of the event whose samples were lost (-1 when unknown
+// or for a buffer loss).
+func (l *lostTracker) lost(id *perfdata.SampleID, count uint64, samples bool, ev int) {
+	if id.Has&perfdata.SampleTime == 0 || id.Time == 0 {
+		l.Unplaced += count
 		return
 	}
-	T := rec.Time
-	cpu := lostCPU(&rec.SampleID)
+	T := id.Time
+	cpu := lostCPU(id)
 	key := 0
-	if rec.Type == perfdata.RecordLostSamples && ev >= 0 {
+	if samples && ev >= 0 {
 		key = ev + 1
 	}
 	S := l.first

@@ -44,11 +44,13 @@ func (q *lostSeq) sample(ev int, t uint64, cpu int) {
 }
 
 func (q *lostSeq) lostSamples(ev int, t uint64, cpu int, n uint64) {
-	q.ru.lostRecord(&perfdata.Lost{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordLostSamples, SampleID: id(t, cpu)}, Event: q.evs[ev], Count: n})
+	sid := id(t, cpu)
+	q.ru.lostRecord(&sid, q.evs[ev], n, true)
 }
 
 func (q *lostSeq) lostBuffer(t uint64, cpu int, n uint64) {
-	q.ru.lostRecord(&perfdata.Lost{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordLost, SampleID: id(t, cpu)}, Event: q.evs[0], Count: n})
+	sid := id(t, cpu)
+	q.ru.lostRecord(&sid, q.evs[0], n, false)
 }
 
 func TestLostWindows(t *testing.T) {
@@ -108,7 +110,7 @@ func TestLostWindows(t *testing.T) {
 	t.Run("no time: unplaced", func(t *testing.T) {
 		q := newLostSeq()
 		q.sample(0, 100*ms, 0)
-		q.ru.lostRecord(&perfdata.Lost{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordLostSamples}, Event: q.evs[0], Count: 7})
+		q.ru.lostRecord(&perfdata.SampleID{}, q.evs[0], 7, true)
 		if got, want := q.ru.lost.LostWindows, (LostWindows{Unplaced: 7}); got != want {
 			t.Errorf("got %+v, want %+v", got, want)
 		}

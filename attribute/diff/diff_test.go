@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
 )
 
@@ -352,7 +353,7 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(junk) err = %v", err)
 	}
 
-	for _, magic := range []string{"PERFILE2", "2ELIFREP"} {
+	for _, magic := range []string{perfdata.MagicLE, perfdata.MagicBE} {
 		perfFile := filepath.Join(dir, magic)
 		os.WriteFile(perfFile, append([]byte(magic), make([]byte, 100)...), 0o644)
 		if perf, err := IsPerfData(perfFile); !perf || err != nil {

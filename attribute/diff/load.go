@@ -17,14 +17,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
-)
-
-// perf.data magics (tools/perf/util/header.c: __perf_magic2 and its
-// byte-swapped form); pipe-mode recordings start with the same magic.
-var (
-	perfMagicLE = []byte("PERFILE2")
-	perfMagicBE = []byte("2ELIFREP")
 )
 
 // IsPerfData reports whether the file at path is a perf.data recording
@@ -35,16 +29,12 @@ func IsPerfData(path string) (bool, error) {
 		return false, err
 	}
 	defer f.Close()
-	var magic [8]byte
+	var magic [perfdata.MagicLen]byte
 	n, err := io.ReadFull(f, magic[:])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	return isPerfMagic(magic[:n]), nil
-}
-
-func isPerfMagic(b []byte) bool {
-	return bytes.Equal(b, perfMagicLE) || bytes.Equal(b, perfMagicBE)
+	return perfdata.IsPerfData(magic[:n]), nil
 }
 
 // NotProfileError reports an input that is neither a pprof profile nor a
@@ -67,7 +57,7 @@ func Load(path string) (*profile.Profile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if isPerfMagic(data[:min(len(data), 8)]) {
+	if perfdata.IsPerfData(data) {
 		return nil, &NotProfileError{Path: path, Err: errors.New("this is a perf.data recording; analyze it first")}
 	}
 	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {

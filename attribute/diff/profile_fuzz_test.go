@@ -11,6 +11,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
 )
 
@@ -61,7 +62,7 @@ func FuzzProfile(f *testing.F) {
 			f.Add(raw.Bytes())
 		}
 	}
-	f.Add([]byte("PERFILE2\x68\x00\x00\x00"))
+	f.Add([]byte(perfdata.MagicLE + "\x68\x00\x00\x00"))
 	f.Add([]byte{})
 	files, _ := filepath.Glob("../../testdata/diff/*.pb.gz")
 	for _, path := range files {

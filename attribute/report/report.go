@@ -19,14 +19,14 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// LabelInside marks faults taken inside an allocator call on the
+// InsideLabel marks faults taken inside an allocator call on the
 // allocator's own heap or arena memory outside the new chunk (a new top
 // chunk, heap_info, tcache setup), charged to the allocation the call made:
 // inside=allocator.
-const LabelInside = "inside"
+const InsideLabel = "inside"
 
-// LabelThread names the thread of a sample's event: "TID" or "TID NAME".
-const LabelThread = "thread"
+// ThreadLabel names the thread of a sample's event: "TID" or "TID NAME".
+const ThreadLabel = "thread"
 
 // Mode selects whose stack a fault sample carries.
 type Mode int
@@ -98,6 +98,7 @@ type sampleKey struct {
 	touch     bool              // touch mode fault: stack is the faulting code's
 	inAlloc   bool              // the allocator's own memory, taken serving the call (label inside=allocator)
 	thread    string
+	stackKind string // the `stack` label (infer.go); "" without one
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -108,6 +109,10 @@ type Builder struct {
 	// ThreadOf names a thread for the thread label: its tid and, where the
 	// recording has it, its name (nil: no thread label).
 	ThreadOf func(pid, tid uint32) string
+	// StackKind, when set, says whether an allocation's site is a sampled
+	// stack or only its leaf (StackSampled, StackLeaf): the samples then
+	// carry a `stack` label (infer.go).
+	StackKind func(site attribute.StackID) string
 
 	agg   map[sampleKey]*[3]int64
 	order []sampleKey // first-seen order, for a deterministic profile
@@ -146,7 +151,7 @@ func (b *Builder) thread(pid, tid uint32) string {
 
 // Allocation implements attribute.Sink.
 func (b *Builder) Allocation(a *attribute.Allocation) {
-	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid)}, 0, 1, int64(a.Size))
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
 }
 
 // Fault implements attribute.Sink.
@@ -159,6 +164,9 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		k.stack, k.flags, k.allocSite, k.touch = f.Stack, a.Flags, a.Site, true
 	default:
 		k.stack, k.flags = a.Site, a.Flags
+	}
+	if a != nil {
+		k.stackKind = b.stackKind(a)
 	}
 	b.add(k, 1, 0, 0)
 }
@@ -231,7 +239,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			s.Label["comm"] = []string{k.comm}
 		}
 		if k.thread != "" {
-			s.Label[LabelThread] = []string{k.thread}
+			s.Label[ThreadLabel] = []string{k.thread}
 		}
 		if k.access != attribute.AccessUnknown {
 			s.Label["access"] = []string{k.access.String()}
@@ -243,7 +251,10 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			s.Label["class"] = []string{k.class}
 		}
 		if k.inAlloc {
-			s.Label[LabelInside] = []string{"allocator"}
+			s.Label[InsideLabel] = []string{"allocator"}
+		}
+		if k.stackKind != "" {
+			s.Label[StackLabel] = []string{k.stackKind}
 		}
 		p.Sample = append(p.Sample, s)
 	}

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/faultline/faultline/cmd/faultline/cli"
+	"github.com/faultline/faultline/cmd/faultline/internal/cli"
 )
 
 func main() {

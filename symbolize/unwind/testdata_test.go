@@ -250,7 +250,7 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 				procs[rec.Pid] = &tdProc{}
 			}
 		case *perfdata.Fork:
-			if rec.Type == perfdata.RecordFork && rec.Pid != rec.Ppid {
+			if rec.Pid != rec.Ppid {
 				child := &tdProc{}
 				for _, m := range proc(rec.Ppid).maps {
 					child.add(m)

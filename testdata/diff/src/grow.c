@@ -1,6 +1,6 @@
 // grow.c — a small program whose page faults grow with its input, recorded
 // by testdata/diff/gen.sh on an input and on one three times larger for
-// faultline diff's acceptance test (cmd/faultline/cli/diff_recordings_test.go).
+// faultline diff's acceptance test (cmd/faultline/internal/cli/diff_recordings_test.go).
 //
 //   grow FILE    reads FILE, indexes its lines, prints a checksum
 //

@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/analyze"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/symbolize"
+	"github.com/google/pprof/profile"
+	"github.com/spf13/pflag"
+)
+
+// analyzeForDiff analyzes a perf.data recording with analyze's defaults,
+// quietly, to the profile diff compares.
+func analyzeForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
+	res, err := analyzeFile(env, path, defaultAnalyzeOptions(), cfg, true)
+	if err != nil {
+		return nil, err
+	}
+	return res.Profile, nil
+}
+
+const analyzeHelp = `Usage: faultline analyze [flags] FILE|-
+
+Reads a perf.data recording made with uprobes on malloc (entry with the size,
+return with the pointer) and page faults with their data addresses, unwinds
+every stack from its DWARF stack copy, joins each fault to the live allocation
+whose bytes it touched (per process: fork and exec aware) and writes a gzipped
+pprof profile:
+
+  sample types  faults (default), allocs, alloc_space (bytes)
+  stacks        --by alloc: the allocation's call stack, allocator frames
+                dropped, so the leaf is the code that called malloc;
+                --by touch: the faulting code's stack (label alloc_site names
+                the allocation's caller)
+  labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
+                write|exec (tracepoint faults), inside=allocator (faults the
+                allocator took on its own heap or arena memory while serving
+                the call, charged to it), class=[stack]|[heap]|[anon]|
+                [file] NAME|[unknown] for faults that touched no allocation
+                (their leaf names the class); stack=sampled|inferred|leaf in
+                recordings whose allocator entries carry stacks for some
+                calls only (faultline record)
+  names         as pprof shows them (app::Store::fill, no parameters or
+                template arguments); the full name is the SystemName
+  comments      every event's samples and lost samples (LOST_SAMPLES, as
+                perf report --stats): go tool pprof -comments; diff warns
+                on them
+
+A fault malloc takes while serving a call counts for that call's allocation
+when it touches the new chunk or the header written right after it (small
+allocations fault fresh heap pages there), or the heap or an arena.
+
+The summary names each site by its first frame in your own code, skipping
+system libraries and code inlined from system headers (libstdc++'s
+std::vector internals), and says which library function it went through;
+--raw-sites shows the leaf instead.
+
+Recordings of faultline record: allocator calls and faults come without
+stacks, and the entry probe again with a stack for every big allocation and
+a sample of the others. A call without a stack gets its exact leaf (the
+address malloc returned to, inline frames included) and, where stacks were
+sampled at that same leaf, callers split over them in proportion
+(stack=inferred); the summary says how much was inferred.
+
+A summary goes to standard output. FILE "-" reads a pipe-mode recording from
+standard input: perf record -o - ... | faultline analyze -
+
+Record with 'faultline record -- CMD', or by hand:
+
+  perf probe -x $LIBC 'malloc size=%di:u64'
+  perf probe -x $LIBC 'malloc%return ptr=$retval'
+  perf record -c 1 -d --call-graph dwarf -e probe_libc:malloc \
+      -e probe_libc:malloc__return -e page-faults:u -- ./prog
+
+Example (a recording shipped with faultline; no root or perf needed):
+
+  faultline analyze --symfs testdata/symfs testdata/perf/basic.plain.data -o faults.pb.gz
+  go tool pprof -top faults.pb.gz
+  go tool pprof -top -tagfocus=flag=mmap faults.pb.gz
+
+Flags:
+`
+
+type analyzeFlags struct {
+	out, by             string
+	quiet               bool
+	fastMax, mmapThresh uint64
+	window              time.Duration
+	maxLive             int
+	events              []string
+	sym                 *symbolizeFlags
+	cpuProfile          string
+	memProfile          string
+	rawSites            bool
+}
+
+func defaultAnalyzeOptions() analyze.Options {
+	return analyze.Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc}
+}
+
+func runAnalyze(env *Env, args []string) error {
+	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
+	f := &analyzeFlags{}
+	def := defaultAnalyzeOptions()
+	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
+	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary and no progress bar")
+	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
+	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
+	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
+	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
+	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
+	f.sym = addSymbolizeFlags(fs)
+	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
+	fs.MarkHidden("cpuprofile")
+	fs.MarkHidden("memprofile")
+	if done, err := parseFlags(env, fs, analyzeHelp, args); done {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError("analyze: want one recording (FILE or - for stdin); see 'faultline analyze --help'")
+	}
+	opts := def
+	switch f.by {
+	case "alloc":
+		opts.Mode = report.ByAlloc
+	case "touch":
+		opts.Mode = report.ByTouch
+	default:
+		return usageError("analyze: --by %q: want alloc or touch", f.by)
+	}
+	opts.RawSites = f.rawSites
+	opts.Attr.FastMax = f.fastMax
+	opts.Attr.MmapThreshold = f.mmapThresh
+	opts.Attr.Window = uint64(f.window)
+	if f.maxLive < 0 {
+		return usageError("analyze: --max-live %d: want 0 (no limit) or a positive count", f.maxLive)
+	}
+	opts.Attr.MaxLive = f.maxLive
+	if len(f.events) > 0 {
+		opts.Events = map[string]string{}
+		for _, e := range f.events {
+			name, role, ok := strings.Cut(e, "=")
+			if !ok {
+				return usageError("analyze: --event %q: want NAME=ROLE", e)
+			}
+			opts.Events[name] = role
+		}
+	}
+	start := time.Now()
+	if f.cpuProfile != "" {
+		pf, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if f.memProfile != "" {
+		opts.Done = func() {
+			if err := writeHeapProfile(f.memProfile); err != nil {
+				fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", err)
+			}
+		}
+	}
+	res, err := analyzeFile(env, fs.Arg(0), opts, f.sym.config(), f.quiet)
+	if err != nil {
+		return err
+	}
+	if err := writeProfile(f.out, res.Profile); err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	if !f.quiet {
+		fmt.Fprintf(env.Stdout, "faultline: analyzed %s in %.2fs; wrote %s\n\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
+		res.Summary.WriteText(env.Stdout)
+		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
+	}
+	for _, w := range res.Summary.Warnings {
+		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", w)
+	}
+	return nil
+}
+
+// analyzeFile runs the analysis on a file or on stdin ("-").
+func analyzeFile(env *Env, name string, opts analyze.Options, cfg symbolize.Config, quiet bool) (*analyze.Result, error) {
+	r, err := openRecording(env, name, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	sess, err := symbolize.NewSession(cfg, r.Meta())
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: err}
+	}
+	defer sess.Close()
+	var done func()
+	opts.Progress, done = newProgress(env, name, quiet, "analyzing")
+	res, err := analyze.Run(r, sess, opts)
+	done()
+	if err != nil {
+		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", displayName(name), err)}
+	}
+	return res, nil
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC() // up-to-date statistics
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func displayName(name string) string {
+	if name == "-" {
+		return "standard input"
+	}
+	return name
+}
+
+func writeProfile(path string, p *profile.Profile) error {
+	var w io.Writer
+	if path == "-" {
+		w = os.Stdout
+	} else {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := p.Write(w); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/symbolize"
+	"github.com/google/pprof/profile"
+)
+
+const diffHelp = `Usage: faultline diff [flags] BASE NEW
+
+Compares two faultline profiles (or perf.data recordings, analyzed on the fly
+without --symfs) allocation site by allocation site, and fails when NEW
+regressed.
+
+A site is an allocation's stack (allocator frames dropped) from its first
+frame in your own code (system libraries and code inlined from system
+headers, such as std::vector's internals, are skipped; the name says which
+library function it went through, e.g. "app::Store::fill app.cpp:31 (via
+std::vector::push_back)"; --raw-sites keys by the whole stack), named by
+function, source file and line, never by address: two builds of a program,
+or two runs with different ASLR layouts, compare site for site.
+Unsymbolized frames are named module+offset. Faults that hit no allocation
+are one site per class ("[stack]", "[file] libc.so.6", ...); the program's
+own file is one class whatever the binary is called. Classes are reported
+but do not fail the comparison unless --gate-classes.
+
+A site regresses when it grew by more than --threshold relative to BASE and
+by at least --min-delta in absolute terms; a site absent from BASE counts as
+infinite growth once it reaches --min-delta. Improvements never fail.
+
+Lost samples: every profile carries its recording's per-event counts and
+losses (PERF_RECORD_LOST_SAMPLES, as perf report --stats; see
+'go tool pprof -comments'). When an input lost allocation or fault events,
+its attribution is incomplete and a change may be the loss, not the
+program: every format says so (text and markdown a warning line, json the
+"losses" list), and --max-loss P fails the comparison when any such event
+lost more than P percent of its samples.
+
+Exit status: 0 no regression (improvements included); 1 a site regressed;
+2 bad usage, an unreadable input, or an input lost more than --max-loss.
+
+Example (recordings shipped with faultline: one program on an input and on
+one three times larger; no root or perf needed):
+
+  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
+
+A CI job that records the base branch and the head, comments on the pull
+request and fails the job on a regression:
+
+  git checkout "$BASE_SHA" && make
+  sudo faultline record -z -o base.data -- ./bench
+  faultline analyze -q base.data -o base.pb.gz
+  git checkout "$HEAD_SHA" && make
+  sudo faultline record -z -o head.data -- ./bench
+  faultline analyze -q head.data -o head.pb.gz
+  faultline diff --format markdown -o diff.pb.gz base.pb.gz head.pb.gz > comment.md
+
+  # afterwards, where did it change?
+  go tool pprof -top diff.pb.gz
+
+Flags:
+`
+
+type diffFlags struct {
+	metric    string
+	threshold string
+	minDelta  int64
+	top       int
+	format    string
+	output    string
+	gateClass bool
+	rawSites  bool
+	maxLoss   float64
+}
+
+func runDiff(env *Env, args []string) error {
+	var f diffFlags
+	fs := newFlagSet("diff")
+	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
+	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
+	hideDefault(fs, "min-delta")
+	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
+	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	fs.BoolVar(&f.gateClass, "gate-classes", false, "let unattributed classes ([heap], [file] libc.so.6, ...) fail the comparison too; by default they are reported but not gated")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "key and name sites by their whole stack and leaf frame instead of from their first frame in your own code")
+	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
+	hideDefault(fs, "max-loss")
+	sym := addSymbolizeFlags(fs)
+	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
+	if done, err := parseFlags(env, fs, diffHelp, args); done {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
+	}
+	if !contains(diff.Metrics, f.metric) {
+		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
+	}
+	if !contains(diff.Formats, f.format) {
+		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
+	}
+	threshold, err := diff.ParseThreshold(f.threshold)
+	if err != nil {
+		return usageError("diff: --threshold: %v", err)
+	}
+	if !fs.Changed("min-delta") {
+		f.minDelta = diff.DefaultMinDelta(f.metric)
+	} else if f.minDelta < 0 {
+		return usageError("diff: --min-delta must not be negative")
+	}
+	if f.top < 0 {
+		return usageError("diff: --top must not be negative")
+	}
+	if fs.Changed("max-loss") && (f.maxLoss < 0 || f.maxLoss > 100) {
+		return usageError("diff: --max-loss %v: want a percentage from 0 to 100", f.maxLoss)
+	}
+
+	baseName, newName := fs.Arg(0), fs.Arg(1)
+	base, err := loadForDiff(env, baseName, sym.config())
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: BASE: %w", err)}
+	}
+	head, err := loadForDiff(env, newName, sym.config())
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
+	}
+	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta, GateClasses: f.gateClass, RawSites: f.rawSites})
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
+	}
+	if f.output != "" {
+		if err := writeDiffProfile(f.output, base, head); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
+		}
+	}
+	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
+	}
+	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
+		var worst diff.Loss
+		for _, l := range res.Losses {
+			if l.Percent() > worst.Percent() {
+				worst = l
+			}
+		}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %s lost %.1f%% of its %s samples, more than --max-loss %v%%: record again with less loss (faultline record keeps range events in rings of their own) or raise --max-loss",
+			worst.Input, worst.Percent(), worst.Event, f.maxLoss)}
+	}
+	if res.Regressed() {
+		// Also on stderr: CI logs show it when stdout goes to a file.
+		return &ExitError{Code: ExitRegression, Err: errors.New(res.Verdict())}
+	}
+	return nil
+}
+
+// loadForDiff reads a profile, or analyzes a perf.data recording through
+// analyzeForDiff.
+func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
+	perf, err := diff.IsPerfData(path)
+	if err != nil {
+		return nil, err
+	}
+	if perf {
+		p, err := analyzeForDiff(env, path, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("analyzing %s: %w", path, err)
+		}
+		return p, nil
+	}
+	return diff.Load(path)
+}
+
+func writeDiffProfile(path string, base, head *profile.Profile) error {
+	p, err := diff.Profile(base, head)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(out); err != nil {
+		out.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,335 @@
+package cli
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/perfdata"
+	"github.com/google/pprof/profile"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// synthFrame and synthSample describe a synthetic by-alloc faultline
+// profile, as report.Builder writes it.
+type synthFrame struct {
+	fn, file string
+	line     int64
+}
+
+type synthSample struct {
+	stack  []synthFrame // leaf first
+	class  string
+	flags  []string
+	values [3]int64 // faults, allocs, alloc_space
+}
+
+// synthProfile builds one "build" of a program: mapped at start, each frame
+// at its own address stride apart, sources under dir.
+func synthProfile(t *testing.T, start, stride uint64, dir string, samples []synthSample) *profile.Profile {
+	t.Helper()
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: "faults", Unit: "count"}, {Type: "allocs", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
+		},
+		DefaultSampleType: "faults",
+		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		Period:            1,
+	}
+	m := &profile.Mapping{ID: 1, Start: start, Limit: start + 0x100000, File: dir + "/prog", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
+	p.Mapping = []*profile.Mapping{m}
+	funcs := map[string]*profile.Function{}
+	locs := map[synthFrame]*profile.Location{}
+	fn := func(name, file string) *profile.Function {
+		if f := funcs[name]; f != nil {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		funcs[name] = f
+		p.Function = append(p.Function, f)
+		return f
+	}
+	loc := func(f synthFrame, class bool) *profile.Location {
+		if l := locs[f]; l != nil {
+			return l
+		}
+		id := uint64(len(p.Location) + 1)
+		l := &profile.Location{ID: id}
+		if class {
+			l.Line = []profile.Line{{Function: fn(f.fn, "")}}
+		} else {
+			l.Mapping, l.Address = m, start+0x1000+id*stride
+			l.Line = []profile.Line{{Function: fn(f.fn, filepath.Join(dir, f.file)), Line: f.line}}
+		}
+		locs[f] = l
+		p.Location = append(p.Location, l)
+		return l
+	}
+	for _, s := range samples {
+		ps := &profile.Sample{Value: append([]int64(nil), s.values[:]...), Label: map[string][]string{}}
+		if s.class != "" {
+			ps.Location = append(ps.Location, loc(synthFrame{fn: s.class}, true))
+			ps.Label["class"] = []string{s.class}
+		}
+		for _, f := range s.stack {
+			ps.Location = append(ps.Location, loc(f, false))
+		}
+		if len(s.flags) > 0 {
+			ps.Label["flag"] = s.flags
+		}
+		p.Sample = append(p.Sample, ps)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func writeTestProfile(t *testing.T, path string, p *profile.Profile) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	sMain   = synthFrame{"main", "main.c", 40}
+	sRead   = synthFrame{"read_input", "io.c", 12}
+	sIndex  = synthFrame{"build_index", "index.c", 88}
+	sParse  = synthFrame{"parse_line", "parse.c", 30}
+	sCache  = synthFrame{"old_cache", "cache.c", 7}
+	sTable  = synthFrame{"new_table", "table.c", 19}
+	sHelper = synthFrame{"xmalloc", "xmalloc.c", 20}
+)
+
+// The scenario, faults (allocs, bytes) per site:
+//
+//	site                         BASE           NEW
+//	read_input io.c:12 ← main    60+40 (10, 40 KiB)   130 (10, 40 KiB)   +30 = +30%: regression
+//	build_index index.c:88       50 (5, 5000 B)       40 (5, 5000 B)     improvement
+//	parse_line parse.c:30        4 (2, 64 B)          6 (3, 96 B)        +50% but +2 < 8
+//	xmalloc ← old_cache          20 (1, 8 KiB)        -                  vanished
+//	xmalloc ← new_table          -                    12 (12, 1200 B)    new, ≥ 8: regression
+//	[stack]                      30                   31                 +3.3%
+//	total                        204                  219
+func synthPair(t *testing.T, dir string) (base, head string) {
+	t.Helper()
+	bp := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
+		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{60, 6, 24576}},
+		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{40, 4, 16384}},
+		{stack: []synthFrame{sIndex, sMain}, flags: []string{"zero"}, values: [3]int64{50, 5, 5000}},
+		{stack: []synthFrame{sParse, sMain}, flags: []string{"fast"}, values: [3]int64{4, 2, 64}},
+		{stack: []synthFrame{sHelper, sCache, sMain}, values: [3]int64{20, 1, 8192}},
+		{class: "[stack]", stack: []synthFrame{sMain}, values: [3]int64{30, 0, 0}},
+	})
+	np := synthProfile(t, 0x555555554000, 0x24, "/ci/b/src", []synthSample{
+		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{130, 10, 40960}},
+		{stack: []synthFrame{sIndex, sMain}, flags: []string{"zero"}, values: [3]int64{40, 5, 5000}},
+		{stack: []synthFrame{sParse, sMain}, flags: []string{"fast"}, values: [3]int64{6, 3, 96}},
+		{stack: []synthFrame{sHelper, sTable, sMain}, flags: []string{"fast", "zero"}, values: [3]int64{12, 12, 1200}},
+		{class: "[stack]", stack: []synthFrame{sIndex, sMain}, values: [3]int64{31, 0, 0}},
+	})
+	base, head = filepath.Join(dir, "base.pb.gz"), filepath.Join(dir, "head.pb.gz")
+	writeTestProfile(t, base, bp)
+	writeTestProfile(t, head, np)
+	return base, head
+}
+
+func runCLI(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = Main(args, &Env{Stdout: &out, Stderr: &errb})
+	return code, out.String(), errb.String()
+}
+
+// checkGolden compares got with testdata/name under the package directory
+// pkgDir (tests may have changed directory).
+func checkGolden(t *testing.T, pkgDir, name, got string) {
+	t.Helper()
+	path := filepath.Join(pkgDir, "testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs (go test -update rewrites it):\n--- got ---\n%s\n--- want ---\n%s", path, got, want)
+	}
+}
+
+func TestDiffGolden(t *testing.T) {
+	wd, _ := os.Getwd()
+	dir := t.TempDir()
+	synthPair(t, dir)
+	t.Chdir(dir) // relative names in the output
+	for _, tc := range []struct {
+		golden string
+		args   []string
+		code   int
+	}{
+		{"diff/regression.txt", []string{"base.pb.gz", "head.pb.gz"}, ExitRegression},
+		{"diff/regression.md", []string{"--format", "markdown", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+		{"diff/regression.json", []string{"--format", "json", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+		{"diff/top1.md", []string{"--format=markdown", "--top", "1", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+		// Loose enough: read_input +30% < 50%, new_table 12 < 13.
+		{"diff/ok.txt", []string{"--threshold", "0.5", "--min-delta", "13", "base.pb.gz", "head.pb.gz"}, ExitOK},
+		{"diff/alloc_space.txt", []string{"--metric", "alloc_space", "base.pb.gz", "head.pb.gz"}, ExitOK},
+		{"diff/allocs.md", []string{"--metric", "allocs", "--format", "markdown", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+	} {
+		t.Run(strings.ReplaceAll(tc.golden, "/", "_"), func(t *testing.T) {
+			code, out, errOut := runCLI(append([]string{"diff"}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr: %s", code, tc.code, errOut)
+			}
+			if tc.code == ExitRegression && !strings.HasPrefix(errOut, "faultline: REGRESSION: ") {
+				t.Errorf("stderr = %q, want the verdict", errOut)
+			}
+			if tc.code == ExitOK && errOut != "" {
+				t.Errorf("stderr = %q", errOut)
+			}
+			checkGolden(t, wd, tc.golden, out)
+		})
+	}
+}
+
+func TestDiffExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	base, head := synthPair(t, dir)
+	junk := filepath.Join(dir, "notes.txt")
+	os.WriteFile(junk, []byte("not a profile\n"), 0o644)
+	perfData := filepath.Join(dir, "perf.data")
+	os.WriteFile(perfData, append([]byte(perfdata.MagicLE), make([]byte, 200)...), 0o644)
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // substring
+	}{
+		{"regression", []string{base, head}, ExitRegression, "REGRESSION: 2 sites grew by more than 10% and by at least 8 faults"},
+		{"same", []string{base, base}, ExitOK, ""},
+		// Reversed, read_input and [stack] improve; build_index (+10) and
+		// old_cache (new, 20) stay under a min-delta of 21.
+		{"improvement", []string{"--min-delta", "21", head, base}, ExitOK, ""},
+		{"min-delta", []string{"--min-delta", "31", base, head}, ExitOK, ""},
+		{"threshold percent", []string{"--threshold", "30%", "--min-delta", "13", base, head}, ExitOK, ""},
+		{"threshold just under", []string{"--threshold", "29.9%", "--min-delta", "13", base, head}, ExitRegression, "1 site grew"},
+		{"no args", nil, ExitFailure, "want two inputs"},
+		{"one arg", []string{base}, ExitFailure, "want two inputs"},
+		{"three args", []string{base, head, head}, ExitFailure, "want two inputs"},
+		{"bad flag", []string{"--frobnicate", base, head}, ExitFailure, "unknown flag"},
+		{"bad metric", []string{"--metric", "cpu", base, head}, ExitFailure, `unknown --metric "cpu"`},
+		{"bad format", []string{"--format", "html", base, head}, ExitFailure, `unknown --format "html"`},
+		{"bad threshold", []string{"--threshold", "lots", base, head}, ExitFailure, "invalid threshold"},
+		{"ambiguous threshold", []string{"--threshold", "10", base, head}, ExitFailure, "ambiguous threshold"},
+		{"negative min-delta", []string{"--min-delta", "-3", base, head}, ExitFailure, "--min-delta"},
+		{"missing file", []string{filepath.Join(dir, "nope.pb.gz"), head}, ExitFailure, "nope.pb.gz: no such file"},
+		{"not a profile", []string{base, junk}, ExitFailure, "NEW: " + junk + ": not a faultline profile"},
+		// perf.data inputs are analyzed on the fly; this one is only a magic.
+		{"broken perf.data", []string{perfData, head}, ExitFailure, "BASE: analyzing " + perfData + ": "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, errOut := runCLI(append([]string{"diff"}, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr: %s", code, tc.code, errOut)
+			}
+			if tc.stderr != "" && !strings.Contains(errOut, tc.stderr) {
+				t.Errorf("stderr = %q, want it to contain %q", errOut, tc.stderr)
+			}
+			if tc.stderr == "" && errOut != "" {
+				t.Errorf("stderr = %q, want nothing", errOut)
+			}
+			if strings.Count(errOut, "\n") > 1 {
+				t.Errorf("error is not one line: %q", errOut)
+			}
+		})
+	}
+}
+
+// TestDiffPerfDataError checks that a perf.data input analyze cannot read
+// fails the diff with an error naming it.
+func TestDiffPerfDataError(t *testing.T) {
+	dir := t.TempDir()
+	_, head := synthPair(t, dir)
+	perfData := filepath.Join(dir, "head.data")
+	if err := os.WriteFile(perfData, append([]byte(perfdata.MagicBE), make([]byte, 200)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("diff", perfData, head)
+	if code != ExitFailure || !strings.Contains(errOut, "analyzing "+perfData+": ") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestDiffOutputProfile(t *testing.T) {
+	dir := t.TempDir()
+	base, head := synthPair(t, dir)
+	out := filepath.Join(dir, "diff.pb.gz")
+	if code, _, errOut := runCLI("diff", "-o", out, base, head); code != ExitRegression {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.ParseData(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	// What pprof -diff_base would show: per leaf function NEW-BASE.
+	byLeaf := map[string][3]int64{}
+	for _, s := range p.Sample {
+		if s.HasLabel("pprof::base", "true") != (s.Value[0] < 0 || s.Value[1] < 0 || s.Value[2] < 0) {
+			t.Errorf("sample %v labels %v: base label and sign disagree", s.Value, s.Label)
+		}
+		leaf := s.Location[0].Line[0].Function.Name
+		if leaf == "xmalloc" {
+			leaf = s.Location[1].Line[0].Function.Name
+		}
+		v := byLeaf[leaf]
+		for i := range v {
+			v[i] += s.Value[i]
+		}
+		byLeaf[leaf] = v
+	}
+	want := map[string][3]int64{
+		"read_input":  {30, 0, 0},
+		"build_index": {-10, 0, 0},
+		"parse_line":  {2, 1, 32},
+		"old_cache":   {-20, -1, -8192},
+		"new_table":   {12, 12, 1200},
+		"[stack]":     {1, 0, 0},
+	}
+	for k, w := range want {
+		if byLeaf[k] != w {
+			t.Errorf("%s: %v, want %v", k, byLeaf[k], w)
+		}
+	}
+}
+
+func TestDiffHelp(t *testing.T) {
+	for _, args := range [][]string{{"diff", "--help"}, {"diff", "-h"}, {"help", "diff"}} {
+		code, out, _ := runCLI(args...)
+		if code != ExitOK || !strings.Contains(out, "faultline diff --format markdown") || !strings.Contains(out, "--min-delta") {
+			t.Errorf("%v: exit %d, output %q", args, code, out)
+		}
+	}
+}

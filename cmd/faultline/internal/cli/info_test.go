@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runMain(t *testing.T, stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: bytes.NewReader(stdin), Stdout: &out, Stderr: &errb}
+	code := Main(args, env)
+	return out.String(), errb.String(), code
+}
+
+var scriptSampleLine = regexp.MustCompile(`^.*?\s\d+/\d+\s+\d+\.\d{6}:\s+(\S+):`)
+
+// perfScriptCounts counts samples per event in a perf script text, the
+// independent reference testdata/gen.sh wrote next to each recording.
+func perfScriptCounts(t *testing.T, path string) map[string]uint64 {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	counts := map[string]uint64{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if m := scriptSampleLine.FindStringSubmatch(sc.Text()); m != nil && !strings.HasPrefix(sc.Text(), "\t") {
+			counts[m[1]]++
+		}
+	}
+	return counts
+}
+
+func checkInfoJSON(t *testing.T, out string, want map[string]uint64) *infoReport {
+	t.Helper()
+	var rep infoReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	got := map[string]uint64{}
+	for _, e := range rep.Events {
+		if e.Samples > 0 {
+			got[e.Name] = e.Samples
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, perf script counted %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("event %s: %d samples, perf script counted %d (all: %v vs %v)", k, got[k], v, got, want)
+		}
+	}
+	return &rep
+}
+
+func TestInfoFixtures(t *testing.T) {
+	files, _ := filepath.Glob("../../../../testdata/perf/*.data")
+	if len(files) == 0 {
+		t.Skip("no recordings in testdata/perf (run testdata/gen.sh)")
+	}
+	for _, f := range files {
+		script := strings.TrimSuffix(f, ".data") + ".script.txt"
+		if _, err := os.Stat(script); err != nil {
+			continue
+		}
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			want := perfScriptCounts(t, script)
+			out, stderr, code := runMain(t, nil, "info", "--json", f)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			rep := checkInfoJSON(t, out, want)
+			if rep.Hostname == "" || rep.PerfVersion == "" || len(rep.Cmdline) == 0 || rep.DurationNs == 0 {
+				t.Errorf("missing header facts: %+v", rep)
+			}
+			if strings.Contains(f, ".z.") && rep.Compression == nil {
+				t.Errorf("compression not reported")
+			}
+			text, stderr, code := runMain(t, nil, "info", f)
+			if code != 0 || !strings.Contains(text, "events:") || !strings.Contains(text, "perf  ") {
+				t.Fatalf("text: exit %d %s\n%s", code, stderr, text)
+			}
+			if strings.Contains(f, ".pipe.") {
+				p, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, stderr, code := runMain(t, p, "info", "--json", "-")
+				if code != 0 {
+					t.Fatalf("stdin: exit %d: %s", code, stderr)
+				}
+				checkInfoJSON(t, out, want)
+			}
+		})
+	}
+}
+
+func TestInfoErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.data")
+	random := filepath.Join(dir, "random.data")
+	os.WriteFile(empty, nil, 0o644)
+	os.WriteFile(random, bytes.Repeat([]byte("not perf data "), 100), 0o644)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"info", empty}, "is empty (0 bytes), not a perf.data file"},
+		{[]string{"info", random}, "is not a perf.data file (bad magic at 0x0)"},
+		{[]string{"info", exe}, "is not a perf.data file (bad magic at 0x0; it is an ELF binary)"},
+		{[]string{"info", filepath.Join(dir, "missing.data")}, "no such file or directory"},
+		{[]string{"info"}, "want one recording"},
+		{[]string{"info", "a", "b"}, "want one recording"},
+		{[]string{"info", "--nope", "a"}, "unknown flag"},
+		{[]string{"info", "-"}, "standard input"},
+	} {
+		_, stderr, code := runMain(t, []byte("garbage garbage garbage"), tc.args...)
+		if code != ExitFailure {
+			t.Errorf("%v: exit %d, want %d", tc.args, code, ExitFailure)
+		}
+		if !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: stderr %q, want one line containing %q", tc.args, stderr, tc.want)
+		}
+	}
+}
+
+func TestInfoHelp(t *testing.T) {
+	out, _, code := runMain(t, nil, "info", "--help")
+	if code != 0 || !strings.Contains(out, "Example") || !strings.Contains(out, "faultline info --json") {
+		t.Fatalf("help: exit %d\n%s", code, out)
+	}
+	out, _, _ = runMain(t, nil, "--help")
+	if !strings.Contains(out, "info ") {
+		t.Fatalf("info missing from the command list:\n%s", out)
+	}
+}
