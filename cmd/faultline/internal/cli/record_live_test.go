@@ -534,22 +534,26 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	defer rd.Close()
 	for rd.Next() {
 	}
-	var all, stacked uint64
+	var all, stacked, instances uint64
 	for _, ev := range rd.Events() {
 		if ev.Name != "page-faults" {
 			continue
 		}
 		if ev.Attr.SampleType&perfdata.SampleStackUser != 0 {
 			stacked += ev.Samples
+			instances = uint64(len(ev.IDs))
 		} else {
 			all += ev.Samples
 		}
 	}
 	// faults 2: 2 × 16384 page faults (64 MiB, 4 KiB pages, THP off) plus
 	// start-up; the kernel takes every 100th of them again with a stack.
-	// (Before the twin repair, recorder/twins.go, the kernel's copies made
-	// this 32488 and 656.)
-	if all < 2*16384 || stacked != all/100 {
-		t.Errorf("%d faults, %d with stacks; want at least %d and exactly 1 in 100", all, stacked, 2*16384)
+	// Each instance of the event (one per CPU; the program is
+	// single-threaded) counts its own period, so each may end up to 99
+	// faults short of its next stack: all/100 minus at most one per
+	// instance. (Before the twin repair, recorder/twins.go, the kernel's
+	// copies made this 32488 faults and 656 stacks.)
+	if all < 2*16384 || stacked > all/100 || stacked+instances < all/100 {
+		t.Errorf("%d faults, %d with stacks from %d instances; want at least %d faults and 1 in 100 of them (less at most one per instance)", all, stacked, instances, 2*16384)
 	}
 }
