@@ -211,7 +211,7 @@ Exit status:
   0  success
   1  diff: a site regressed past the threshold
   2  bad usage, unreadable or unusable input, or a missing prerequisite
-     (perf, root, tracefs)
+     (root, tracefs for record)
 `)
 	io.WriteString(w, b.String())
 }
