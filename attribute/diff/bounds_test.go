@@ -100,7 +100,7 @@ func TestSniffPipe(t *testing.T) {
 	}
 }
 
-// BASE -(2^63-16), NEW 2^63-16 (diff-sat-*.pb.gz): NEW-BASE is 2^64-32,
+// One site, grow_table sat.c:10: BASE -(2^63-16), NEW 2^63-16 (diff-sat-*.pb.gz): NEW-BASE is 2^64-32,
 // which wraps to -32 in int64 and read as "shrank by 32". Saturated, the
 // site grows by MaxInt64 and regresses.
 func TestCompareSaturates(t *testing.T) {
@@ -116,7 +116,7 @@ func TestCompareSaturates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Sites) != 1 || r.Sites[0].Delta() != math.MaxInt64 || r.Sites[0].Status != StatusGrew || !r.Regressed() {
+	if len(r.Sites) != 1 || r.Sites[0].Name != "grow_table sat.c:10" || r.Sites[0].Delta() != math.MaxInt64 || r.Sites[0].Status != StatusGrew || !r.Regressed() {
 		t.Errorf("sites %+v, regressed %v", r.Sites, r.Regressed())
 	}
 	// And the other way round: shrinking by the most saturates at MinInt64.

@@ -72,8 +72,12 @@ func build(t *testing.T, start, stride uint64, dir string, samples []sample) *pr
 			loc := locs[f]
 			if loc == nil {
 				id := uint64(len(p.Location) + 1)
+				file := f.file
+				if !filepath.IsAbs(file) { // system headers stay where they are
+					file = filepath.Join(dir, file)
+				}
 				loc = &profile.Location{ID: id, Mapping: m, Address: start + 0x1000 + id*stride,
-					Line: []profile.Line{{Function: function(f.fn, filepath.Join(dir, f.file)), Line: f.line}}}
+					Line: []profile.Line{{Function: function(f.fn, file), Line: f.line}}}
 				locs[f] = loc
 				p.Location = append(p.Location, loc)
 			}
@@ -360,5 +364,64 @@ func TestLoad(t *testing.T) {
 	os.WriteFile(short, []byte("PER"), 0o644)
 	if perf, err := IsPerfData(short); perf || err != nil {
 		t.Errorf("IsPerfData(short) = %v, %v", perf, err)
+	}
+}
+
+// Issue 11: sites named in the user's code, classes not gated by default,
+// the program's own file one class whatever the binary is called, no
+// all-zero flag rows, JSON without HTML escaping.
+func TestSitesClassesAndFlags(t *testing.T) {
+	vec := frame{"std::vector<int>::_M_realloc_insert", "/usr/include/c++/12/bits/vector.tcc", 453}
+	pushBack := frame{"std::vector::push_back", "/usr/include/c++/12/bits/stl_vector.h", 1294}
+	fill := frame{"app::Store::fill", "app.cpp", 31}
+	base := build(t, 0x400000, 0x10, "/build/a/src", []sample{
+		{stack: []frame{vec, pushBack, fill, mainF}, values: [3]int64{100, 4, 4096}},
+		{class: "[heap]", stack: []frame{mainF}, values: [3]int64{10, 0, 0}},
+		{class: "[file] prog", stack: []frame{mainF}, values: [3]int64{5, 0, 0}},
+		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{0, 3, 96}}, // no faults: no flag row
+	})
+	head := build(t, 0x555555554000, 0x24, "/ci/b/src", []sample{
+		{stack: []frame{vec, pushBack, fill, mainF}, values: [3]int64{105, 4, 4096}},
+		{class: "[heap]", stack: []frame{mainF}, values: [3]int64{50, 0, 0}},
+		{class: "[file] prog2", stack: []frame{mainF}, values: [3]int64{5, 0, 0}},
+		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{0, 3, 96}},
+	})
+	head.Mapping[0].File = "/ci/b/src/prog2" // the binary was renamed
+	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
+	r, err := Compare(base, head, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range r.Sites {
+		names = append(names, s.Name)
+	}
+	// [heap] grew 10 -> 50 but is not gated; fill grew 5% (under 10%);
+	// [file] prog and [file] prog2 are one unchanged row.
+	want := []string{"[heap]", "app::Store::fill app.cpp:31 (via std::vector::push_back) ← main", "[file] prog"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("sites %q, want %q", names, want)
+	}
+	if r.Regressed() || r.UngatedClasses != 1 {
+		t.Errorf("regressions %d, ungated classes %d; want 0 and 1", r.Regressions, r.UngatedClasses)
+	}
+	if len(r.Flags) != 0 {
+		t.Errorf("flag rows %+v: the fast flag holds no faults in either profile", r.Flags)
+	}
+	opts.GateClasses = true
+	if r, _ := Compare(base, head, opts); r.Regressions != 1 || r.UngatedClasses != 0 {
+		t.Errorf("--gate-classes: regressions %d, ungated %d; want 1 and 0", r.Regressions, r.UngatedClasses)
+	}
+	opts.RawSites = true
+	r, _ = Compare(base, head, opts)
+	if s := r.Sites[1].Name; !strings.HasPrefix(s, "std::vector<int>::_M_realloc_insert vector.tcc:453 ← ") {
+		t.Errorf("raw site name %q", s)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, r, "json", RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), `\u003c`) || !strings.Contains(buf.String(), "std::vector<int>") {
+		t.Errorf("JSON escapes HTML characters:\n%s", buf.String())
 	}
 }

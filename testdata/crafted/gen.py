@@ -155,13 +155,19 @@ def pb_bytes(field, b):
     return varint(field << 3 | 2) + varint(len(b)) + b
 
 
-def profile(samples, strings):
+def profile(samples, strings, func=None):
     """A pprof profile (profile.proto) with one sample type, faults/count,
-    and samples given as (value, [(key, str)]) with string indexes."""
+    and samples given as (value, [(key, str)]) with string indexes. With
+    func = (name, file) string indexes, every sample's stack is one
+    location in that function, at line 10."""
     table = ["", "faults", "count"] + strings
     out = pb_bytes(1, pb_varint(1, 1) + pb_varint(2, 2))
+    if func:
+        out += pb_bytes(5, pb_varint(1, 1) + pb_varint(2, func[0]) + pb_varint(3, func[0]) + pb_varint(4, func[1]))
+        out += pb_bytes(4, pb_varint(1, 1) + pb_bytes(4, pb_varint(1, 1) + pb_varint(2, 10)))
     for value, labels in samples:
-        body = pb_varint(2, value)
+        body = pb_varint(1, 1) if func else b""
+        body += pb_varint(2, value)
         for k, v in labels:
             body += pb_bytes(3, pb_varint(1, k) + pb_varint(2, v))
         out += pb_bytes(2, body)
@@ -181,7 +187,8 @@ def diffs():
                        inflate an inner layer itself, unbounded)
     diff-wide.pb.gz    one class label and one flag of 16 MiB each
     diff-sat-base.pb.gz, diff-sat-new.pb.gz
-                       one site: BASE -(2^63-16) faults, NEW 2^63-16: New-Base
+                       one site (grow_table sat.c:10): BASE -(2^63-16)
+                       faults, NEW 2^63-16: New-Base
                        wraps to -32 in int64, i.e. "shrank" instead of grown"""
     inner = subprocess.run("head -c 2G /dev/zero | gzip -1n", shell=True, stdout=subprocess.PIPE, check=True).stdout
     write("diff-nested.pb.gz", gz(inner))
@@ -190,8 +197,8 @@ def diffs():
     # strings 3.. : "class", wide, "flag", flag
     write("diff-wide.pb.gz", gz(profile([(5, [(3, 4), (5, 6)])], ["class", wide, "flag", flag])))
     big = (1 << 63) - 16
-    write("diff-sat-base.pb.gz", gz(profile([(-big, [(3, 4)])], ["class", "[heap]"])))
-    write("diff-sat-new.pb.gz", gz(profile([(big, [(3, 4)])], ["class", "[heap]"])))
+    write("diff-sat-base.pb.gz", gz(profile([(-big, [])], ["grow_table", "sat.c"], func=(3, 4))))
+    write("diff-sat-new.pb.gz", gz(profile([(big, [])], ["grow_table", "sat.c"], func=(3, 4))))
 
 
 def elf_sections(b):

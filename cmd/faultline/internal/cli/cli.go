@@ -59,9 +59,10 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze},
+		{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate},
 		{name: "diff", summary: "compare two profiles per allocation site; exit 1 on a regression", run: runDiff},
 		{name: "info", summary: "describe a perf.data recording: command, host, events, samples, losses", run: runInfo},
-		{name: "record", summary: "record a program with the probes and events analyze needs (runs perf)", run: runRecord},
+		{name: "record", summary: "record a program's allocations and page faults (no perf needed)", run: runRecord},
 		{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript},
 	}
 }
@@ -178,10 +179,11 @@ func printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(`faultline: which allocation in my program caused these page faults?
 
-faultline reads a perf.data recording made with uprobes on malloc and the
-page-faults:u event (with --call-graph dwarf), unwinds and symbolizes every
-stack, joins each page fault to the live allocation whose bytes it touched,
-and writes a pprof profile.
+faultline reads a perf.data recording of a program's allocator calls (uprobes
+on malloc and friends) and page faults — made by 'faultline record', or by
+perf with --call-graph dwarf — unwinds and symbolizes the stacks, joins each
+page fault to the live allocation whose bytes it touched, and writes a pprof
+profile.
 
 Usage: faultline <command> [flags] [args]
        faultline help <command>     (or faultline <command> --help)
@@ -209,7 +211,7 @@ Exit status:
   0  success
   1  diff: a site regressed past the threshold
   2  bad usage, unreadable or unusable input, or a missing prerequisite
-     (perf, root, tracefs)
+     (root, tracefs for record)
 `)
 	io.WriteString(w, b.String())
 }

@@ -59,12 +59,13 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	}
 
 	// Reference: the largest malloc request, from perf script.
-	script, err := exec.Command("perf", "script", "-i", data, "-F", "event,trace").Output()
+	perf := requirePerf(t)
+	script, err := exec.Command(perf, "script", "-i", data, "-F", "event,trace").Output()
 	if err != nil {
 		t.Fatalf("perf script: %v", err)
 	}
 	var bufSize int64
-	sizeRE := regexp.MustCompile(`faultline:malloc:.*\bsize=(\d+)`)
+	sizeRE := regexp.MustCompile(`faultline_\d+:malloc:.*\bsize=(\d+)`)
 	for _, m := range sizeRE.FindAllStringSubmatch(string(script), -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		bufSize = max(bufSize, n)
