@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func TestTruncatedRecordingInfersProbes(t *testing.T) {
 			t.Errorf("%s: %d faults, want %d", site, n, want)
 		}
 	}
-	w := strings.Join(res.Summary.Warnings, "\n")
+	w := fmt.Sprint(res.Summary.Warnings)
 	for _, s := range []string{"truncated", "taken as the entry probe of malloc", "taken as the return probe of malloc"} {
 		if !strings.Contains(w, s) {
 			t.Errorf("warnings lack %q:\n%s", s, w)

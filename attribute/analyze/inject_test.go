@@ -502,7 +502,7 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	mismatch := copySymfs(t, map[string][]byte{prog: otherData})
 	run := runBytes(t, "build-id mismatch", p, rootedConfig(mismatch))
 	in.check("symfs-buildid-mismatch", prog+" replaced by "+other, run)
-	if run.res != nil && !strings.Contains(strings.Join(run.res.Summary.Warnings, "\n"), "build ID mismatch") {
+	if run.res != nil && !strings.Contains(fmt.Sprint(run.res.Summary.Warnings), "build ID mismatch") {
 		if run.buildIDs > 0 {
 			t.Errorf("%s: a different binary at %s gave no build-ID mismatch warning: %q", name, prog, run.res.Summary.Warnings)
 		} else {

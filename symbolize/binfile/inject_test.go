@@ -59,7 +59,7 @@ func TestDWARFSizeClaimCapped(t *testing.T) {
 	if b.HasDWARF() {
 		t.Error("DWARF loaded from a section claiming 8 GiB")
 	}
-	if w := strings.Join(b.Warnings, "\n"); !strings.Contains(w, "claims 8589934592 bytes") {
+	if w := warningText(b.Warnings); !strings.Contains(w, "claims 8589934592 bytes") {
 		t.Errorf("warnings do not name the claim:\n%s", w)
 	}
 }

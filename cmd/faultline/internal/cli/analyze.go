@@ -65,7 +65,7 @@ Flags:
 
 type analyzeFlags struct {
 	out, by             string
-	quiet               bool
+	quiet, verbose      bool
 	fastMax, mmapThresh uint64
 	window              time.Duration
 	maxLive             int
@@ -85,7 +85,8 @@ func runAnalyze(env *Env, args []string) error {
 	def := defaultAnalyzeOptions()
 	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
 	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary and no progress bar")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
@@ -141,10 +142,11 @@ func runAnalyze(env *Env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var nt notes
 	if f.memProfile != "" {
 		opts.Done = func() {
 			if err := writeHeapProfile(f.memProfile); err != nil {
-				fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", err)
+				nt.add(err)
 			}
 		}
 	}
@@ -160,8 +162,10 @@ func runAnalyze(env *Env, args []string) error {
 		res.Summary.WriteText(env.Stdout)
 		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}
-	for _, w := range res.Summary.Warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", w)
+	if !f.quiet {
+		nt.add(res.Summary.Warnings...)
+		nt.drop(res.Summary.WarningsDropped)
+		nt.write(env.Stderr, f.verbose)
 	}
 	return nil
 }
