@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestCorruptRecordKeepsQueued: a record whose length cannot be known stops
@@ -14,9 +16,9 @@ import (
 // everything). Found by fault injection (attribute/analyze/inject_test.go).
 func TestCorruptRecordKeepsQueued(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile("../testdata/perf/" + name)
+		p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
 		le := binary.LittleEndian
 		dataOff, dataEnd := 16, len(p)

@@ -14,6 +14,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -32,9 +33,9 @@ type expectRow struct {
 }
 
 func loadExpect(t *testing.T) []expectRow {
-	data, err := os.ReadFile("../../testdata/expect/expect.tsv")
+	data, err := os.ReadFile(perftest.Testdata(t, "expect", "expect.tsv"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	var rows []expectRow
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -112,10 +113,7 @@ func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[s
 // copy-on-write faults count against the parent's site.
 func TestFixtureCounts(t *testing.T) {
 	rows := loadExpect(t)
-	files, _ := filepath.Glob("../../testdata/perf/*.data")
-	if len(files) == 0 {
-		t.Skip("no recordings in testdata/perf")
-	}
+	files := perftest.Glob(t, "perf/*.data")
 	for _, path := range files {
 		name := filepath.Base(path)
 		prog, variant := strings.Split(name, ".")[0], strings.Split(name, ".")[1]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // A recording cut short has no TRACING_DATA or EVENT_DESC (perf writes them
@@ -17,9 +18,9 @@ import (
 // cut at 1.2 MB of the 1.6 MB file, which falls inside make_matrix's
 // touching).
 func TestTruncatedRecordingInfersProbes(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/perf/basic.plain.data")
+	data, err := os.ReadFile(perftest.Testdata(t, "perf", "basic.plain.data"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "cut.data")
 	if err := os.WriteFile(path, data[:1200000], 0o644); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
@@ -332,9 +333,9 @@ func TestInjectFaults(t *testing.T) {
 	}
 	for _, name := range fixtures {
 		t.Run(strings.TrimSuffix(name, ".data"), func(t *testing.T) {
-			p, err := os.ReadFile(filepath.Join("../../testdata/perf", name))
+			p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
 			if err != nil {
-				t.Skip(err)
+				t.Fatal(err)
 			}
 			injectFixture(t, name, p)
 		})

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/google/pprof/profile"
 )
 
@@ -18,10 +19,7 @@ const diffFixtures = "../../../../testdata/diff"
 // with the fixtures' symfs, as a user would before diffing.
 func analyzeFixture(t *testing.T, dir, name string) string {
 	t.Helper()
-	data := filepath.Join(diffFixtures, name+".data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("%v (run testdata/diff/gen.sh)", err)
-	}
+	data := perftest.Testdata(t, "diff", name+".data")
 	out := filepath.Join(dir, name+".pb.gz")
 	code, stdout, stderr := runCLI("analyze", "-q", "--symfs", filepath.Join(diffFixtures, "symfs"), "-o", out, data)
 	if code != ExitOK {
