@@ -8,18 +8,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/google/pprof/profile"
 )
 
 // Metrics are the sample types faultline profiles carry, in profile order.
-var Metrics = []string{"faults", "allocs", "alloc_space"}
+var Metrics = []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace}
 
 // DefaultMinDelta is the absolute growth a site needs before it can count as
 // a regression, per metric: 8 faults or allocations (a few pages' worth of
 // noise from THP, ASLR and loader timing does not fail a build), 64 KiB of
 // allocated space.
 func DefaultMinDelta(metric string) int64 {
-	if metric == "alloc_space" {
+	if metric == report.SampleAllocSpace {
 		return 64 << 10
 	}
 	return 8
@@ -132,7 +133,7 @@ func (r *Result) Regressed() bool { return r.Regressions > 0 }
 // Compare compares NEW against BASE in opts.Metric.
 func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	if opts.Metric == "" {
-		opts.Metric = "faults"
+		opts.Metric = report.SampleFaults
 	}
 	bi, unit, err := metricIndex(base, opts.Metric)
 	if err != nil {
@@ -156,7 +157,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			if site.Class != "" {
 				*pick(&r.Unattributed) += v
 			}
-			for _, f := range s.Label["flag"] {
+			for _, f := range s.Label[report.LabelFlag] {
 				fr := flags[f]
 				if fr == nil {
 					fr = &Row{}
@@ -245,7 +246,7 @@ func metricIndex(p *profile.Profile, metric string) (int, string, error) {
 
 // siteOf returns the site a sample belongs to, with Row zero.
 func siteOf(s *profile.Sample) Site {
-	if c := s.Label["class"]; len(c) > 0 {
+	if c := s.Label[report.LabelClass]; len(c) > 0 {
 		return Site{Key: "class\x00" + c[0], Name: c[0], Class: c[0]}
 	}
 	var frames []Frame

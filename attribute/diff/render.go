@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/faultline/faultline/attribute/report"
 )
 
 // Formats are the output formats Render accepts.
@@ -50,7 +52,7 @@ func (r *Result) Verdict() string {
 
 // quantity formats an absolute amount with its unit, e.g. "8 faults".
 func (r *Result) quantity(v int64) string {
-	if r.Unit == "bytes" {
+	if r.Unit == report.UnitBytes {
 		return bytesString(v)
 	}
 	return fmt.Sprintf("%d %s", v, r.Metric)
@@ -58,7 +60,7 @@ func (r *Result) quantity(v int64) string {
 
 // value formats one cell.
 func (r *Result) value(v int64) string {
-	if r.Unit == "bytes" {
+	if r.Unit == report.UnitBytes {
 		return bytesString(v)
 	}
 	return strconv.FormatInt(v, 10)

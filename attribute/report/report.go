@@ -141,17 +141,34 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	b.add(k, 1, 0, 0)
 }
 
+// The sample types of a faultline profile, in value order, with their
+// units, and the labels its samples carry. diff reads what Builder writes
+// by these names.
+const (
+	SampleFaults     = "faults"      // page faults (the default sample type)
+	SampleAllocs     = "allocs"      // allocations made
+	SampleAllocSpace = "alloc_space" // bytes allocated
+	UnitCount        = "count"
+	UnitBytes        = "bytes"
+
+	LabelFlag      = "flag"       // fast, mmap, zero
+	LabelComm      = "comm"       // the process's command name
+	LabelAccess    = "access"     // read, write, exec (tracepoint faults)
+	LabelAllocSite = "alloc_site" // by-touch mode: the allocation's caller
+	LabelClass     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
+)
+
 // Profile builds the pprof profile. Every ID is unique and non-zero;
 // locations and functions are deduplicated.
 func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
-			{Type: "faults", Unit: "count"},
-			{Type: "allocs", Unit: "count"},
-			{Type: "alloc_space", Unit: "bytes"},
+			{Type: SampleFaults, Unit: UnitCount},
+			{Type: SampleAllocs, Unit: UnitCount},
+			{Type: SampleAllocSpace, Unit: UnitBytes},
 		},
-		DefaultSampleType: "faults",
-		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		DefaultSampleType: SampleFaults,
+		PeriodType:        &profile.ValueType{Type: SampleFaults, Unit: UnitCount},
 		Period:            1,
 	}
 	pb := &builder{
@@ -203,19 +220,19 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		s.Label = map[string][]string{}
 		if names := k.flags.Names(); len(names) > 0 {
-			s.Label["flag"] = names
+			s.Label[LabelFlag] = names
 		}
 		if k.comm != "" {
-			s.Label["comm"] = []string{k.comm}
+			s.Label[LabelComm] = []string{k.comm}
 		}
 		if k.access != attribute.AccessUnknown {
-			s.Label["access"] = []string{k.access.String()}
+			s.Label[LabelAccess] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label["alloc_site"] = []string{siteName(allocStack(k.allocSite))}
+			s.Label[LabelAllocSite] = []string{siteName(allocStack(k.allocSite))}
 		}
 		if k.class != "" {
-			s.Label["class"] = []string{k.class}
+			s.Label[LabelClass] = []string{k.class}
 		}
 		p.Sample = append(p.Sample, s)
 	}
@@ -391,7 +408,7 @@ func TopSites(p *profile.Profile, n int) []SiteTotals {
 	by := map[string]*SiteTotals{}
 	flags := map[string]map[string]bool{}
 	for _, s := range p.Sample {
-		if len(s.Label["class"]) > 0 {
+		if len(s.Label[LabelClass]) > 0 {
 			continue
 		}
 		name := siteName(s.Location)
@@ -404,7 +421,7 @@ func TopSites(p *profile.Profile, n int) []SiteTotals {
 		t.Faults += s.Value[0]
 		t.Allocs += s.Value[1]
 		t.Size += s.Value[2]
-		for _, f := range s.Label["flag"] {
+		for _, f := range s.Label[LabelFlag] {
 			flags[name][f] = true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -66,7 +67,7 @@ type diffFlags struct {
 func runDiff(env *Env, args []string) error {
 	var f diffFlags
 	fs := newFlagSet("diff")
-	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.metric, "metric", report.SampleFaults, "compare `NAME`: faults, allocs or alloc_space")
 	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
 	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
 	hideDefault(fs, "min-delta")
