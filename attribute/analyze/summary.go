@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/faultline/faultline/attribute/report"
 )
 
 // WriteText prints the summary for a terminal: totals first, then where
@@ -116,19 +118,7 @@ func (s *Summary) WriteText(w io.Writer) {
 			if flags == "" {
 				flags = "-"
 			}
-			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, humanBytes(t.Size), flags, t.Name)
+			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, report.FormatBytes(t.Size), flags, t.Name)
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -53,7 +53,7 @@ func (r *Result) Verdict() string {
 // quantity formats an absolute amount with its unit, e.g. "8 faults".
 func (r *Result) quantity(v int64) string {
 	if r.Unit == report.UnitBytes {
-		return bytesString(v)
+		return report.FormatBytes(v)
 	}
 	return fmt.Sprintf("%d %s", v, r.Metric)
 }
@@ -61,7 +61,7 @@ func (r *Result) quantity(v int64) string {
 // value formats one cell.
 func (r *Result) value(v int64) string {
 	if r.Unit == report.UnitBytes {
-		return bytesString(v)
+		return report.FormatBytes(v)
 	}
 	return strconv.FormatInt(v, 10)
 }
@@ -89,25 +89,6 @@ func growthString(row Row) string {
 // percent formats a threshold fraction: 0.1 → "10%".
 func percent(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e4, 'f', -1, 64) + "%"
-}
-
-// bytesString formats a byte count in IEC units, one decimal above 1 KiB.
-func bytesString(v int64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	if v < 1024 {
-		return fmt.Sprintf("%s%d B", sign, v)
-	}
-	f := float64(v)
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := -1
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
 }
 
 func (r *Result) newSites() []Site      { return r.filter(StatusNew) }

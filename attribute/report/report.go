@@ -444,3 +444,23 @@ func TopSites(p *profile.Profile, n int) []SiteTotals {
 	}
 	return out
 }
+
+// FormatBytes formats a byte count in IEC units, one decimal from 1 KiB on:
+// "512 B", "1.5 KiB", "-2.0 MiB".
+func FormatBytes(v int64) string {
+	sign := ""
+	if v < 0 {
+		sign, v = "-", -v
+	}
+	if v < 1024 {
+		return fmt.Sprintf("%s%d B", sign, v)
+	}
+	f := float64(v)
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	u := -1
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
+}

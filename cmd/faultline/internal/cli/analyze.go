@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -154,7 +153,7 @@ func runAnalyze(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeProfile(f.out, res.Profile); err != nil {
+	if err := writeProfile(env, f.out, res.Profile); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	if !f.quiet {
@@ -212,19 +211,24 @@ func displayName(name string) string {
 	return name
 }
 
-func writeProfile(path string, p *profile.Profile) error {
-	var w io.Writer
+// writeProfile writes p gzipped to path, or to the command's standard
+// output for "-"; an error closing the file (a full disk) is an error.
+func writeProfile(env *Env, path string, p *profile.Profile) error {
 	if path == "-" {
-		w = os.Stdout
-	} else {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+		if err := p.Write(env.Stdout); err != nil {
+			return fmt.Errorf("writing the profile to standard output: %w", err)
 		}
-		defer f.Close()
-		w = f
+		return nil
 	}
-	if err := p.Write(w); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -3,7 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
@@ -81,10 +81,10 @@ func runDiff(env *Env, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
 	}
-	if !contains(diff.Metrics, f.metric) {
+	if !slices.Contains(diff.Metrics, f.metric) {
 		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
 	}
-	if !contains(diff.Formats, f.format) {
+	if !slices.Contains(diff.Formats, f.format) {
 		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
 	}
 	threshold, err := diff.ParseThreshold(f.threshold)
@@ -114,7 +114,7 @@ func runDiff(env *Env, args []string) error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
 	if f.output != "" {
-		if err := writeDiffProfile(f.output, base, head); err != nil {
+		if err := writeDiffProfile(env, f.output, base, head); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
@@ -145,30 +145,10 @@ func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile,
 	return diff.Load(path)
 }
 
-func writeDiffProfile(path string, base, head *profile.Profile) error {
+func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {
 	p, err := diff.Profile(base, head)
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(out); err != nil {
-		out.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return writeProfile(env, path, p)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -236,18 +237,6 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	return rep, nil
 }
 
-func humanBytes(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 func fmtTime(ns uint64) string { return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3) }
 
 func writeInfoText(w io.Writer, rep *infoReport) {
@@ -266,7 +255,7 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 		mode += ", big endian"
 	}
 	if rep.Size > 0 {
-		mode = humanBytes(uint64(rep.Size)) + ", " + mode
+		mode = report.FormatBytes(rep.Size) + ", " + mode
 	}
 	fmt.Fprintf(tw, "file\t%s (%s)\n", rep.File, mode)
 	fmt.Fprintf(tw, "command\t%s\n", or(strings.Join(rep.Cmdline, " ")))
@@ -284,7 +273,7 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 	fmt.Fprintf(tw, "cpus\t%s\n", cpus)
 	mem := "(not recorded)"
 	if rep.TotalMemKB > 0 {
-		mem = humanBytes(rep.TotalMemKB << 10)
+		mem = report.FormatBytes(int64(rep.TotalMemKB << 10))
 	}
 	fmt.Fprintf(tw, "memory\t%s\n", mem)
 	dur := "(no sample times)"
