@@ -6,7 +6,8 @@ import (
 	"github.com/faultline/faultline/perfdata"
 )
 
-// Compile-time check that every name of the original api.go contract exists.
+// Compile-time check that the names other packages and users rely on exist
+// with the documented fields.
 var _ = func() {
 	var rt perfdata.RecordType
 	var rec perfdata.Record

@@ -3,7 +3,6 @@ package perfdata
 import (
 	"bytes"
 	"encoding/binary"
-	"math/bits"
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
@@ -490,5 +489,3 @@ func (s *synth) compress(cuts []int, v2 bool) {
 	}
 	zw.Close()
 }
-
-func popcount(v uint64) int { return bits.OnesCount64(v) }
