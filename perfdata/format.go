@@ -349,8 +349,9 @@ func IsPerfData(b []byte) bool {
 	return m == MagicLE || m == MagicBE
 }
 
-// Compression types (enum perf_compress_type).
-const compressZstd = 1 // PERF_COMP_ZSTD
+// CompressZstd is the only compression type perf writes (enum
+// perf_compress_type: PERF_COMP_ZSTD), as Meta.Compression.Type.
+const CompressZstd = 1
 
 // EVENT_UPDATE types (enum perf_event_update_type).
 const (

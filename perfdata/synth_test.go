@@ -392,13 +392,12 @@ func (s *synth) file() []byte {
 	slices.Sort(feats)
 	tabOff := out.Len()
 	out.Write(make([]byte, 16*len(feats)))
-	p := out.Bytes()
 	var secs [][2]uint64
 	for _, f := range feats {
 		secs = append(secs, [2]uint64{uint64(out.Len()), uint64(len(s.features[f]))})
 		out.Write(s.features[f])
 	}
-	p = out.Bytes()
+	p := out.Bytes()
 	for i, sec := range secs {
 		bo.PutUint64(p[tabOff+16*i:], sec[0])
 		bo.PutUint64(p[tabOff+16*i+8:], sec[1])

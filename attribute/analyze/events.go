@@ -38,8 +38,7 @@ type eventInfo struct {
 	// guess marks a tracepoint whose format the recording lacks (cut
 	// before its TRACING_DATA feature): its role is inferred from its
 	// first sample (guess.go).
-	guess                 bool
-	warnedMissingAddrFlag bool
+	guess bool
 }
 
 // allocNames maps allocator function names (as probed) to their kind.

@@ -215,7 +215,7 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	}
 	if m.Compression.Type != 0 || st.Compressed > 0 {
 		c := &infoCompression{Type: "zstd", Level: m.Compression.Level, Ratio: m.Compression.Ratio, Records: st.Compressed}
-		if m.Compression.Type > 1 {
+		if t := m.Compression.Type; t != 0 && t != perfdata.CompressZstd {
 			c.Type = fmt.Sprintf("type %d", m.Compression.Type)
 		}
 		rep.Compression = c
