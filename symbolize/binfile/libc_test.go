@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/symbolize/internal/a2l"
 )
 
 // rootedFS lets a Locator see only the files under root, so a test cannot
@@ -139,7 +141,7 @@ func TestLibcAgreesWithLLVMSymbolizer(t *testing.T) {
 		n++
 		ok := len(buf) == len(exp)
 		for i := 0; ok && i < len(buf); i++ {
-			ok = ourLoc(buf[i]) == normLoc(exp[i].Loc)
+			ok = ourLoc(buf[i]) == a2l.NormLoc(exp[i].Loc)
 		}
 		if ok {
 			same++
@@ -149,7 +151,7 @@ func TestLibcAgreesWithLLVMSymbolizer(t *testing.T) {
 				g = append(g, ourLoc(f))
 			}
 			for _, f := range exp {
-				e = append(e, normLoc(f.Loc))
+				e = append(e, a2l.NormLoc(f.Loc))
 			}
 			bad = append(bad, fmt.Sprintf("%#x: got %s want %s", addr, strings.Join(g, " <- "), strings.Join(e, " <- ")))
 		}
