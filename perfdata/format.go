@@ -183,12 +183,7 @@ var eventTypeNames = [...]string{"HARDWARE", "SOFTWARE", "TRACEPOINT", "HW_CACHE
 
 // String returns the PERF_TYPE_ name without its prefix, or the number for
 // a dynamic PMU type.
-func (t EventType) String() string {
-	if int(t) < len(eventTypeNames) {
-		return eventTypeNames[t]
-	}
-	return strconv.FormatUint(uint64(t), 10)
-}
+func (t EventType) String() string { return enumName(eventTypeNames[:], uint64(t), "") }
 
 // SoftwareEvent is perf_event_attr.config of a TypeSoftware event (enum
 // perf_sw_ids).
@@ -215,12 +210,7 @@ var swNames = [...]string{"cpu-clock", "task-clock", "page-faults", "context-swi
 	"minor-faults", "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output", "cgroup-switches"}
 
 // String returns perf's name for the event ("page-faults").
-func (e SoftwareEvent) String() string {
-	if e < SoftwareEvent(len(swNames)) {
-		return swNames[e]
-	}
-	return "sw-" + strconv.FormatUint(uint64(e), 10)
-}
+func (e SoftwareEvent) String() string { return enumName(swNames[:], uint64(e), "sw-") }
 
 // IsPageFault reports whether e counts page faults (all, minor or major).
 func (e SoftwareEvent) IsPageFault() bool {
@@ -312,11 +302,15 @@ var featureNames = [...]string{
 }
 
 // String returns perf's name for a feature bit (HEADER_ without the prefix).
-func (f Feature) String() string {
-	if f > 0 && int(f) < len(featureNames) && featureNames[f] != "" {
-		return featureNames[f]
+func (f Feature) String() string { return enumName(featureNames[:], uint64(f), "FEATURE_") }
+
+// enumName returns names[v], or prefix and v in decimal when names has no
+// name for v.
+func enumName(names []string, v uint64, prefix string) string {
+	if v < uint64(len(names)) && names[v] != "" {
+		return names[v]
 	}
-	return "FEATURE_" + strconv.Itoa(int(f))
+	return prefix + strconv.FormatUint(v, 10)
 }
 
 // File header layout (struct perf_file_header): magic, size, attr_size,

@@ -42,7 +42,11 @@ func (n *notes) add(errs ...error) {
 		n.seen[err.Error()] = true
 		var nd *binfile.NoDebugInfoError
 		if errors.As(err, &nd) {
-			n.noDebug = append(n.noDebug, nd)
+			// One per binary, however it was wrapped on the way.
+			if !n.seen["nodebug\x00"+nd.Path] {
+				n.seen["nodebug\x00"+nd.Path] = true
+				n.noDebug = append(n.noDebug, nd)
+			}
 			continue
 		}
 		n.warnings = append(n.warnings, err)
