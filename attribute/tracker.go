@@ -253,7 +253,7 @@ func (t *Tracker) Return(r *Return) {
 		return
 	}
 	sp := t.space(r.Pid)
-	if call.Kind == KindRealloc && call.OldPtr != 0 {
+	if (call.Kind == KindRealloc || call.Kind == KindReallocArray) && call.OldPtr != 0 {
 		if old := removePtr(sp, call.OldPtr); old != nil {
 			t.nlive--
 			t.end(old)
@@ -262,6 +262,9 @@ func (t *Tracker) Return(r *Return) {
 	a := t.newAlloc()
 	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
 	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
+	if a.Site == 0 {
+		a.Site = r.Leaf // an entry without a stack: the exact leaf
+	}
 	a.returned = true
 	if a.Size <= t.cfg.FastMax {
 		a.Flags |= FlagFast

@@ -422,3 +422,100 @@ func TestSamePtrSameSiteIsNotChained(t *testing.T) {
 		t.Errorf("stats %+v allocs %q", st, s.allocs)
 	}
 }
+
+// TestFreeEndsAllocation: free ends an allocation at once. A fault on the
+// freed range before anything reuses it belongs to no allocation (the
+// class its memory is in); after malloc hands the same chunk out again it
+// belongs to the new allocation; free of an mmap'd chunk ends it too (its
+// interval starts at ptr-16), and a second free of the same pointer is
+// unknown.
+func TestFreeEndsAllocation(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, fakeRegions{})
+	// site 1: 64 KiB heap block at 0x600010, [0x600008, 0x610010).
+	alloc(tr, 1, KindMalloc, 65536, 0x600010, 1)
+	fault(tr, 2, 0x600010, false) // live: site 1
+	tr.Free(&Free{Pid: pid, Tid: tid, Time: 3, Ptr: 0x600010})
+	fault(tr, 4, 0x601000, false) // freed, not reused: [heap]
+	fault(tr, 5, 0x602000, false) // [heap]
+	// site 2 gets the same chunk back (an exact fit from a bin).
+	alloc(tr, 6, KindMalloc, 65536, 0x600010, 2)
+	fault(tr, 7, 0x603000, false) // site 2
+	fault(tr, 8, 0x604000, false) // site 2
+	fault(tr, 9, 0x605000, false) // site 2
+	// site 3: mmap'd (header says IS_MMAPPED), chunk at 0x7000000000.
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 10, Kind: KindMalloc, Size: 1 << 20, Stack: 3})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 11, Kind: KindMalloc, Ptr: 0x7000000010, Hdr: 0x101002, HasHdr: true})
+	fault(tr, 12, 0x7000000000, false) // the chunk's header page: site 3
+	tr.Free(&Free{Pid: pid, Tid: tid, Time: 13, Ptr: 0x7000000010})
+	fault(tr, 14, 0x7000001000, false) // unmapped by free in reality; no allocation here
+	tr.Free(&Free{Pid: pid, Tid: tid, Time: 15, Ptr: 0x7000000010})
+	tr.Close()
+	if s.bySite[1] != 1 || s.bySite[2] != 3 || s.bySite[3] != 1 {
+		t.Errorf("faults by site %v, want 1: 1, 2: 3, 3: 1", s.bySite)
+	}
+	if s.class["[heap]"] != 2 || s.class["[anon]"] != 1 {
+		t.Errorf("unattributed by class %v, want [heap] 2 (freed, not reused), [anon] 1", s.class)
+	}
+	st := tr.Stats()
+	if st.Frees != 3 || st.UnknownFrees != 1 || st.Evicted != 0 || tr.Live() != 0 {
+		t.Errorf("frees %d unknown %d evicted %d live %d, want 3 1 0 0", st.Frees, st.UnknownFrees, st.Evicted, tr.Live())
+	}
+}
+
+// TestFreeBeforeFlagsDecided: an allocation freed before any fault
+// decided its flags is still reported once, with its pending faults.
+func TestFreeBeforeFlagsDecided(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, fakeRegions{})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Kind: KindMalloc, Size: 8192, Stack: 1})
+	fault(tr, 2, 0x600008, false) // inside malloc, in the chunk: held until return
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 3, Kind: KindMalloc, Ptr: 0x600010})
+	tr.Free(&Free{Pid: pid, Tid: tid, Time: 4, Ptr: 0x600010})
+	tr.Close()
+	if len(s.allocs) != 1 || s.bySite[1] != 1 {
+		t.Errorf("allocs %v faults by site %v, want one allocation with 1 fault", s.allocs, s.bySite)
+	}
+}
+
+// TestLeafWhenEntryHasNoStack: an entry without a stack (faultline
+// record's range events) takes the return's Leaf as its site; one with a
+// stack keeps it.
+func TestLeafWhenEntryHasNoStack(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, nil)
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Kind: KindMalloc, Size: 100})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 2, Kind: KindMalloc, Ptr: 0x600010, RetIP: 0x401234, Leaf: 7})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 3, Kind: KindMalloc, Size: 100, Stack: 9})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Kind: KindMalloc, Ptr: 0x600090, RetIP: 0x401234, Leaf: 7})
+	tr.Close()
+	want := []string{"site=7 size=100 ptr=0x600010 flags=fast", "site=9 size=100 ptr=0x600090 flags=fast"}
+	if strings.Join(s.allocs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("allocations\n%s\nwant\n%s", strings.Join(s.allocs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestChainedReallocArray: glibc's reallocarray tail-calls realloc, so
+// realloc's entry sees the [uprobes] trampoline as its return address
+// (CallerRet 0) and both return probes fire on the one return, with the
+// same pointer and return address: one allocation, the old block ended,
+// nothing unpaired.
+func TestChainedReallocArray(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, nil)
+	alloc(tr, 1, KindMalloc, 64, 0x600010, 1)
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 2, Kind: KindReallocArray, Size: 10 * 100, OldPtr: 0x600010, Stack: 2, CallerRet: 0x401234})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 3, Kind: KindRealloc, Size: 1000, OldPtr: 0x600010, Stack: 3})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Kind: KindRealloc, Ptr: 0x700010, RetIP: 0x401234})
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 5, Kind: KindReallocArray, Ptr: 0x700010, RetIP: 0x401234})
+	fault(tr, 6, 0x700010, false)
+	fault(tr, 7, 0x600010, false) // the old block: ended by the realloc
+	tr.Close()
+	st := tr.Stats()
+	if st.Allocations != 2 || st.ChainedReturns != 1 || st.UnpairedEntries+st.UnpairedReturns != 0 {
+		t.Errorf("allocations %d chained %d unpaired %d+%d, want 2 1 0", st.Allocations, st.ChainedReturns, st.UnpairedEntries, st.UnpairedReturns)
+	}
+	if s.bySite[3] != 1 || s.bySite[1] != 0 {
+		t.Errorf("faults by site %v, want the new block's (site 3) 1, the old one's 0", s.bySite)
+	}
+}

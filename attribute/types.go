@@ -15,10 +15,14 @@ const (
 	KindCalloc                    // calloc: zeroed by definition
 	KindRealloc                   // realloc: moves an older allocation
 	KindMemalign                  // aligned_alloc, memalign, valloc, pvalloc, posix_memalign
+	// KindReallocArray: reallocarray, which glibc tail-calls realloc with:
+	// a kind of its own so both calls stay in flight and their two returns
+	// (one return, both uretprobes) make one allocation.
+	KindReallocArray
 	numKinds
 )
 
-var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign"}
+var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign", "reallocarray"}
 
 func (k AllocKind) String() string {
 	if int(k) < len(kindNames) {
@@ -153,6 +157,9 @@ type Return struct {
 	RetIP    uint64 // __probe_ret_ip: where the allocator returns to; 0 if unknown
 	Hdr      uint64 // chunk header (the size word at ptr-8) when HasHdr
 	HasHdr   bool
+	// Leaf is the one-frame stack of RetIP: the allocation's site when its
+	// entry came without a stack (0: none).
+	Leaf StackID
 }
 
 // Free is a free probe hit.

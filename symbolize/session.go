@@ -425,6 +425,19 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 	return s.internStack(s.ids), stop
 }
 
+// CallerStack interns the one-frame stack of a return address ret in pid:
+// a caller frame, named by its call instruction (ret-1) with its inline
+// chain. It is the exact leaf of an allocation recorded without a stack
+// (the return probe's __probe_ret_ip); equal return addresses in the same
+// binary give the same StackID, in any process.
+func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
+	pc, m := s.canonical(ret, s.Maps.Find(pid, ret))
+	id := s.intern(Loc{PC: pc, Map: m, Return: true, Kind: unwind.FrameSample})
+	var one [1]LocID
+	one[0] = id
+	return s.internStack(one[:])
+}
+
 // mapIdentity says when two mappings, in different processes or at
 // different addresses (ASLR), hold the same bytes of the same file.
 type mapIdentity struct {

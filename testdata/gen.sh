@@ -280,3 +280,7 @@ echo
 echo "== wrote:"
 (cd "$TD" && find perf symfs buildid-cache GENERATED \( -type f -o -type l \) -print0 | sort -z | xargs -0 ls -la)
 echo "total: $(du -sh --apparent-size "$TD/perf" "$TD/symfs" "$TD/buildid-cache" | awk '{print $1}' | paste -sd+ -) (perf + symfs + buildid-cache)"
+
+# --- 7. recordings of faultline record's shape (range events + stack instances) ---
+# gen-mixed.sh adds testdata/mixed and the mixed binary to the symfs rebuilt above.
+"$TD/gen-mixed.sh"

@@ -6,7 +6,6 @@
 package analyze
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"path"
@@ -61,6 +60,16 @@ type Summary struct {
 	// LostWindows: where allocation events were lost and how many faults
 	// fell in those windows (see lost.go for the rule).
 	LostWindows LostWindows
+	// LostBuffer sums the LOST records: events dropped from full ring
+	// buffers, the same losses as the per-event counts again (perf 6.x
+	// writes both), counted per buffer.
+	LostBuffer uint64
+	// StackJoin and AllocStacks are set for recordings with allocator
+	// entries without stacks (faultline record's shape): how stack samples
+	// met their calls, and allocations and faults by the profile's `stack`
+	// label (sampled, inferred, leaf).
+	StackJoin   *StackJoin
+	AllocStacks map[string]report.StackTotal
 	Truncated   bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
@@ -85,8 +94,17 @@ type run struct {
 	classes map[string]uint64
 	memset  map[symbolize.LocID]bool
 	// warnings are the run's own (formats inferred, ...), said once each.
-	warnings []error
-	lost     lostTracker
+	warnings   []error
+	lost       lostTracker
+	lostBuffer uint64
+	noPointer  uint64 // posix_memalign returns without the pointer
+
+	// Stack events (stacks.go).
+	leafMode bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
+	held     map[uint32]*held
+	join     StackJoin
+	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
+	callers  callerTable
 
 	entry attribute.Entry
 	ret   attribute.Return
@@ -96,7 +114,8 @@ type run struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}}
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{},
+		held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
 	nBuildIDs := 0
 	nEvents := -1
 	var n uint64
@@ -129,6 +148,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			}
 			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, true)
 		case *perfdata.Lost:
+			ru.lostBuffer += rec.Count
 			ru.lostRecord(&rec.SampleID, rec.Event, rec.Count, false)
 		default:
 			ru.observe(rec)
@@ -146,7 +166,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			return nil, ru.explainTruncated(err)
 		}
 	}
+	ru.releaseAll()
 	ru.tr.Close()
+	ru.b.Infer(ru.callers.weights)
 	stacks := &stackAdapter{sess: sess, maps: map[*symbolize.Mapping]*report.Mapping{}}
 	p := ru.b.Profile(stacks)
 	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
@@ -157,8 +179,18 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	for _, e := range s.Events {
 		s.LostTotal += e.Lost
 	}
+	s.LostBuffer = ru.lostBuffer
+	p.Comments = append(p.Comments, lossComments(s.Events)...)
+	if ru.leafMode {
+		s.StackJoin = &ru.join
+		s.AllocStacks = ru.b.StackTotals()
+	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
+	// posix_memalign calls whose return carried only the status are
+	// unpaired, not failed.
+	s.Tracker.FailedAllocations -= ru.noPointer
+	s.Tracker.UnpairedReturns += ru.noPointer
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
 	if opts.Mode == report.ByAlloc {
@@ -217,6 +249,13 @@ func (ru *run) setup() error {
 		ru.infos = append(ru.infos, in)
 		ru.counts = append(ru.counts, EventSummary{Name: ev.Name, Role: in.role.String()})
 	}
+	pairStackEvents(ru.infos)
+	for i, in := range ru.infos {
+		ru.counts[i].Role = in.role.String()
+		if in.role == RoleAllocEntry && !hasStacks(in.ev) {
+			ru.leafMode = true
+		}
+	}
 	if ru.tr != nil {
 		return nil
 	}
@@ -257,6 +296,14 @@ func (ru *run) setup() error {
 	}
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
+	if ru.leafMode {
+		ru.b.StackKind = func(id attribute.StackID) string {
+			if ru.leaves[id] {
+				return report.StackLeaf
+			}
+			return report.StackSampled
+		}
+	}
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes}, regions{ru.sess})
 	return nil
 }
@@ -277,6 +324,10 @@ func (ru *run) observe(rec perfdata.Record) {
 		// fork, exec or end; the maps are kept by the session.
 		return
 	}
+	switch rec.(type) {
+	case *perfdata.Comm, *perfdata.Fork, *perfdata.Exit:
+		ru.releaseAll() // held calls and faults happened before
+	}
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
@@ -288,6 +339,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Fork:
 		ru.tr.Fork(r.Ppid, r.Pid)
 	case *perfdata.Exit:
+		delete(ru.held, r.Tid) // settled above; tids are reused
 		ru.tr.Exit(r.Pid, r.Tid)
 	}
 }
@@ -303,30 +355,15 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.counts[smp.Event.Index].Role = in.role.String()
 	}
 	ru.lost.sample(smp.Event.Index, &smp.SampleID)
+	if (in.role == RoleStack || in.twin || len(ru.held) > 0) && ru.joinSample(in, smp) {
+		return
+	}
 	switch in.role {
 	case RoleAllocEntry:
-		e := &ru.entry
-		*e = attribute.Entry{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
-		e.Size, _ = in.size.Uint64(smp.Raw)
-		if in.nmemb != nil {
-			n, _ := in.nmemb.Uint64(smp.Raw)
-			e.Size *= n
+		e := ru.entryOf(in, smp)
+		if hasStacks(in.ev) { // range events carry none: no walk to count
+			e.Stack, e.CallerRet = ru.unwind(smp)
 		}
-		if in.oldPtr != nil {
-			e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
-		}
-		if len(smp.Stack) >= 8 {
-			// At the entry probe the return address is on top of the stack;
-			// when it is the [uprobes] trampoline the function was
-			// tail-called from a probed one (realloc(NULL, n) jumps into
-			// malloc) and the real return address is unknown here.
-			e.CallerRet = binary.LittleEndian.Uint64(smp.Stack)
-			if m := ru.sess.Region(smp.Pid, e.CallerRet); m != nil && m.File == "[uprobes]" {
-				e.CallerRet = 0
-			}
-		}
-		id, _ := ru.sess.Unwind(smp, false)
-		e.Stack = attribute.StackID(id)
 		ru.tr.Entry(e)
 	case RoleAllocReturn:
 		rt := &ru.ret
@@ -338,6 +375,15 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		if in.hdr != nil {
 			rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
 		}
+		if in.statusReturn && rt.Ptr < 4096 {
+			// 0 or an errno: the call is counted as unpaired, its faults
+			// go by address (the tracker sees a failed call).
+			ru.noPointer++
+			rt.Ptr = 0
+		}
+		if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
+			rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)
+		}
 		ru.tr.Return(rt)
 	case RoleFree:
 		f := &ru.free
@@ -345,25 +391,46 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		f.Ptr, _ = in.ptr.Uint64(smp.Raw)
 		ru.tr.Free(f)
 	case RoleFault:
-		f := &ru.fault
-		*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
-		if smp.Has&perfdata.SampleTime != 0 {
-			ru.lost.fault(smp.Time)
-		}
-		if in.address != nil {
-			f.Addr, _ = in.address.Uint64(smp.Raw)
-		}
-		if in.errorCode != nil {
-			code, _ := in.errorCode.Uint64(smp.Raw)
-			f.Access = attribute.AccessFromX86ErrorCode(code)
-		}
-		id, _ := ru.sess.Unwind(smp, false)
-		f.Stack = attribute.StackID(id)
-		if st := ru.sess.Stack(id); len(st) > 0 {
-			f.InMemset = ru.inMemset(st[0])
+		f := ru.faultOf(in, smp)
+		if hasStacks(in.ev) {
+			id, _ := ru.sess.Unwind(smp, false)
+			f.Stack = attribute.StackID(id)
+			f.InMemset = ru.leafInMemset(f.Stack)
 		}
 		ru.tr.Fault(f)
 	}
+}
+
+// entryOf reads an allocator entry sample's arguments (no stack).
+func (ru *run) entryOf(in *eventInfo, smp *perfdata.Sample) *attribute.Entry {
+	e := &ru.entry
+	*e = attribute.Entry{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
+	e.Size, _ = in.size.Uint64(smp.Raw)
+	if in.nmemb != nil {
+		n, _ := in.nmemb.Uint64(smp.Raw)
+		e.Size *= n
+	}
+	if in.oldPtr != nil {
+		e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
+	}
+	return e
+}
+
+// faultOf reads a fault sample's address and access (no stack).
+func (ru *run) faultOf(in *eventInfo, smp *perfdata.Sample) *attribute.Fault {
+	f := &ru.fault
+	*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
+	if smp.Has&perfdata.SampleTime != 0 {
+		ru.lost.fault(smp.Time)
+	}
+	if in.address != nil {
+		f.Addr, _ = in.address.Uint64(smp.Raw)
+	}
+	if in.errorCode != nil {
+		code, _ := in.errorCode.Uint64(smp.Raw)
+		f.Access = attribute.AccessFromX86ErrorCode(code)
+	}
+	return f
 }
 
 // lostRecord opens a lost-events window when the loss may concern

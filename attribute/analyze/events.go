@@ -18,9 +18,13 @@ const (
 	RoleAllocReturn             // an allocator's return probe: the pointer
 	RoleFree                    // free's entry probe: the pointer
 	RoleFault                   // a page fault: page-faults:u, minor/major-faults, exceptions:page_fault_user
+	// RoleStack: a second instance of an entry probe (or fault event) that
+	// carries stacks for some of its hits; each sample lends its stack to
+	// the range event's sample of the same hit (stacks.go).
+	RoleStack
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -39,6 +43,17 @@ type eventInfo struct {
 	// before its TRACING_DATA feature): its role is inferred from its
 	// first sample (guess.go).
 	guess bool
+
+	// Stack events (stacks.go): stackFor is the index of the range event
+	// whose hits this event's samples carry stacks for (RoleStack only);
+	// twin marks a range event that has such an event; sampled marks a
+	// stack event that takes 1 in SamplePeriod hits.
+	stackFor int
+	twin     bool
+	sampled  bool
+	// statusReturn: posix_memalign's return value is a status, not the
+	// pointer (that goes to *memptr, which a return probe cannot read).
+	statusReturn bool
 }
 
 // allocNames maps allocator function names (as probed) to their kind.
@@ -46,6 +61,7 @@ var allocNames = map[string]attribute.AllocKind{
 	"malloc": attribute.KindMalloc, "__libc_malloc": attribute.KindMalloc, "__malloc": attribute.KindMalloc,
 	"calloc": attribute.KindCalloc, "__libc_calloc": attribute.KindCalloc, "__calloc": attribute.KindCalloc,
 	"realloc": attribute.KindRealloc, "__libc_realloc": attribute.KindRealloc, "__realloc": attribute.KindRealloc,
+	"reallocarray": attribute.KindReallocArray, "__libc_reallocarray": attribute.KindReallocArray,
 	"memalign": attribute.KindMemalign, "__libc_memalign": attribute.KindMemalign,
 	"aligned_alloc": attribute.KindMemalign, "posix_memalign": attribute.KindMemalign, "__posix_memalign": attribute.KindMemalign,
 	"valloc": attribute.KindMemalign, "__libc_valloc": attribute.KindMemalign,
@@ -114,7 +130,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		default:
 			base, isRet := strings.CutSuffix(spec, "-return")
 			if _, ok := allocNames[base]; !ok {
-				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
+				return nil, fmt.Errorf("--event %s=%s: unknown role %q (want malloc, calloc, realloc, reallocarray, memalign, their -return forms, free, fault or ignore)", ev.Name, spec, spec)
 			}
 			fn, ret = base, isRet
 		}
@@ -132,6 +148,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			in.ptr = field(ev, "ptr", "ret", "arg1")
 			in.retIP = field(ev, "__probe_ret_ip")
 			in.hdr = field(ev, "hdr")
+			in.statusReturn = fn == "posix_memalign" || fn == "__posix_memalign"
 			if in.ptr == nil {
 				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
 			}
@@ -145,6 +162,10 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		case attribute.KindRealloc:
 			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
 			in.size = field(ev, "size", "bytes", "arg2")
+		case attribute.KindReallocArray: // (oldptr, nmemb, size)
+			in.oldPtr = field(ev, "oldptr", "ptr", "arg1")
+			in.nmemb = field(ev, "nmemb", "n", "arg2")
+			in.size = field(ev, "size", "bytes", "arg3")
 		case attribute.KindMemalign:
 			if fn == "posix_memalign" || fn == "__posix_memalign" {
 				in.size = field(ev, "size", "bytes", "arg3")

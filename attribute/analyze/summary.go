@@ -77,6 +77,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "Lost samples: none")
 	}
+	if s.LostBuffer > 0 {
+		fmt.Fprintf(w, "  LOST records: %d events dropped from full ring buffers (the same losses, counted per buffer)\n", s.LostBuffer)
+	}
 	if lw := &s.LostWindows; lw.Windows > 0 {
 		fmt.Fprintf(w, "Confidence:   %d faults (%s) fell in windows where allocation events were lost (%d windows, %.1f ms in all, +10 ms after each); their attribution may be wrong\n",
 			lw.Faults, pct(lw.Faults, t.Faults), lw.Windows, float64(lw.Span)/1e6)
@@ -101,6 +104,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (stopped early: %s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)
 	}
@@ -120,5 +124,49 @@ func (s *Summary) WriteText(w io.Writer) {
 			}
 			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, report.FormatBytes(t.Size), flags, t.Name)
 		}
+	}
+}
+
+// lossComments carries the recording's per-event losses into the profile
+// (report.LossComment) for diff; every event that took part in the
+// analysis gets one, lost or not.
+func lossComments(events []EventSummary) []string {
+	var out []string
+	for _, e := range events {
+		if e.Role == RoleNone.String() {
+			continue
+		}
+		out = append(out, report.LossComment(report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost}))
+	}
+	return out
+}
+
+// writeAllocStacks says where allocation stacks came from in a recording
+// whose entries lack stacks for some calls.
+func (s *Summary) writeAllocStacks(w io.Writer) {
+	if s.AllocStacks == nil {
+		return
+	}
+	var all, faults int64
+	for _, t := range s.AllocStacks {
+		all += t.Allocs
+		faults += t.Faults
+	}
+	share := func(kind string) string {
+		t := s.AllocStacks[kind]
+		a, f := "-", "-"
+		if all > 0 {
+			a = fmt.Sprintf("%.1f%%", 100*float64(t.Allocs)/float64(all))
+		}
+		if faults > 0 {
+			f = fmt.Sprintf("%.1f%%", 100*float64(t.Faults)/float64(faults))
+		}
+		return fmt.Sprintf("%d allocations (%s) with %d faults (%s)", t.Allocs, a, t.Faults, f)
+	}
+	fmt.Fprintf(w, "Alloc stacks: sampled %s; inferred %s; leaf only %s\n",
+		share(report.StackSampled), share(report.StackInferred), share(report.StackLeaf))
+	fmt.Fprintln(w, "  inferred: exact leaf (where the allocator returned to), callers split over the stacks sampled at that leaf in proportion (label stack=inferred)")
+	if j := s.StackJoin; j != nil && (j.Unmatched > 0) {
+		fmt.Fprintf(w, "  %d stack samples found no call (their range sample was lost)\n", j.Unmatched)
 	}
 }

@@ -125,6 +125,9 @@ type Result struct {
 	Sites []Site
 	// Regressions counts the sites with Regressed set.
 	Regressions int
+	// Losses lists the allocation and fault events either input lost
+	// samples of (BASE first), as its profile's comments say.
+	Losses []Loss
 }
 
 // Regressed reports whether any site regressed.
@@ -144,6 +147,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("NEW: %w", err)
 	}
 	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta}
+	r.Losses = append(inputLosses("BASE", base), inputLosses("NEW", new)...)
 	sites := map[string]*Site{}
 	flags := map[string]*Row{}
 	add := func(p *profile.Profile, idx int, pick func(*Row) *int64) {

@@ -126,6 +126,12 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "faultline diff: %s (%s)\n", r.Metric, r.Unit)
 	fmt.Fprintf(&b, "BASE %s\nNEW  %s\n\n", opts.BaseName, opts.NewName)
+	for _, l := range r.Losses {
+		fmt.Fprintf(&b, "warning: %s\n", l)
+	}
+	if len(r.Losses) > 0 {
+		b.WriteString("\n")
+	}
 
 	// tabwriter aligns every column right; the name column is padded
 	// here so it reads left-aligned.
@@ -191,6 +197,12 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 		fmt.Fprintf(&b, "**%s**\n\n", r.Verdict())
 	} else {
 		fmt.Fprintf(&b, "%s\n\n", r.Verdict())
+	}
+	for _, l := range r.Losses {
+		fmt.Fprintf(&b, "> **Warning:** %s\n", l)
+	}
+	if len(r.Losses) > 0 {
+		b.WriteString("\n")
 	}
 
 	b.WriteString("| | BASE | NEW | Δ | Δ% |\n|:--|--:|--:|--:|--:|\n")
@@ -258,6 +270,17 @@ type jsonResult struct {
 	Unattributed jsonRow    `json:"unattributed"`
 	Flags        []jsonFlag `json:"flags"`
 	Sites        []jsonSite `json:"sites"`
+	// Losses: allocation and fault events an input lost samples of.
+	Losses []jsonLoss `json:"losses"`
+}
+
+type jsonLoss struct {
+	Input   string  `json:"input"`
+	Event   string  `json:"event"`
+	Role    string  `json:"role"`
+	Samples uint64  `json:"samples"`
+	Lost    uint64  `json:"lost"`
+	Percent float64 `json:"lost_percent"`
 }
 
 type jsonRow struct {
@@ -304,7 +327,10 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 		Threshold: r.Threshold, MinDelta: r.MinDelta,
 		Regression: r.Regressed(), Regressions: r.Regressions, Verdict: r.Verdict(),
 		Total: toJSONRow(r.Total), Unattributed: toJSONRow(r.Unattributed),
-		Flags: []jsonFlag{}, Sites: []jsonSite{},
+		Flags: []jsonFlag{}, Sites: []jsonSite{}, Losses: []jsonLoss{},
+	}
+	for _, l := range r.Losses {
+		j.Losses = append(j.Losses, jsonLoss{Input: l.Input, Event: l.Event, Role: l.Role, Samples: l.Samples, Lost: l.Lost, Percent: l.Percent()})
 	}
 	for _, f := range r.Flags {
 		j.Flags = append(j.Flags, jsonFlag{Flag: f.Flag, jsonRow: toJSONRow(f.Row)})

@@ -86,6 +86,7 @@ type sampleKey struct {
 	access    attribute.Access
 	allocSite attribute.StackID // touch mode
 	touch     bool              // touch mode fault: stack is the faulting code's
+	stackKind string            // the `stack` label (infer.go); "" without one
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -93,6 +94,10 @@ type Builder struct {
 	Mode Mode
 	// CommOf names the process at the time of the event (nil: no comm label).
 	CommOf func(pid uint32) string
+	// StackKind, when set, says whether an allocation's site is a sampled
+	// stack or only its leaf (StackSampled, StackLeaf): the samples then
+	// carry a `stack` label (infer.go).
+	StackKind func(site attribute.StackID) string
 
 	agg   map[sampleKey]*[3]int64
 	order []sampleKey // first-seen order, for a deterministic profile
@@ -124,7 +129,7 @@ func (b *Builder) comm(pid uint32) string {
 
 // Allocation implements attribute.Sink.
 func (b *Builder) Allocation(a *attribute.Allocation) {
-	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid)}, 0, 1, int64(a.Size))
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
 }
 
 // Fault implements attribute.Sink.
@@ -137,6 +142,9 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		k.stack, k.flags, k.allocSite, k.touch = f.Stack, a.Flags, a.Site, true
 	default:
 		k.stack, k.flags = a.Site, a.Flags
+	}
+	if a != nil {
+		k.stackKind = b.stackKind(a)
 	}
 	b.add(k, 1, 0, 0)
 }
@@ -233,6 +241,9 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		if k.class != "" {
 			s.Label[LabelClass] = []string{k.class}
+		}
+		if k.stackKind != "" {
+			s.Label[StackLabel] = []string{k.stackKind}
 		}
 		p.Sample = append(p.Sample, s)
 	}

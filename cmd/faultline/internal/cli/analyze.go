@@ -41,7 +41,19 @@ pprof profile:
                 the allocation's caller)
   labels        flag=fast|mmap|zero, comm, access=read|write|exec (tracepoint
                 faults), class=[stack]|[heap]|[anon]|[file] NAME|[unknown] for
-                faults that touched no allocation (their leaf names the class)
+                faults that touched no allocation (their leaf names the class);
+                stack=sampled|inferred|leaf in recordings whose allocator
+                entries carry stacks for some calls only (faultline record)
+  comments      every event's samples and lost samples (LOST_SAMPLES, as
+                perf report --stats): go tool pprof -comments; diff warns
+                on them
+
+Recordings of faultline record: allocator calls and faults come without
+stacks, and the entry probe again with a stack for every big allocation and
+a sample of the others. A call without a stack gets its exact leaf (the
+address malloc returned to, inline frames included) and, where stacks were
+sampled at that same leaf, callers split over them in proportion
+(stack=inferred); the summary says how much was inferred.
 
 A summary goes to standard output. FILE "-" reads a pipe-mode recording from
 standard input: perf record -o - ... | faultline analyze -

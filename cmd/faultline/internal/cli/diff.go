@@ -28,8 +28,16 @@ A site regresses when it grew by more than --threshold relative to BASE and
 by at least --min-delta in absolute terms; a site absent from BASE counts as
 infinite growth once it reaches --min-delta. Improvements never fail.
 
+Lost samples: every profile carries its recording's per-event counts and
+losses (PERF_RECORD_LOST_SAMPLES, as perf report --stats; see
+'go tool pprof -comments'). When an input lost allocation or fault events,
+its attribution is incomplete and a change may be the loss, not the
+program: every format says so (text and markdown a warning line, json the
+"losses" list), and --max-loss P fails the comparison when any such event
+lost more than P percent of its samples.
+
 Exit status: 0 no regression (improvements included); 1 a site regressed;
-2 bad usage or an unreadable input.
+2 bad usage, an unreadable input, or an input lost more than --max-loss.
 
 Example (recordings shipped with faultline: one program on an input and on
 one three times larger; no root or perf needed):
@@ -62,6 +70,7 @@ type diffFlags struct {
 	top       int
 	format    string
 	output    string
+	maxLoss   float64
 }
 
 func runDiff(env *Env, args []string) error {
@@ -73,6 +82,8 @@ func runDiff(env *Env, args []string) error {
 	hideDefault(fs, "min-delta")
 	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
 	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
+	hideDefault(fs, "max-loss")
 	sym := addSymbolizeFlags(fs)
 	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
 	if done, err := parseFlags(env, fs, diffHelp, args); done {
@@ -99,6 +110,9 @@ func runDiff(env *Env, args []string) error {
 	if f.top < 0 {
 		return usageError("diff: --top must not be negative")
 	}
+	if fs.Changed("max-loss") && (f.maxLoss < 0 || f.maxLoss > 100) {
+		return usageError("diff: --max-loss %v: want a percentage from 0 to 100", f.maxLoss)
+	}
 
 	baseName, newName := fs.Arg(0), fs.Arg(1)
 	base, err := loadForDiff(env, baseName, sym.config())
@@ -120,6 +134,16 @@ func runDiff(env *Env, args []string) error {
 	}
 	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
+	}
+	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
+		var worst diff.Loss
+		for _, l := range res.Losses {
+			if l.Percent() > worst.Percent() {
+				worst = l
+			}
+		}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %s lost %.1f%% of its %s samples, more than --max-loss %v%%: record again with less loss (faultline record keeps range events in rings of their own) or raise --max-loss",
+			worst.Input, worst.Percent(), worst.Event, f.maxLoss)}
 	}
 	if res.Regressed() {
 		// Also on stderr: CI logs show it when stdout goes to a file.

@@ -1,0 +1,295 @@
+package analyze
+
+import (
+	"bytes"
+	"encoding/binary"
+	"slices"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+)
+
+// Recordings of faultline record's shape (issue 10; CONTRACT-record.md)
+// take every allocator call and fault as a "range" event without a stack,
+// and open the same entry tracepoint (or fault event) a second time with a
+// DWARF stack for some hits: every big allocation, a 1-in-N sample of the
+// others. A stack event is an event whose sample_type has STACK_USER or
+// CALLCHAIN while another event with the same type and config has neither;
+// that other one is its range event.
+//
+// The join. The kernel emits both samples of one probe hit on the same
+// thread, one right after the other, with identical raw payloads; in time
+// order nothing of that thread comes between them, but either may come
+// first (the event opened last fires first). So per thread the analysis
+// holds a range sample of a twinned event (or a stack sample) until the
+// thread's next sample: when that is the other half of the same hit (same
+// range event, identical payload) the stack goes to the call; otherwise
+// the held range sample is fed without a stack and a held stack sample is
+// dropped as unmatched. A stack sample never makes a call of its own.
+// Holding an entry delays only its own thread's state; a held fault could
+// in principle see another thread's return or free first, which needs
+// the program to touch memory being allocated or freed elsewhere within
+// microseconds.
+//
+// An allocation whose entry had no stack gets its exact leaf from the
+// return probe's __probe_ret_ip (symbolize.Session.CallerStack: the call
+// instruction, inline chain included); its callers are inferred from the
+// stacks sampled at the same return address (report.Builder.Infer).
+
+// stackBits are the sample_type bits that give a sample a stack.
+const stackBits = perfdata.SampleStackUser | perfdata.SampleCallchain
+
+func hasStacks(ev *perfdata.Event) bool { return ev.Attr.SampleType&stackBits != 0 }
+
+// sameEvent reports whether two attrs open the same event source (one
+// tracepoint id, one software counter).
+func sameEvent(a, b *perfdata.Event) bool {
+	return a.Attr.Type == b.Attr.Type && a.Attr.Config == b.Attr.Config
+}
+
+// pairStackEvents marks the stack events among infos and their range
+// twins. Idempotent: pipe mode calls it again as attrs arrive.
+func pairStackEvents(infos []*eventInfo) {
+	for i, in := range infos {
+		if in.role != RoleAllocEntry && in.role != RoleFault || !hasStacks(in.ev) {
+			continue
+		}
+		for j, r := range infos {
+			if j == i || r.role != in.role || hasStacks(r.ev) || !sameEvent(in.ev, r.ev) {
+				continue
+			}
+			in.role, in.stackFor, r.twin = RoleStack, j, true
+			in.sampled = in.ev.Attr.SamplePeriod > 1 && in.ev.Attr.Flags&perfdata.AttrFreq == 0
+			break
+		}
+	}
+}
+
+const (
+	heldNone = iota
+	heldRange
+	heldStack
+)
+
+// held is one thread's sample waiting for the other half of its probe hit.
+type held struct {
+	state    uint8
+	ev       int // the range event's index
+	raw      []byte
+	addr, ip uint64
+	role     Role // of the range event
+	// heldRange: the call or fault, ready to feed
+	entry attribute.Entry
+	fault attribute.Fault
+	// heldStack: the stack, unwound on arrival
+	stack     attribute.StackID
+	callerRet uint64
+	inMemset  bool
+	sampled   bool
+}
+
+// StackJoin counts how stack samples met their calls.
+type StackJoin struct {
+	Joined    uint64 // stack samples attached to their range sample
+	Unmatched uint64 // stack samples whose range sample never came (lost)
+	Bare      uint64 // range samples of twinned events fed without a stack
+}
+
+func (h *held) samePayload(smp *perfdata.Sample) bool {
+	return bytes.Equal(h.raw, smp.Raw) && h.addr == smp.Addr && h.ip == smp.IP
+}
+
+func (h *held) keep(ev int, smp *perfdata.Sample) {
+	h.ev, h.raw, h.addr, h.ip = ev, append(h.raw[:0], smp.Raw...), smp.Addr, smp.IP
+}
+
+// joinSample handles smp for the stack join; it reports whether smp was
+// consumed (held, or attached to a held sample).
+func (ru *run) joinSample(in *eventInfo, smp *perfdata.Sample) bool {
+	idx := smp.Event.Index
+	h := ru.held[smp.Tid]
+	if h != nil && h.state != heldNone {
+		switch {
+		case h.state == heldRange && in.role == RoleStack && in.stackFor == h.ev && h.samePayload(smp):
+			h.state = heldNone
+			ru.join.Joined++
+			id, ret := ru.unwind(smp)
+			if h.role == RoleFault {
+				h.fault.Stack, h.fault.InMemset = id, ru.leafInMemset(id)
+				ru.tr.Fault(&h.fault)
+				return true
+			}
+			h.entry.Stack, h.entry.CallerRet = id, ret
+			ru.noteCallers(&h.entry, in.sampled)
+			ru.tr.Entry(&h.entry)
+			return true
+		case h.state == heldStack && in.twin && idx == h.ev && h.samePayload(smp):
+			h.state = heldNone
+			ru.join.Joined++
+			if in.role == RoleFault {
+				f := ru.faultOf(in, smp)
+				f.Stack, f.InMemset = h.stack, h.inMemset
+				ru.tr.Fault(f)
+				return true
+			}
+			e := ru.entryOf(in, smp)
+			e.Stack, e.CallerRet = h.stack, h.callerRet
+			ru.noteCallers(e, h.sampled)
+			ru.tr.Entry(e)
+			return true
+		}
+		ru.release(h)
+	}
+	switch {
+	case in.role == RoleStack:
+		if h == nil {
+			h = &held{}
+			ru.held[smp.Tid] = h
+		}
+		h.state, h.role = heldStack, ru.infos[in.stackFor].role
+		h.keep(in.stackFor, smp)
+		h.stack, h.callerRet = ru.unwind(smp)
+		h.inMemset = h.role == RoleFault && ru.leafInMemset(h.stack)
+		h.sampled = in.sampled
+		return true
+	case in.twin:
+		if h == nil {
+			h = &held{}
+			ru.held[smp.Tid] = h
+		}
+		h.state, h.role = heldRange, in.role
+		h.keep(idx, smp)
+		if in.role == RoleFault {
+			h.fault = *ru.faultOf(in, smp)
+		} else {
+			h.entry = *ru.entryOf(in, smp)
+		}
+		return true
+	}
+	return false
+}
+
+// release settles a held sample whose other half did not come.
+func (ru *run) release(h *held) {
+	switch h.state {
+	case heldRange:
+		ru.join.Bare++
+		if h.role == RoleFault {
+			ru.tr.Fault(&h.fault)
+		} else {
+			ru.tr.Entry(&h.entry)
+		}
+	case heldStack:
+		ru.join.Unmatched++
+	}
+	h.state = heldNone
+}
+
+// releaseAll settles every thread's held sample, in thread order (before
+// a fork, exit or exec, and at the end).
+func (ru *run) releaseAll() {
+	if len(ru.held) == 0 {
+		return
+	}
+	tids := make([]uint32, 0, len(ru.held))
+	for tid, h := range ru.held {
+		if h.state != heldNone {
+			tids = append(tids, tid)
+		}
+	}
+	slices.Sort(tids)
+	for _, tid := range tids {
+		ru.release(ru.held[tid])
+	}
+}
+
+// unwind returns smp's stack and, for an entry probe, the return address
+// on top of its stack (0 when unknown or the [uprobes] trampoline: the
+// function was tail-called from a probed one, as realloc(NULL, n) jumps
+// into malloc).
+func (ru *run) unwind(smp *perfdata.Sample) (attribute.StackID, uint64) {
+	var ret uint64
+	if len(smp.Stack) >= 8 {
+		ret = binary.LittleEndian.Uint64(smp.Stack)
+		if m := ru.sess.Region(smp.Pid, ret); m != nil && m.File == "[uprobes]" {
+			ret = 0
+		}
+	}
+	id, _ := ru.sess.Unwind(smp, false)
+	return attribute.StackID(id), ret
+}
+
+func (ru *run) leafInMemset(id attribute.StackID) bool {
+	if st := ru.sess.Stack(symbolize.StackID(id)); len(st) > 0 {
+		return ru.inMemset(st[0])
+	}
+	return false
+}
+
+// leafStack is the one-frame stack of a return address, remembered as a
+// leaf-only stack for the profile's `stack` label.
+func (ru *run) leafStack(pid uint32, ret uint64) attribute.StackID {
+	id := attribute.StackID(ru.sess.CallerStack(pid, ret))
+	ru.leaves[id] = true
+	return id
+}
+
+// callerTable counts, per leaf (the one-frame stack of a return address),
+// the full stacks sampled there: the callers an allocation known only by
+// its leaf is split over.
+type callerTable struct {
+	byLeaf map[attribute.StackID]*leafCallers
+}
+
+type leafCallers struct {
+	stacks       []attribute.StackID // first-seen order
+	all, sampled []uint64
+}
+
+// noteCallers counts a stacked entry's stack at its leaf. Stacks from a
+// 1-in-N stack event are a uniform sample of the small calls that lack a
+// stack; those from a filtered every-hit event (big allocations) are used
+// only where a leaf has no sampled ones.
+func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
+	if !ru.leafMode || e.Stack == 0 || e.CallerRet == 0 {
+		return
+	}
+	leaf := ru.leafStack(e.Pid, e.CallerRet)
+	lc := ru.callers.byLeaf[leaf]
+	if lc == nil {
+		lc = &leafCallers{}
+		ru.callers.byLeaf[leaf] = lc
+	}
+	i := slices.Index(lc.stacks, e.Stack)
+	if i < 0 {
+		i = len(lc.stacks)
+		lc.stacks = append(lc.stacks, e.Stack)
+		lc.all = append(lc.all, 0)
+		lc.sampled = append(lc.sampled, 0)
+	}
+	lc.all[i]++
+	if sampled {
+		lc.sampled[i]++
+	}
+}
+
+// weights returns the stacks to split a leaf-only allocation over.
+func (c *callerTable) weights(leaf attribute.StackID) []report.Weighted {
+	lc := c.byLeaf[leaf]
+	if lc == nil {
+		return nil
+	}
+	w := lc.all
+	if slices.ContainsFunc(lc.sampled, func(n uint64) bool { return n > 0 }) {
+		w = lc.sampled
+	}
+	var out []report.Weighted
+	for i, s := range lc.stacks {
+		if w[i] > 0 {
+			out = append(out, report.Weighted{Stack: s, Weight: w[i]})
+		}
+	}
+	return out
+}

@@ -1,0 +1,254 @@
+package analyze
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
+)
+
+// siteSink records each allocation's size and whether it got a stack.
+type siteSink struct{ sites map[uint64]attribute.StackID }
+
+func (s *siteSink) Allocation(a *attribute.Allocation)            { s.sites[a.Size] = a.Site }
+func (s *siteSink) Fault(*attribute.Fault, *attribute.Allocation) {}
+
+// TestStackJoinSynthetic drives the join with hand-made samples on one
+// thread: event 0 is the malloc entry without stacks, event 1 the same
+// tracepoint with a callchain (its stack instance), event 2 the return.
+// Raw payloads are the 8-byte size. Expected: a stack sample attaches to
+// the call whose payload it repeats, in either order; one whose call does
+// not follow (or differs) is dropped as unmatched; no stack sample ever
+// makes a call.
+func TestStackJoinSynthetic(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	size := &perfdata.TraceField{Name: "size", Offset: 0, Size: 8}
+	ptr := &perfdata.TraceField{Name: "ptr", Offset: 0, Size: 8}
+	evs := []*perfdata.Event{
+		{Index: 0, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Name: "g:malloc__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
+	}
+	infos := []*eventInfo{
+		{ev: evs[0], role: RoleAllocEntry, size: size},
+		{ev: evs[1], role: RoleAllocEntry, size: size},
+		{ev: evs[2], role: RoleAllocReturn, ptr: ptr},
+	}
+	pairStackEvents(infos)
+	if infos[1].role != RoleStack || infos[1].stackFor != 0 || !infos[0].twin || infos[2].twin {
+		t.Fatalf("pairing: %+v %+v %+v", *infos[0], *infos[1], *infos[2])
+	}
+	sink := &siteSink{sites: map[uint64]attribute.StackID{}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 3), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	var now uint64
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	feed := func(ev int, v uint64) {
+		now++
+		smp := &perfdata.Sample{Event: evs[ev], Raw: u64(v)}
+		smp.Pid, smp.Tid, smp.Time, smp.Has = 1, 1, now, perfdata.SampleTime
+		if ev == 1 {
+			smp.Callchain = []uint64{perfdata.ContextUser, 0x401000 + v, 0x402000}
+		}
+		ru.sample(smp)
+	}
+	ret := func(p uint64) { feed(2, p) }
+	feed(0, 100) // range first, then its stack
+	feed(1, 100)
+	ret(0x10010)
+	feed(1, 200) // stack first, then its range
+	feed(0, 200)
+	ret(0x20010)
+	feed(1, 300) // a stack whose call is not this one (lost): unmatched
+	feed(0, 301)
+	ret(0x30010)
+	feed(0, 400) // no stack at all: fed when the return comes
+	ret(0x40010)
+	feed(1, 500) // an orphan stack at the end
+	ru.releaseAll()
+	ru.tr.Close()
+	st := ru.tr.Stats()
+	if st.Entries != 4 || st.Allocations != 4 {
+		t.Errorf("entries %d allocations %d, want 4 4: stack samples never make calls", st.Entries, st.Allocations)
+	}
+	for _, sz := range []uint64{100, 200} {
+		if sink.sites[sz] == 0 {
+			t.Errorf("allocation of %d has no stack; its stack sample should have joined it", sz)
+		}
+	}
+	for _, sz := range []uint64{301, 400} {
+		if s, ok := sink.sites[sz]; !ok || s != 0 {
+			t.Errorf("allocation of %d: site %d (present %v), want made without a stack", sz, s, ok)
+		}
+	}
+	if ru.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
+		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.join)
+	}
+}
+
+// TestStackJoinAllocatesNothing: in steady state a call's range entry, its
+// stack sample, its return (leaf from __probe_ret_ip) and its free allocate
+// nothing in the analysis.
+func TestStackJoinAllocatesNothing(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	f8 := func(name string, off int) *perfdata.TraceField {
+		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
+	}
+	evs := []*perfdata.Event{
+		{Index: 0, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
+		{Index: 3, Attr: perfdata.Attr{Type: 2, Config: 9, SampleType: perfdata.SampleRaw}},
+	}
+	infos := []*eventInfo{
+		{ev: evs[0], role: RoleAllocEntry, size: f8("size", 0)},
+		{ev: evs[1], role: RoleAllocEntry, size: f8("size", 0)},
+		{ev: evs[2], role: RoleAllocReturn, ptr: f8("ptr", 0), retIP: f8("__probe_ret_ip", 8)},
+		{ev: evs[3], role: RoleFree, ptr: f8("ptr", 0)},
+	}
+	pairStackEvents(infos)
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 4), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}, leafMode: true}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	mk := func(ev int, raw []byte) *perfdata.Sample {
+		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
+		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
+		return smp
+	}
+	le := binary.LittleEndian
+	entry := mk(0, le.AppendUint64(nil, 64))
+	stack := mk(1, le.AppendUint64(nil, 64))
+	stack.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
+	ret := mk(2, le.AppendUint64(le.AppendUint64(nil, 0x600010), 0x401005))
+	free := mk(3, le.AppendUint64(nil, 0x600010))
+	var now uint64
+	cycle := func() {
+		for _, s := range []*perfdata.Sample{entry, stack, ret, free} {
+			now++
+			s.Time = now
+			ru.sample(s)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		cycle()
+	}
+	if n := testing.AllocsPerRun(200, cycle); n != 0 {
+		t.Errorf("%v allocations per call (entry, stack, return, free), want 0", n)
+	}
+	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
+		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)
+	}
+}
+
+// faultSink records each fault's stack by address.
+type faultSink struct{ stacks map[uint64]attribute.StackID }
+
+func (s *faultSink) Allocation(*attribute.Allocation)                  {}
+func (s *faultSink) Fault(f *attribute.Fault, _ *attribute.Allocation) { s.stacks[f.Addr] = f.Stack }
+
+// TestFaultStackJoin: page-faults opened twice (--fault-stacks): software
+// events have no raw payload, so the halves of one fault match by address
+// and IP; each fault is counted once, with the stack when its half came.
+func TestFaultStackJoin(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	evs := []*perfdata.Event{
+		{Index: 0, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr}},
+		{Index: 1, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
+	}
+	infos := []*eventInfo{faultInfo(&eventInfo{ev: evs[0]}), faultInfo(&eventInfo{ev: evs[1]})}
+	pairStackEvents(infos)
+	if infos[1].role != RoleStack || !infos[0].twin {
+		t.Fatalf("pairing: %v %v", infos[0].role, infos[1].role)
+	}
+	sink := &faultSink{stacks: map[uint64]attribute.StackID{}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	var now uint64
+	feed := func(ev int, addr uint64) {
+		now++
+		smp := &perfdata.Sample{Event: evs[ev], Addr: addr, IP: 0x401000}
+		smp.Pid, smp.Tid, smp.Time, smp.Has = 1, 1, now, perfdata.SampleTime
+		if ev == 1 {
+			smp.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
+		}
+		ru.sample(smp)
+	}
+	feed(0, 0x1000) // range, then stack
+	feed(1, 0x1000)
+	feed(1, 0x2000) // stack, then range
+	feed(0, 0x2000)
+	feed(0, 0x3000) // range without stack: fed when the next fault comes
+	feed(0, 0x4000) // held to the end
+	ru.releaseAll()
+	if st := ru.tr.Stats(); st.Faults != 4 {
+		t.Errorf("faults %d, want 4", st.Faults)
+	}
+	if sink.stacks[0x1000] == 0 || sink.stacks[0x2000] == 0 || sink.stacks[0x3000] != 0 || sink.stacks[0x4000] != 0 {
+		t.Errorf("fault stacks %v: want 0x1000 and 0x2000 with a stack, 0x3000 and 0x4000 without", sink.stacks)
+	}
+}
+
+// TestPosixMemalignStatusReturn: posix_memalign's return value is a status
+// (0 on success), not the pointer: such a return makes no allocation and is
+// counted as lacking its pointer, not as a failed call.
+func TestPosixMemalignStatusReturn(t *testing.T) {
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	f8 := func(name string, off int) perfdata.TraceField {
+		return perfdata.TraceField{Name: name, Offset: off, Size: 8}
+	}
+	fmtOf := func(name string, fields ...perfdata.TraceField) *perfdata.TraceFormat {
+		return &perfdata.TraceFormat{System: "g", Name: name, Fields: fields}
+	}
+	evs := []*perfdata.Event{
+		{Index: 0, Name: "g:posix_memalign", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw},
+			Format: fmtOf("posix_memalign", f8("memptr", 0), f8("alignment", 8), f8("size", 16))},
+		{Index: 1, Name: "g:posix_memalign__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw},
+			Format: fmtOf("posix_memalign__return", f8("ptr", 0))},
+	}
+	var infos []*eventInfo
+	for _, ev := range evs {
+		in, err := classify(ev, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, in)
+	}
+	if !infos[1].statusReturn || infos[0].role != RoleAllocEntry {
+		t.Fatalf("classify: %+v %+v", *infos[0], *infos[1])
+	}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), held: map[uint32]*held{}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	le := binary.LittleEndian
+	entry := &perfdata.Sample{Event: evs[0], Raw: le.AppendUint64(le.AppendUint64(le.AppendUint64(nil, 0x7ff0), 64), 4096)}
+	ret := &perfdata.Sample{Event: evs[1], Raw: le.AppendUint64(nil, 0)}
+	for i, s := range []*perfdata.Sample{entry, ret} {
+		s.Pid, s.Tid, s.Time, s.Has = 1, 1, uint64(i+1), perfdata.SampleTime
+		ru.sample(s)
+	}
+	if st := ru.tr.Stats(); ru.noPointer != 1 || st.Allocations != 0 || st.Entries != 1 {
+		t.Errorf("no pointer %d, allocations %d, entries %d; want 1 0 1", ru.noPointer, st.Allocations, st.Entries)
+	}
+}
