@@ -63,14 +63,7 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 	out := map[sampledPC][]chainFrame{}
 	weight := map[sampledPC]int{}
 	for _, path := range files {
-		r, err := perfdata.Open(path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, sess := openSession(t, path, fixtureConfig)
 		seen := map[symbolize.LocID]*sampledPC{}
 		for r.Next() {
 			switch rec := r.Record().(type) {
@@ -122,8 +115,6 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 		if err := r.Err(); err != nil {
 			t.Fatal(err)
 		}
-		sess.Close()
-		r.Close()
 	}
 	return out, weight
 }

@@ -433,14 +433,9 @@ func BenchmarkUnwindTestdata(b *testing.B) {
 		b.Fatal("no samples in basic.plain.data")
 	}
 	u := New(ArchX86_64)
-	frames := make([]Frame, 0, DefaultMaxDepth)
-	nframes := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		s := &samples[i%len(samples)]
+	benchUnwind(b, len(samples), func(i int, frames []Frame) []Frame {
+		s := &samples[i]
 		frames, _ = u.Unwind(s.regs, s.sp, s.stack, &s.proc.res, nil, frames)
-		nframes += len(frames)
-	}
-	b.ReportMetric(float64(nframes)/float64(b.N), "frames/op")
+		return frames
+	})
 }

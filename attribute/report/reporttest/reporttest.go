@@ -5,6 +5,7 @@
 package reporttest
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -93,6 +94,24 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 	}
 	if err := p.CheckValid(); err != nil {
 		tb.Fatal(err)
+	}
+	return p
+}
+
+// Read reads the profile in a file (gzipped or not) and fails tb unless it
+// parses and is valid.
+func Read(tb testing.TB, path string) *profile.Profile {
+	tb.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p, err := profile.ParseData(data)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	if err := p.CheckValid(); err != nil {
+		tb.Fatalf("%s: %v", path, err)
 	}
 	return p
 }

@@ -221,17 +221,7 @@ func TestDiffOutputProfile(t *testing.T) {
 	if code, _, errOut := runCLI("diff", "-o", out, base, head); code != ExitRegression {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, out)
 	// What pprof -diff_base would show: per leaf function NEW-BASE.
 	byLeaf := map[string][3]int64{}
 	for _, s := range p.Sample {
