@@ -171,12 +171,12 @@ type EventType uint32
 
 // perf_event_attr.type values (enum perf_type_id).
 const (
-	TypeHardware   EventType = 0 // PERF_TYPE_HARDWARE
-	TypeSoftware   EventType = 1 // PERF_TYPE_SOFTWARE
-	TypeTracepoint EventType = 2 // PERF_TYPE_TRACEPOINT
-	TypeHWCache    EventType = 3 // PERF_TYPE_HW_CACHE
-	TypeRaw        EventType = 4 // PERF_TYPE_RAW
-	TypeBreakpoint EventType = 5 // PERF_TYPE_BREAKPOINT
+	TypeHardware   EventType = iota // PERF_TYPE_HARDWARE
+	TypeSoftware                    // PERF_TYPE_SOFTWARE
+	TypeTracepoint                  // PERF_TYPE_TRACEPOINT
+	TypeHWCache                     // PERF_TYPE_HW_CACHE
+	TypeRaw                         // PERF_TYPE_RAW
+	TypeBreakpoint                  // PERF_TYPE_BREAKPOINT
 )
 
 var eventTypeNames = [...]string{"HARDWARE", "SOFTWARE", "TRACEPOINT", "HW_CACHE", "RAW", "BREAKPOINT"}
@@ -191,18 +191,18 @@ type SoftwareEvent uint64
 
 // Software event ids (enum perf_sw_ids).
 const (
-	SWCPUClock        SoftwareEvent = 0  // PERF_COUNT_SW_CPU_CLOCK
-	SWTaskClock       SoftwareEvent = 1  // PERF_COUNT_SW_TASK_CLOCK
-	SWPageFaults      SoftwareEvent = 2  // PERF_COUNT_SW_PAGE_FAULTS
-	SWContextSwitches SoftwareEvent = 3  // PERF_COUNT_SW_CONTEXT_SWITCHES
-	SWCPUMigrations   SoftwareEvent = 4  // PERF_COUNT_SW_CPU_MIGRATIONS
-	SWPageFaultsMin   SoftwareEvent = 5  // PERF_COUNT_SW_PAGE_FAULTS_MIN
-	SWPageFaultsMaj   SoftwareEvent = 6  // PERF_COUNT_SW_PAGE_FAULTS_MAJ
-	SWAlignmentFaults SoftwareEvent = 7  // PERF_COUNT_SW_ALIGNMENT_FAULTS
-	SWEmulationFaults SoftwareEvent = 8  // PERF_COUNT_SW_EMULATION_FAULTS
-	SWDummy           SoftwareEvent = 9  // PERF_COUNT_SW_DUMMY
-	SWBPFOutput       SoftwareEvent = 10 // PERF_COUNT_SW_BPF_OUTPUT
-	SWCgroupSwitches  SoftwareEvent = 11 // PERF_COUNT_SW_CGROUP_SWITCHES
+	SWCPUClock        SoftwareEvent = iota // PERF_COUNT_SW_CPU_CLOCK
+	SWTaskClock                            // PERF_COUNT_SW_TASK_CLOCK
+	SWPageFaults                           // PERF_COUNT_SW_PAGE_FAULTS
+	SWContextSwitches                      // PERF_COUNT_SW_CONTEXT_SWITCHES
+	SWCPUMigrations                        // PERF_COUNT_SW_CPU_MIGRATIONS
+	SWPageFaultsMin                        // PERF_COUNT_SW_PAGE_FAULTS_MIN
+	SWPageFaultsMaj                        // PERF_COUNT_SW_PAGE_FAULTS_MAJ
+	SWAlignmentFaults                      // PERF_COUNT_SW_ALIGNMENT_FAULTS
+	SWEmulationFaults                      // PERF_COUNT_SW_EMULATION_FAULTS
+	SWDummy                                // PERF_COUNT_SW_DUMMY
+	SWBPFOutput                            // PERF_COUNT_SW_BPF_OUTPUT
+	SWCgroupSwitches                       // PERF_COUNT_SW_CGROUP_SWITCHES
 )
 
 // swNames are perf's event names for the software events.

@@ -1,8 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -28,15 +31,8 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if len(s.Classes) > 0 {
-		var keys []string
-		for k := range s.Classes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if s.Classes[keys[i]] != s.Classes[keys[j]] {
-				return s.Classes[keys[i]] > s.Classes[keys[j]]
-			}
-			return keys[i] < keys[j]
+		keys := slices.SortedFunc(maps.Keys(s.Classes), func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.Classes[b], s.Classes[a]), cmp.Compare(a, b)) // most faults first
 		})
 		var parts []string
 		for i, k := range keys {

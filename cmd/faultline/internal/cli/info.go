@@ -1,14 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -301,15 +302,8 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 		fmt.Fprintf(w, "(LOST records: %d events dropped from full ring buffers; the same losses as above, counted per buffer)\n", rep.LostEvents)
 	}
 
-	var names []string
-	for n := range rep.Records {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if rep.Records[names[i]] != rep.Records[names[j]] {
-			return rep.Records[names[i]] > rep.Records[names[j]]
-		}
-		return names[i] < names[j]
+	names := slices.SortedFunc(maps.Keys(rep.Records), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rep.Records[b], rep.Records[a]), cmp.Compare(a, b)) // most records first
 	})
 	var parts []string
 	for _, n := range names {
