@@ -2,7 +2,6 @@ package perfdata
 
 import (
 	"bytes"
-	"encoding/binary"
 	"os"
 	"testing"
 
@@ -20,23 +19,8 @@ func TestCorruptRecordKeepsQueued(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		le := binary.LittleEndian
-		dataOff, dataEnd := 16, len(p)
-		if le.Uint64(p[8:]) != 16 {
-			dataOff = int(le.Uint64(p[40:]))
-			dataEnd = dataOff + int(le.Uint64(p[48:]))
-		}
 		// The record header at about two thirds of the data.
-		off := dataOff
-		for off < dataOff+(dataEnd-dataOff)*2/3 {
-			size := int(le.Uint16(p[off+6:]))
-			if le.Uint32(p[off:]) == uint32(RecordHeaderTracing) {
-				size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
-			}
-			off += size
-		}
-		q := append([]byte(nil), p...)
-		le.PutUint16(q[off+6:], 0)
+		q, off := perftest.ZeroRecordSize(p, 2.0/3)
 		count := func(order Order) (samples int, err error) {
 			r, err := New(bytes.NewReader(q), int64(len(q)), &Options{Order: order})
 			if err != nil {

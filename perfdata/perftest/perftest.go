@@ -7,6 +7,7 @@ package perftest
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -147,4 +148,37 @@ func Glob(tb testing.TB, pattern string) []string {
 		tb.Fatalf("no committed fixture matches testdata/%s (see testdata/README.md for how they are made)", pattern)
 	}
 	return m
+}
+
+// ZeroRecordSize returns a copy of the little-endian perf.data file or
+// stream p in which the header of the record at about frac of the data
+// section (0 ≤ frac < 1) claims size 0, a record whose length cannot be
+// known, and that record's offset. It walks the records by their header
+// sizes (perf.data-file-format.txt): a file's data section is at the
+// offset and size in its header's data field, a pipe's starts after its
+// 16-byte header; a pipe's HEADER_TRACING_DATA record is followed by its
+// data, 8-byte aligned.
+func ZeroRecordSize(p []byte, frac float64) (q []byte, off int) {
+	const (
+		pipeHeaderSize    = 16 // struct perf_pipe_file_header
+		dataFieldOffset   = 40 // perf_file_header.data: {offset, size}
+		headerTracingData = 66 // PERF_RECORD_HEADER_TRACING_DATA
+	)
+	le := binary.LittleEndian
+	start, end := pipeHeaderSize, len(p)
+	if le.Uint64(p[8:]) != pipeHeaderSize {
+		start = int(le.Uint64(p[dataFieldOffset:]))
+		end = start + int(le.Uint64(p[dataFieldOffset+8:]))
+	}
+	off = start
+	for off < start+int(float64(end-start)*frac) {
+		size := int(le.Uint16(p[off+6:]))
+		if le.Uint32(p[off:]) == headerTracingData {
+			size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
+		}
+		off += size
+	}
+	q = append([]byte(nil), p...)
+	le.PutUint16(q[off+6:], 0)
+	return q, off
 }

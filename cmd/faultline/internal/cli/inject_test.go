@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -161,22 +160,7 @@ func TestAnalyzeCorruptRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		le := binary.LittleEndian
-		off, end := 16, len(p)
-		if le.Uint64(p[8:]) != 16 {
-			off = int(le.Uint64(p[40:]))
-			end = off + int(le.Uint64(p[48:]))
-		}
-		start := off
-		for off < start+(end-start)*2/3 {
-			size := int(le.Uint16(p[off+6:]))
-			if le.Uint32(p[off:]) == 66 { // pipe mode's HEADER_TRACING_DATA: the data follows
-				size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
-			}
-			off += size
-		}
-		q := append([]byte(nil), p...)
-		le.PutUint16(q[off+6:], 0)
+		q, off := perftest.ZeroRecordSize(p, 2.0/3)
 		code, stdout, stderr := injectAnalyze(t, q, false)
 		if code != ExitOK {
 			t.Fatalf("%s with a size-0 record at %#x: exit %d; stderr:\n%s", name, off, code, stderr)
