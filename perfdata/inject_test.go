@@ -20,7 +20,7 @@ func TestCorruptRecordKeepsQueued(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The record header at about two thirds of the data.
-		q, off := perftest.ZeroRecordSize(p, 2.0/3)
+		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		count := func(order Order) (samples int, err error) {
 			r, err := New(bytes.NewReader(q), int64(len(q)), &Options{Order: order})
 			if err != nil {

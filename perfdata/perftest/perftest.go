@@ -10,9 +10,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -150,35 +152,105 @@ func Glob(tb testing.TB, pattern string) []string {
 	return m
 }
 
-// ZeroRecordSize returns a copy of the little-endian perf.data file or
-// stream p in which the header of the record at about frac of the data
-// section (0 ≤ frac < 1) claims size 0, a record whose length cannot be
-// known, and that record's offset. It walks the records by their header
-// sizes (perf.data-file-format.txt): a file's data section is at the
-// offset and size in its header's data field, a pipe's starts after its
-// 16-byte header; a pipe's HEADER_TRACING_DATA record is followed by its
-// data, 8-byte aligned.
-func ZeroRecordSize(p []byte, frac float64) (q []byte, off int) {
-	const (
-		pipeHeaderSize    = 16 // struct perf_pipe_file_header
-		dataFieldOffset   = 40 // perf_file_header.data: {offset, size}
-		headerTracingData = 66 // PERF_RECORD_HEADER_TRACING_DATA
-	)
+// Layout is where a little-endian perf.data file or stream keeps its
+// parts (perf.data-file-format.txt), for tests that cut, corrupt or
+// rearrange recordings.
+type Layout struct {
+	Pipe              bool
+	AttrOff, AttrSize int // file mode: the attr section
+	AttrEntry         int // file mode: bytes per attr entry
+	DataOff, DataEnd  int
+	Records           []int // offsets of the data section's records
+}
+
+// perf.data layout facts the walker needs.
+const (
+	pipeHeaderSize    = 16 // struct perf_pipe_file_header: magic, size
+	headerTracingData = 66 // PERF_RECORD_HEADER_TRACING_DATA: its data follows the record
+	compressed2       = 83 // PERF_RECORD_COMPRESSED2: data_size says the length
+)
+
+// ParseLayout finds the parts of p and walks its data section's records by
+// their header sizes.
+func ParseLayout(p []byte) (Layout, error) {
 	le := binary.LittleEndian
-	start, end := pipeHeaderSize, len(p)
-	if le.Uint64(p[8:]) != pipeHeaderSize {
-		start = int(le.Uint64(p[dataFieldOffset:]))
-		end = start + int(le.Uint64(p[dataFieldOffset+8:]))
+	var l Layout
+	if len(p) < pipeHeaderSize {
+		return l, fmt.Errorf("%d bytes: too short for a perf.data header", len(p))
 	}
-	off = start
-	for off < start+int(float64(end-start)*frac) {
-		size := int(le.Uint16(p[off+6:]))
-		if le.Uint32(p[off:]) == headerTracingData {
-			size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
+	if le.Uint64(p[8:]) == pipeHeaderSize {
+		l.Pipe = true
+		l.DataOff, l.DataEnd = pipeHeaderSize, len(p)
+	} else {
+		if len(p) < 56 {
+			return l, fmt.Errorf("%d bytes: too short for a perf.data file header", len(p))
 		}
+		// struct perf_file_header: magic, size, attr_size, attrs, data, ...
+		l.AttrEntry = int(le.Uint64(p[16:]))
+		l.AttrOff, l.AttrSize = int(le.Uint64(p[24:])), int(le.Uint64(p[32:]))
+		l.DataOff = int(le.Uint64(p[40:]))
+		l.DataEnd = l.DataOff + int(le.Uint64(p[48:]))
+	}
+	for off := l.DataOff; off+8 <= l.DataEnd; {
+		typ, size := le.Uint32(p[off:]), int(le.Uint16(p[off+6:]))
+		if size < 8 {
+			return l, fmt.Errorf("record at %#x has size %d", off, size)
+		}
+		switch typ {
+		case headerTracingData:
+			size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
+		case compressed2:
+			size = (16 + int(le.Uint64(p[off+8:])) + 7) &^ 7
+		}
+		l.Records = append(l.Records, off)
 		off += size
 	}
+	return l, nil
+}
+
+// WithData returns p with its data section replaced by data, the header's
+// data size and feature section offsets moved to match.
+func (l Layout) WithData(p []byte, data []byte) []byte {
+	out := append(append(append([]byte(nil), p[:l.DataOff]...), data...), p[l.DataEnd:]...)
+	if l.Pipe {
+		return out
+	}
+	delta := uint64(len(data) - (l.DataEnd - l.DataOff))
+	le := binary.LittleEndian
+	le.PutUint64(out[48:], uint64(len(data)))
+	// The feature table follows the data; one 16-byte section per bit set
+	// in the header's feature bitmap (at 72), each with an absolute offset.
+	tab := l.DataOff + len(data)
+	n := 0
+	for i := range 4 {
+		n += bits.OnesCount64(le.Uint64(out[72+8*i:]))
+	}
+	for i := range n {
+		at := tab + 16*i
+		if at+8 > len(out) {
+			break
+		}
+		le.PutUint64(out[at:], le.Uint64(out[at:])+delta)
+	}
+	return out
+}
+
+// ZeroRecordSize returns a copy of the little-endian perf.data file or
+// stream p in which the header of the first record from about frac of the
+// data section on (0 ≤ frac < 1) claims size 0, a record whose length
+// cannot be known, and that record's offset.
+func ZeroRecordSize(tb testing.TB, p []byte, frac float64) (q []byte, off int) {
+	tb.Helper()
+	l, err := ParseLayout(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	i, _ := slices.BinarySearch(l.Records, l.DataOff+int(float64(l.DataEnd-l.DataOff)*frac))
+	if i == len(l.Records) {
+		tb.Fatalf("no record from %.0f%% of the data on", 100*frac)
+	}
+	off = l.Records[i]
 	q = append([]byte(nil), p...)
-	le.PutUint16(q[off+6:], 0)
+	binary.LittleEndian.PutUint16(q[off+6:], 0)
 	return q, off
 }

@@ -160,7 +160,7 @@ func TestAnalyzeCorruptRecord(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, off := perftest.ZeroRecordSize(p, 2.0/3)
+		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		code, stdout, stderr := injectAnalyze(t, q, false)
 		if code != ExitOK {
 			t.Fatalf("%s with a size-0 record at %#x: exit %d; stderr:\n%s", name, off, code, stderr)
