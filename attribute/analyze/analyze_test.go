@@ -68,25 +68,36 @@ type siteKey struct{ comm, site, flags string }
 
 type siteVal struct{ faults, allocs, space int64 }
 
-func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
+// fixtureFiles finds the fixtures' binaries in testdata alone.
+var fixtureFiles = symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}
+
+// analyzePath runs the analysis in-process on a recording with cfg's files
+// and checks the profile is valid.
+func analyzePath(t *testing.T, path string, cfg symbolize.Config, opts Options) *Result {
 	t.Helper()
 	r, err := perfdata.Open(path, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // a missing committed fixture fails
 	}
 	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: mode})
+	res, err := Run(r, sess, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := res.Profile.CheckValid(); err != nil {
 		t.Fatalf("CheckValid: %v", err)
 	}
+	return res
+}
+
+func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
+	t.Helper()
+	res := analyzePath(t, path, fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: mode})
 	got := map[siteKey]siteVal{}
 	for _, s := range res.Profile.Sample {
 		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {

@@ -13,7 +13,6 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
 
@@ -30,24 +29,7 @@ const mixedDir = "../../testdata/mixed"
 
 func analyzeMixed(t *testing.T, variant string, events map[string]string) *Result {
 	t.Helper()
-	r, err := perfdata.Open(filepath.Join(mixedDir, variant+".data"), nil)
-	if err != nil {
-		t.Fatal(err) // a missing committed fixture fails
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Events: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Profile.CheckValid(); err != nil {
-		t.Fatalf("CheckValid: %v", err)
-	}
-	return res
+	return analyzePath(t, filepath.Join(mixedDir, variant+".data"), fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Events: events})
 }
 
 // mixedRow is one (leaf, caller, stack kind) total, as check_mixed.py

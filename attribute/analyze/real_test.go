@@ -14,7 +14,6 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
-	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
 
@@ -96,20 +95,7 @@ func scriptSites(path string) (map[realSite]realCounts, map[string]int64, error)
 // the leaf's address is the allocation's return address.
 func faultlineSites(t *testing.T, path string) (*Result, map[realSite]realCounts) {
 	t.Helper()
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := analyzePath(t, path, symbolize.Config{}, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
 	sites := map[realSite]realCounts{}
 	for _, s := range res.Profile.Sample {
 		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
