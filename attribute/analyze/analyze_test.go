@@ -66,7 +66,31 @@ func loadExpect(t *testing.T) []expectRow {
 // helpers fold into it) and the flag labels.
 type siteKey struct{ comm, site, flags string }
 
-type siteVal struct{ faults, allocs, space int64 }
+type siteVal = totals
+
+// totals is what a profile holds for a site: faults, allocations, bytes.
+type totals struct{ faults, allocs, bytes int64 }
+
+// groupSites sums the allocation samples of a by-alloc profile (not the
+// unattributed classes) by key; key's false leaves a sample out.
+func groupSites[K comparable](p *profile.Profile, key func(s *profile.Sample) (K, bool)) map[K]totals {
+	out := map[K]totals{}
+	for _, s := range p.Sample {
+		if len(s.Label[report.LabelClass]) > 0 || len(s.Location) == 0 {
+			continue
+		}
+		k, ok := key(s)
+		if !ok {
+			continue
+		}
+		v := out[k]
+		v.faults += s.Value[0]
+		v.allocs += s.Value[1]
+		v.bytes += s.Value[2]
+		out[k] = v
+	}
+	return out
+}
 
 // fixtureFiles finds the fixtures' binaries in testdata alone.
 var fixtureFiles = symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}
@@ -98,23 +122,13 @@ func analyzePath(t *testing.T, path string, cfg symbolize.Config, opts Options) 
 func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
 	t.Helper()
 	res := analyzePath(t, path, fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: mode})
-	got := map[siteKey]siteVal{}
-	for _, s := range res.Profile.Sample {
-		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
-			continue
-		}
+	return res, groupSites(res.Profile, func(s *profile.Sample) (siteKey, bool) {
 		leaf := s.Location[0]
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) || len(leaf.Line) == 0 {
-			continue // an allocation libc or the loader made for itself
+			return siteKey{}, false // an allocation libc or the loader made for itself
 		}
-		k := siteKey{comm: s.Label["comm"][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label["flag"], ",")}
-		v := got[k]
-		v.faults += s.Value[0]
-		v.allocs += s.Value[1]
-		v.space += s.Value[2]
-		got[k] = v
-	}
-	return res, got
+		return siteKey{comm: s.Label[report.LabelComm][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label[report.LabelFlag], ",")}, true
+	})
 }
 
 // TestFixtureCounts: on every fixture recording, each allocation site's
@@ -153,7 +167,7 @@ func TestFixtureCounts(t *testing.T) {
 				v := want[k]
 				v.faults += r.faults + r.inBlock
 				v.allocs += r.count
-				v.space += r.count * r.size
+				v.bytes += r.count * r.size
 				want[k] = v
 			}
 			var keys []siteKey
@@ -169,7 +183,7 @@ func TestFixtureCounts(t *testing.T) {
 			for _, k := range keys {
 				if got[k] != want[k] {
 					t.Errorf("%s %s [%s]: got faults=%d allocs=%d bytes=%d, want faults=%d allocs=%d bytes=%d",
-						k.comm, k.site, k.flags, got[k].faults, got[k].allocs, got[k].space, want[k].faults, want[k].allocs, want[k].space)
+						k.comm, k.site, k.flags, got[k].faults, got[k].allocs, got[k].bytes, want[k].faults, want[k].allocs, want[k].bytes)
 				}
 			}
 			st := res.Summary.Tracker

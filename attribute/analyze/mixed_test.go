@@ -34,7 +34,7 @@ func analyzeMixed(t *testing.T, variant string, events map[string]string) *Resul
 
 // mixedRow is one (leaf, caller, stack kind) total, as check_mixed.py
 // prints it.
-type mixedRow struct{ allocs, faults, bytes int64 }
+type mixedRow = totals
 
 func outermost(l *profile.Location) string {
 	if len(l.Line) == 0 {
@@ -47,27 +47,17 @@ func outermost(l *profile.Location) string {
 // binary by leaf function, caller ("-" when the stack is the leaf alone)
 // and stack label.
 func mixedSites(p *profile.Profile) map[string]mixedRow {
-	got := map[string]mixedRow{}
-	for _, s := range p.Sample {
-		if len(s.Label[report.LabelClass]) > 0 || len(s.Location) == 0 {
-			continue
-		}
+	return groupSites(p, func(s *profile.Sample) (string, bool) {
 		leaf := s.Location[0]
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) {
-			continue // libc's own allocations (none here) or the loader's
+			return "", false // libc's own allocations (none here) or the loader's
 		}
 		caller := "-"
 		if len(s.Location) > 1 {
 			caller = outermost(s.Location[1])
 		}
-		k := outermost(leaf) + "\t" + caller + "\t" + strings.Join(s.Label[report.StackLabel], ",")
-		v := got[k]
-		v.faults += s.Value[0]
-		v.allocs += s.Value[1]
-		v.bytes += s.Value[2]
-		got[k] = v
-	}
-	return got
+		return outermost(leaf) + "\t" + caller + "\t" + strings.Join(s.Label[report.StackLabel], ","), true
+	})
 }
 
 func loadMixedExpect(t *testing.T, variant string) (map[string]mixedRow, map[string]int64) {
@@ -109,16 +99,16 @@ func loadMixedExpect(t *testing.T, variant string) (map[string]mixedRow, map[str
 // stackless node_alloc calls (6 from from_a, 2 from from_b, 65 faults and
 // 262144 bytes each) split 3:1 like the 4 stacked ones.
 var mixedArithmetic = map[string]mixedRow{
-	"big_alloc\tmain\tsampled":     {1, 257, 1 << 20},
-	"node_alloc\tfrom_a\tsampled":  {3, 3 * 66, 3 * 266240},
-	"node_alloc\tfrom_b\tsampled":  {1, 66, 266240},
-	"node_alloc\tfrom_a\tinferred": {6, 6 * 65, 6 * 262144},
-	"node_alloc\tfrom_b\tinferred": {2, 2 * 65, 2 * 262144},
-	"reuse_old\t-\tleaf":           {1, 0, 65536},
-	"reuse_block\t-\tleaf":         {1, 0, 32},
-	"reuse_new\t-\tleaf":           {1, 15, 65536},
-	"uaf_alloc\t-\tleaf":           {1, 0, 65536},
-	"uaf_block\t-\tleaf":           {1, 0, 32},
+	"big_alloc\tmain\tsampled":     {allocs: 1, faults: 257, bytes: 1 << 20},
+	"node_alloc\tfrom_a\tsampled":  {allocs: 3, faults: 3 * 66, bytes: 3 * 266240},
+	"node_alloc\tfrom_b\tsampled":  {allocs: 1, faults: 66, bytes: 266240},
+	"node_alloc\tfrom_a\tinferred": {allocs: 6, faults: 6 * 65, bytes: 6 * 262144},
+	"node_alloc\tfrom_b\tinferred": {allocs: 2, faults: 2 * 65, bytes: 2 * 262144},
+	"reuse_old\t-\tleaf":           {allocs: 1, faults: 0, bytes: 65536},
+	"reuse_block\t-\tleaf":         {allocs: 1, faults: 0, bytes: 32},
+	"reuse_new\t-\tleaf":           {allocs: 1, faults: 15, bytes: 65536},
+	"uaf_alloc\t-\tleaf":           {allocs: 1, faults: 0, bytes: 65536},
+	"uaf_block\t-\tleaf":           {allocs: 1, faults: 0, bytes: 32},
 }
 
 func TestMixedFixture(t *testing.T) {

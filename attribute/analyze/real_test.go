@@ -15,6 +15,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/google/pprof/profile"
 )
 
 // The real-program recordings (testdata/gen-real.sh: Debian's python3, xz -T2
@@ -37,7 +38,7 @@ type realSite struct {
 	rel uint64
 }
 
-type realCounts struct{ faults, allocs, bytes int64 }
+type realCounts = totals
 
 func realDir(t *testing.T) string {
 	dir := os.Getenv("FAULTLINE_REAL_DIR")
@@ -78,7 +79,7 @@ func scriptSites(path string) (map[realSite]realCounts, map[string]int64, error)
 			if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
 				return nil, nil, fmt.Errorf("attribute_from_script.py: bad line %q", sc.Text())
 			}
-			sites[realSite{f[1], rel}] = realCounts{n, a, b}
+			sites[realSite{f[1], rel}] = realCounts{faults: n, allocs: a, bytes: b}
 		case strings.HasPrefix(f[0], "total "):
 			for _, kv := range strings.Fields(f[0])[1:] {
 				k, v, _ := strings.Cut(kv, "=")
@@ -96,23 +97,13 @@ func scriptSites(path string) (map[realSite]realCounts, map[string]int64, error)
 func faultlineSites(t *testing.T, path string) (*Result, map[realSite]realCounts) {
 	t.Helper()
 	res := analyzePath(t, path, symbolize.Config{}, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
-	sites := map[realSite]realCounts{}
-	for _, s := range res.Profile.Sample {
-		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
-			continue
-		}
+	return res, groupSites(res.Profile, func(s *profile.Sample) (realSite, bool) {
 		leaf := s.Location[0]
-		k := realSite{"[unknown]", leaf.Address}
 		if m := leaf.Mapping; m != nil {
-			k = realSite{m.File, leaf.Address - m.Start + m.Offset}
+			return realSite{m.File, leaf.Address - m.Start + m.Offset}, true
 		}
-		c := sites[k]
-		c.faults += s.Value[0]
-		c.allocs += s.Value[1]
-		c.bytes += s.Value[2]
-		sites[k] = c
-	}
-	return res, sites
+		return realSite{"[unknown]", leaf.Address}, true
+	})
 }
 
 // TestRealSitesMatchScript: on recordings of programs we did not write, the
