@@ -3,9 +3,11 @@ package analyze
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +72,17 @@ type siteVal = totals
 
 // totals is what a profile holds for a site: faults, allocations, bytes.
 type totals struct{ faults, allocs, bytes int64 }
+
+// unionKeys returns the keys of all the maps, sorted by cmp.
+func unionKeys[K comparable, V any](cmp func(a, b K) int, ms ...map[K]V) []K {
+	keys := map[K]bool{}
+	for _, m := range ms {
+		for k := range m {
+			keys[k] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(keys), cmp)
+}
 
 // groupSites sums the allocation samples of a by-alloc profile (not the
 // unattributed classes) by key; key's false leaves a sample out.

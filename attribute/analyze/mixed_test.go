@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,22 +116,7 @@ func TestMixedFixture(t *testing.T) {
 			res := analyzeMixed(t, v, nil)
 			got := mixedSites(res.Profile)
 			script, _ := loadMixedExpect(t, v)
-			keys := map[string]bool{}
-			for k := range got {
-				keys[k] = true
-			}
-			for k := range mixedArithmetic {
-				keys[k] = true
-			}
-			for k := range script {
-				keys[k] = true
-			}
-			var sorted []string
-			for k := range keys {
-				sorted = append(sorted, k)
-			}
-			sort.Strings(sorted)
-			for _, k := range sorted {
+			for _, k := range unionKeys(strings.Compare, got, mixedArithmetic, script) {
 				if got[k] != mixedArithmetic[k] || got[k] != script[k] {
 					t.Errorf("%q: analyze %+v, arithmetic %+v, check_mixed.py %+v", k, got[k], mixedArithmetic[k], script[k])
 				}

@@ -3,11 +3,11 @@ package analyze
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,23 +144,7 @@ func TestRealSitesMatchScript(t *testing.T) {
 				t.Fatal(so.err)
 			}
 			theirs := so.sites
-			keys := map[realSite]bool{}
-			for k := range ours {
-				keys[k] = true
-			}
-			for k := range theirs {
-				keys[k] = true
-			}
-			var sorted []realSite
-			for k := range keys {
-				sorted = append(sorted, k)
-			}
-			sort.Slice(sorted, func(i, j int) bool {
-				if sorted[i].dso != sorted[j].dso {
-					return sorted[i].dso < sorted[j].dso
-				}
-				return sorted[i].rel < sorted[j].rel
-			})
+			sorted := unionKeys(func(a, b realSite) int { return cmp.Or(cmp.Compare(a.dso, b.dso), cmp.Compare(a.rel, b.rel)) }, ours, theirs)
 			var same, faultSites, sameFaultSites int
 			var oursTotal, theirsTotal int64
 			for _, k := range sorted {
