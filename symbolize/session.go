@@ -615,3 +615,11 @@ func (s *Session) Pids() []uint32 {
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
+
+// Locate interns the location of the instruction at pc in process pid, for
+// callers that have single instruction addresses rather than stacks (the
+// access log of correlate). It is not a return address: Lines names pc itself.
+func (s *Session) Locate(pid uint32, pc uint64) LocID {
+	pc, m := s.canonical(pc, s.Maps.Find(pid, pc))
+	return s.intern(Loc{PC: pc, Map: m})
+}

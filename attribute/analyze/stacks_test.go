@@ -169,8 +169,8 @@ func TestFaultStackJoin(t *testing.T) {
 	}
 	defer sess.Close()
 	evs := []*perfdata.Event{
-		{Index: 0, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr}},
-		{Index: 1, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
+		{Index: 0, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr}},
+		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
 	}
 	infos := []*eventInfo{faultInfo(&eventInfo{ev: evs[0]}), faultInfo(&eventInfo{ev: evs[1]})}
 	pairStackEvents(infos)

@@ -25,6 +25,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Faults:       %d, attributed to an allocation %d (%s)", t.Faults, t.Attributed, pct(t.Attributed, t.Faults))
 	if t.InFlight > 0 {
 		fmt.Fprintf(w, ", %d of them inside the allocator", t.InFlight)
+		if t.InAllocator > 0 {
+			fmt.Fprintf(w, " (%d on its own heap or arena memory, charged to the call they served; label inside=allocator)", t.InAllocator)
+		}
 	}
 	if t.Approx > 0 {
 		fmt.Fprintf(w, ", %d by time window", t.Approx)

@@ -36,6 +36,13 @@ type Options struct {
 	// MinDelta is the absolute growth a site needs before it can fail, so
 	// tiny sites cannot trip the threshold.
 	MinDelta int64
+	// GateClasses lets unattributed classes ([heap], [file] libc.so.6)
+	// fail the comparison too; by default they are reported but not gated:
+	// nothing in the program's own code names them.
+	GateClasses bool
+	// RawSites keys and names sites by their whole stack and leaf frame
+	// instead of from their first frame in the user's own code.
+	RawSites bool
 }
 
 // Row is one quantity in both profiles.
@@ -125,6 +132,9 @@ type Result struct {
 	Sites []Site
 	// Regressions counts the sites with Regressed set.
 	Regressions int
+	// UngatedClasses counts the unattributed classes that grew past the
+	// threshold but do not fail the comparison (Options.GateClasses off).
+	UngatedClasses int
 	// Losses lists the allocation and fault events either input lost
 	// samples of (BASE first), as its profile's comments say.
 	Losses []Loss
@@ -151,13 +161,14 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	sites := map[string]*Site{}
 	flags := map[string]*Row{}
 	add := func(p *profile.Profile, idx int, pick func(*Row) *int64) {
+		main := mainExecutable(p)
 		for _, s := range p.Sample {
 			if idx >= len(s.Value) {
 				continue
 			}
 			v := s.Value[idx]
 			*pick(&r.Total) += v
-			site := siteOf(s)
+			site := siteOf(s, main, opts.RawSites)
 			if site.Class != "" {
 				*pick(&r.Unattributed) += v
 			}
@@ -181,6 +192,9 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	add(new, ni, func(r *Row) *int64 { return &r.New })
 
 	for f, row := range flags {
+		if row.Base == 0 && row.New == 0 {
+			continue // a flag only on samples with none of this metric
+		}
 		r.Flags = append(r.Flags, FlagRow{Flag: f, Row: *row})
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
@@ -202,6 +216,10 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			s.Status = StatusSame
 		}
 		s.Regressed = regressed(s.Row, opts)
+		if s.Regressed && s.Class != "" && !opts.GateClasses {
+			s.Regressed = false
+			r.UngatedClasses++
+		}
 		if s.Regressed {
 			r.Regressions++
 		}
@@ -248,21 +266,53 @@ func metricIndex(p *profile.Profile, metric string) (int, string, error) {
 	return 0, "", fmt.Errorf("profile has no %q samples (it has: %s); is it a faultline profile?", metric, strings.Join(have, ", "))
 }
 
-// siteOf returns the site a sample belongs to, with Row zero.
-func siteOf(s *profile.Sample) Site {
+// mainExecutable is the base name of the profile's program: its first
+// mapping that is neither a system library nor a special one ([vdso]).
+// pprof puts the main binary first, and faultline's profiles put the
+// mapping holding most sites' code there.
+func mainExecutable(p *profile.Profile) string {
+	for _, m := range p.Mapping {
+		if m.File != "" && !strings.HasPrefix(m.File, "[") && !report.IsSystemFile(m.File) {
+			return path.Base(m.File)
+		}
+	}
+	return ""
+}
+
+// mainClassKey keys the class of faults on the program's own file, so a
+// renamed binary stays one row.
+const mainClassKey = "class\x00[file] (main executable)"
+
+// siteOf returns the site a sample belongs to, with Row zero. A site is
+// keyed and named from its first frame in the user's own code: the
+// standard library's frames below it (which change with the library's
+// version and inlining) are left out of the key, and the name says which
+// library function the code went through. raw keys by the whole stack and
+// names by the leaf.
+func siteOf(s *profile.Sample, main string, raw bool) Site {
 	if c := s.Label[report.LabelClass]; len(c) > 0 {
+		if main != "" && c[0] == "[file] "+main {
+			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
+		}
 		return Site{Key: "class\x00" + c[0], Name: c[0], Class: c[0]}
 	}
 	var frames []Frame
 	for _, loc := range s.Location {
 		frames = append(frames, locationFrames(loc)...)
 	}
+	via := ""
+	if !raw {
+		// locationFrames and report.SiteFrames expand alike.
+		var i int
+		i, via = report.UserFrame(report.SiteFrames(s.Location))
+		frames = frames[i:]
+	}
 	var key strings.Builder
 	key.WriteString("stack")
 	for _, f := range frames {
 		fmt.Fprintf(&key, "\x00%s\x01%s\x01%d", f.Function, f.File, f.Line)
 	}
-	return Site{Key: key.String(), Name: siteName(frames), Frames: frames}
+	return Site{Key: key.String(), Name: siteName(frames, via), Frames: frames}
 }
 
 // locationFrames expands a location into frames, innermost inlined first as
@@ -297,13 +347,17 @@ func locationFrames(loc *profile.Location) []Frame {
 	return out
 }
 
-// siteName is the leaf frame with file:line and up to two callers.
-func siteName(frames []Frame) string {
+// siteName is the site's frame with file:line, the library function it
+// went through, and up to two callers.
+func siteName(frames []Frame, via string) string {
 	if len(frames) == 0 {
 		return "[no stack]"
 	}
 	var b strings.Builder
 	b.WriteString(frames[0].String())
+	if via != "" {
+		b.WriteString(" (via " + via + ")")
+	}
 	for i := 1; i < len(frames) && i < 3; i++ {
 		b.WriteString(" ← ")
 		b.WriteString(frames[i].Function)

@@ -294,3 +294,62 @@ func TestLoad(t *testing.T) {
 		t.Errorf("IsPerfData(short) = %v, %v", perf, err)
 	}
 }
+
+// Issue 11: sites named in the user's code, classes not gated by default,
+// the program's own file one class whatever the binary is called, no
+// all-zero flag rows, JSON without HTML escaping.
+func TestSitesClassesAndFlags(t *testing.T) {
+	vec := frame{Func: "std::vector<int>::_M_realloc_insert", File: "/usr/include/c++/12/bits/vector.tcc", Line: 453}
+	pushBack := frame{Func: "std::vector::push_back", File: "/usr/include/c++/12/bits/stl_vector.h", Line: 1294}
+	fill := frame{Func: "app::Store::fill", File: "app.cpp", Line: 31}
+	base := build(t, 0x400000, 0x10, "/build/a/src", []sample{
+		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{100, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{10, 0, 0}},
+		{Class: "[file] prog", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}}, // no faults: no flag row
+	})
+	head := build(t, 0x555555554000, 0x24, "/ci/b/src", []sample{
+		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{105, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{50, 0, 0}},
+		{Class: "[file] prog2", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}},
+	})
+	head.Mapping[0].File = "/ci/b/src/prog2" // the binary was renamed
+	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
+	r, err := Compare(base, head, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range r.Sites {
+		names = append(names, s.Name)
+	}
+	// [heap] grew 10 -> 50 but is not gated; fill grew 5% (under 10%);
+	// [file] prog and [file] prog2 are one unchanged row.
+	want := []string{"[heap]", "app::Store::fill app.cpp:31 (via std::vector::push_back) ← main", "[file] prog"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Errorf("sites %q, want %q", names, want)
+	}
+	if r.Regressed() || r.UngatedClasses != 1 {
+		t.Errorf("regressions %d, ungated classes %d; want 0 and 1", r.Regressions, r.UngatedClasses)
+	}
+	if len(r.Flags) != 0 {
+		t.Errorf("flag rows %+v: the fast flag holds no faults in either profile", r.Flags)
+	}
+	opts.GateClasses = true
+	if r, _ := Compare(base, head, opts); r.Regressions != 1 || r.UngatedClasses != 0 {
+		t.Errorf("--gate-classes: regressions %d, ungated %d; want 1 and 0", r.Regressions, r.UngatedClasses)
+	}
+	opts.RawSites = true
+	r, _ = Compare(base, head, opts)
+	if s := r.Sites[1].Name; !strings.HasPrefix(s, "std::vector<int>::_M_realloc_insert vector.tcc:453 ← ") {
+		t.Errorf("raw site name %q", s)
+	}
+	var buf bytes.Buffer
+	if err := Render(&buf, r, "json", RenderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), `\u003c`) || !strings.Contains(buf.String(), "std::vector<int>") {
+		t.Errorf("JSON escapes HTML characters:\n%s", buf.String())
+	}
+}

@@ -91,6 +91,18 @@ func percent(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e4, 'f', -1, 64) + "%"
 }
 
+// ungatedNote says how many unattributed classes grew past the rule
+// without failing the comparison; "" when none did.
+func (r *Result) ungatedNote() string {
+	switch r.UngatedClasses {
+	case 0:
+		return ""
+	case 1:
+		return "(1 unattributed class grew past the rule; classes are not gated: --gate-classes to include them)"
+	}
+	return fmt.Sprintf("(%d unattributed classes grew past the rule; classes are not gated: --gate-classes to include them)", r.UngatedClasses)
+}
+
 func (r *Result) newSites() []Site      { return r.filter(StatusNew) }
 func (r *Result) vanishedSites() []Site { return r.filter(StatusVanished) }
 
@@ -179,6 +191,9 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	if r.Regressed() {
 		b.WriteString("(sites marked ! regressed)\n")
 	}
+	if note := r.ungatedNote(); note != "" {
+		b.WriteString(note + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -249,6 +264,9 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 	list("New sites", "NEW", r.newSites(), func(s Site) int64 { return s.New })
 	list("Vanished sites", "BASE", r.vanishedSites(), func(s Site) int64 { return s.Base })
 
+	if note := r.ungatedNote(); note != "" {
+		fmt.Fprintf(&b, "\n%s\n", note)
+	}
 	fmt.Fprintf(&b, "\n<sub>BASE %s, NEW %s; a site regresses when it grows by more than %s and by at least %s.</sub>\n",
 		mdCode(opts.BaseName), mdCode(opts.NewName), percent(r.Threshold), r.quantity(r.MinDelta))
 	_, err := io.WriteString(w, b.String())
@@ -257,19 +275,22 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 
 // The JSON schema: field names are part of faultline's interface.
 type jsonResult struct {
-	Base         string     `json:"base"`
-	New          string     `json:"new"`
-	Metric       string     `json:"metric"`
-	Unit         string     `json:"unit"`
-	Threshold    float64    `json:"threshold"`
-	MinDelta     int64      `json:"min_delta"`
-	Regression   bool       `json:"regression"`
-	Regressions  int        `json:"regressions"`
-	Verdict      string     `json:"verdict"`
-	Total        jsonRow    `json:"total"`
-	Unattributed jsonRow    `json:"unattributed"`
-	Flags        []jsonFlag `json:"flags"`
-	Sites        []jsonSite `json:"sites"`
+	Base        string  `json:"base"`
+	New         string  `json:"new"`
+	Metric      string  `json:"metric"`
+	Unit        string  `json:"unit"`
+	Threshold   float64 `json:"threshold"`
+	MinDelta    int64   `json:"min_delta"`
+	Regression  bool    `json:"regression"`
+	Regressions int     `json:"regressions"`
+	// UngatedClasses: unattributed classes that grew past the rule but
+	// are not gated (--gate-classes).
+	UngatedClasses int        `json:"ungated_classes"`
+	Verdict        string     `json:"verdict"`
+	Total          jsonRow    `json:"total"`
+	Unattributed   jsonRow    `json:"unattributed"`
+	Flags          []jsonFlag `json:"flags"`
+	Sites          []jsonSite `json:"sites"`
 	// Losses: allocation and fault events an input lost samples of.
 	Losses []jsonLoss `json:"losses"`
 }
@@ -325,7 +346,7 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 		Base: opts.BaseName, New: opts.NewName,
 		Metric: r.Metric, Unit: r.Unit,
 		Threshold: r.Threshold, MinDelta: r.MinDelta,
-		Regression: r.Regressed(), Regressions: r.Regressions, Verdict: r.Verdict(),
+		Regression: r.Regressed(), Regressions: r.Regressions, UngatedClasses: r.UngatedClasses, Verdict: r.Verdict(),
 		Total: toJSONRow(r.Total), Unattributed: toJSONRow(r.Unattributed),
 		Flags: []jsonFlag{}, Sites: []jsonSite{}, Losses: []jsonLoss{},
 	}
@@ -344,5 +365,6 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // C++ names: std::vector<int>, not \u003c
 	return enc.Encode(j)
 }

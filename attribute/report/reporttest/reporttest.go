@@ -68,8 +68,12 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 			// report.Builder's class location: no mapping, no address.
 			l.Line = []profile.Line{{Function: function(f.Func, "")}}
 		} else {
+			file := f.File
+			if !filepath.IsAbs(file) { // system headers stay where they are
+				file = filepath.Join(dir, file)
+			}
 			l.Mapping, l.Address = m, start+0x1000+id*stride
-			l.Line = []profile.Line{{Function: function(f.Func, filepath.Join(dir, f.File)), Line: f.Line}}
+			l.Line = []profile.Line{{Function: function(f.Func, file), Line: f.Line}}
 		}
 		locs[f] = l
 		p.Location = append(p.Location, l)

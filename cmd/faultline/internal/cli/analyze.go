@@ -39,14 +39,28 @@ pprof profile:
                 dropped, so the leaf is the code that called malloc;
                 --by touch: the faulting code's stack (label alloc_site names
                 the allocation's caller)
-  labels        flag=fast|mmap|zero, comm, access=read|write|exec (tracepoint
-                faults), class=[stack]|[heap]|[anon]|[file] NAME|[unknown] for
-                faults that touched no allocation (their leaf names the class);
-                stack=sampled|inferred|leaf in recordings whose allocator
-                entries carry stacks for some calls only (faultline record)
+  labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
+                write|exec (tracepoint faults), inside=allocator (faults the
+                allocator took on its own heap or arena memory while serving
+                the call, charged to it), class=[stack]|[heap]|[anon]|
+                [file] NAME|[unknown] for faults that touched no allocation
+                (their leaf names the class); stack=sampled|inferred|leaf in
+                recordings whose allocator entries carry stacks for some
+                calls only (faultline record)
+  names         as pprof shows them (app::Store::fill, no parameters or
+                template arguments); the full name is the SystemName
   comments      every event's samples and lost samples (LOST_SAMPLES, as
                 perf report --stats): go tool pprof -comments; diff warns
                 on them
+
+A fault malloc takes while serving a call counts for that call's allocation
+when it touches the new chunk or the header written right after it (small
+allocations fault fresh heap pages there), or the heap or an arena.
+
+The summary names each site by its first frame in your own code, skipping
+system libraries and code inlined from system headers (libstdc++'s
+std::vector internals), and says which library function it went through;
+--raw-sites shows the leaf instead.
 
 Recordings of faultline record: allocator calls and faults come without
 stacks, and the entry probe again with a stack for every big allocation and
@@ -84,6 +98,7 @@ type analyzeFlags struct {
 	sym                 *symbolizeFlags
 	cpuProfile          string
 	memProfile          string
+	rawSites            bool
 }
 
 func defaultAnalyzeOptions() analyze.Options {
@@ -102,6 +117,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
 	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	f.sym = addSymbolizeFlags(fs)
 	// For profiling faultline itself (testdata/bench/bench.sh).
@@ -124,6 +140,7 @@ func runAnalyze(env *Env, args []string) error {
 	default:
 		return usageError("analyze: --by %q: want alloc or touch", f.by)
 	}
+	opts.RawSites = f.rawSites
 	opts.Attr.FastMax = f.fastMax
 	opts.Attr.MmapThreshold = f.mmapThresh
 	opts.Attr.Window = uint64(f.window)

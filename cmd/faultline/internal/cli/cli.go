@@ -59,6 +59,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze},
+		{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate},
 		{name: "diff", summary: "compare two profiles per allocation site; exit 1 on a regression", run: runDiff},
 		{name: "info", summary: "describe a perf.data recording: command, host, events, samples, losses", run: runInfo},
 		{name: "record", summary: "record a program with the probes and events analyze needs (runs perf)", run: runRecord},

@@ -18,11 +18,17 @@ Compares two faultline profiles (or perf.data recordings, analyzed on the fly
 without --symfs) allocation site by allocation site, and fails when NEW
 regressed.
 
-A site is an allocation's stack (allocator frames dropped) named by function,
-source file and line, never by address: two builds of a program, or two runs
-with different ASLR layouts, compare site for site. Unsymbolized frames are
-named module+offset. Faults that hit no allocation are one site per class
-("[stack]", "[file] libc.so.6", ...).
+A site is an allocation's stack (allocator frames dropped) from its first
+frame in your own code (system libraries and code inlined from system
+headers, such as std::vector's internals, are skipped; the name says which
+library function it went through, e.g. "app::Store::fill app.cpp:31 (via
+std::vector::push_back)"; --raw-sites keys by the whole stack), named by
+function, source file and line, never by address: two builds of a program,
+or two runs with different ASLR layouts, compare site for site.
+Unsymbolized frames are named module+offset. Faults that hit no allocation
+are one site per class ("[stack]", "[file] libc.so.6", ...); the program's
+own file is one class whatever the binary is called. Classes are reported
+but do not fail the comparison unless --gate-classes.
 
 A site regresses when it grew by more than --threshold relative to BASE and
 by at least --min-delta in absolute terms; a site absent from BASE counts as
@@ -70,6 +76,8 @@ type diffFlags struct {
 	top       int
 	format    string
 	output    string
+	gateClass bool
+	rawSites  bool
 	maxLoss   float64
 }
 
@@ -82,6 +90,8 @@ func runDiff(env *Env, args []string) error {
 	hideDefault(fs, "min-delta")
 	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
 	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	fs.BoolVar(&f.gateClass, "gate-classes", false, "let unattributed classes ([heap], [file] libc.so.6, ...) fail the comparison too; by default they are reported but not gated")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "key and name sites by their whole stack and leaf frame instead of from their first frame in your own code")
 	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
 	hideDefault(fs, "max-loss")
 	sym := addSymbolizeFlags(fs)
@@ -123,7 +133,7 @@ func runDiff(env *Env, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
 	}
-	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta})
+	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta, GateClasses: f.gateClass, RawSites: f.rawSites})
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
