@@ -89,7 +89,7 @@ func unionKeys[K comparable, V any](cmp func(a, b K) int, ms ...map[K]V) []K {
 func groupSites[K comparable](p *profile.Profile, key func(s *profile.Sample) (K, bool)) map[K]totals {
 	out := map[K]totals{}
 	for _, s := range p.Sample {
-		if len(s.Label[report.LabelClass]) > 0 || len(s.Location) == 0 {
+		if len(s.Label[report.ClassLabel]) > 0 || len(s.Location) == 0 {
 			continue
 		}
 		k, ok := key(s)
@@ -140,7 +140,7 @@ func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[s
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) || len(leaf.Line) == 0 {
 			return siteKey{}, false // an allocation libc or the loader made for itself
 		}
-		return siteKey{comm: s.Label[report.LabelComm][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label[report.LabelFlag], ",")}, true
+		return siteKey{comm: s.Label[report.CommLabel][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label[report.FlagLabel], ",")}, true
 	})
 }
 

@@ -172,7 +172,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			if site.Class != "" {
 				*pick(&r.Unattributed) += v
 			}
-			for _, f := range s.Label[report.LabelFlag] {
+			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
 				if fr == nil {
 					fr = &Row{}
@@ -290,7 +290,7 @@ const mainClassKey = "class\x00[file] (main executable)"
 // library function the code went through. raw keys by the whole stack and
 // names by the leaf.
 func siteOf(s *profile.Sample, main string, raw bool) Site {
-	if c := s.Label[report.LabelClass]; len(c) > 0 {
+	if c := s.Label[report.ClassLabel]; len(c) > 0 {
 		if main != "" && c[0] == "[file] "+main {
 			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
 		}

@@ -182,11 +182,11 @@ const (
 	UnitCount        = "count"
 	UnitBytes        = "bytes"
 
-	LabelFlag      = "flag"       // fast, mmap, zero
-	LabelComm      = "comm"       // the process's command name
-	LabelAccess    = "access"     // read, write, exec (tracepoint faults)
-	LabelAllocSite = "alloc_site" // by-touch mode: the allocation's caller
-	LabelClass     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
+	FlagLabel      = "flag"       // fast, mmap, zero
+	CommLabel      = "comm"       // the process's command name
+	AccessLabel    = "access"     // read, write, exec (tracepoint faults)
+	AllocSiteLabel = "alloc_site" // by-touch mode: the allocation's caller
+	ClassLabel     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
 )
 
 // Profile builds the pprof profile. Every ID is unique and non-zero;
@@ -251,22 +251,22 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		s.Label = map[string][]string{}
 		if names := k.flags.Names(); len(names) > 0 {
-			s.Label[LabelFlag] = names
+			s.Label[FlagLabel] = names
 		}
 		if k.comm != "" {
-			s.Label[LabelComm] = []string{k.comm}
+			s.Label[CommLabel] = []string{k.comm}
 		}
 		if k.thread != "" {
 			s.Label[ThreadLabel] = []string{k.thread}
 		}
 		if k.access != attribute.AccessUnknown {
-			s.Label[LabelAccess] = []string{k.access.String()}
+			s.Label[AccessLabel] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label[LabelAllocSite] = []string{SiteName(allocStack(k.allocSite), false)}
+			s.Label[AllocSiteLabel] = []string{SiteName(allocStack(k.allocSite), false)}
 		}
 		if k.class != "" {
-			s.Label[LabelClass] = []string{k.class}
+			s.Label[ClassLabel] = []string{k.class}
 		}
 		if k.inAlloc {
 			s.Label[InsideLabel] = []string{"allocator"}
@@ -435,7 +435,7 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 	by := map[string]*SiteTotals{}
 	flags := map[string]map[string]bool{}
 	for _, s := range p.Sample {
-		if len(s.Label[LabelClass]) > 0 {
+		if len(s.Label[ClassLabel]) > 0 {
 			continue
 		}
 		name := SiteName(s.Location, raw)
@@ -448,7 +448,7 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 		t.Faults += s.Value[0]
 		t.Allocs += s.Value[1]
 		t.Size += s.Value[2]
-		for _, f := range s.Label[LabelFlag] {
+		for _, f := range s.Label[FlagLabel] {
 			flags[name][f] = true
 		}
 	}

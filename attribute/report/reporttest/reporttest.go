@@ -83,16 +83,16 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 		ps := &profile.Sample{Value: append([]int64(nil), s.Values[:]...), Label: map[string][]string{}}
 		if s.Class != "" {
 			ps.Location = append(ps.Location, location(Frame{Func: s.Class}, true))
-			ps.Label[report.LabelClass] = []string{s.Class}
+			ps.Label[report.ClassLabel] = []string{s.Class}
 		}
 		for _, f := range s.Stack {
 			ps.Location = append(ps.Location, location(f, false))
 		}
 		if len(s.Flags) > 0 {
-			ps.Label[report.LabelFlag] = s.Flags
+			ps.Label[report.FlagLabel] = s.Flags
 		}
 		if s.Comm != "" {
-			ps.Label[report.LabelComm] = []string{s.Comm}
+			ps.Label[report.CommLabel] = []string{s.Comm}
 		}
 		p.Sample = append(p.Sample, ps)
 	}
