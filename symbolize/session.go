@@ -108,7 +108,7 @@ type Session struct {
 
 	canon    map[mapIdentity]*Mapping
 	lines    map[lineKey][]binfile.Frame
-	warnings []string
+	warnings []error
 	warned   map[string]bool
 	stats    UnwindStats
 }
@@ -191,13 +191,15 @@ func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
 // Close releases the opened binaries.
 func (s *Session) Close() error { return s.cache.Close() }
 
-// Warnings returns what could not be found or used, each said once.
-func (s *Session) Warnings() []string { return s.warnings }
+// Warnings returns what could not be found or used, each said once: the
+// binaries' own warnings (a *binfile.NoDebugInfoError for each binary
+// without debug info, ...), binaries not found, unusable unwind tables.
+func (s *Session) Warnings() []error { return s.warnings }
 
-func (s *Session) warn(key, msg string) {
+func (s *Session) warn(key string, err error) {
 	if !s.warned[key] {
 		s.warned[key] = true
-		s.warnings = append(s.warnings, msg)
+		s.warnings = append(s.warnings, err)
 	}
 }
 
@@ -353,12 +355,12 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	if err != nil {
 		mi.err = err
 		if !errors.Is(err, binfile.ErrNotFile) {
-			s.warn("open "+m.File, err.Error())
+			s.warn("open "+m.File, err)
 		}
 		return mi
 	}
 	for _, w := range b.Warnings {
-		s.warn(w, w) // binfile's warnings name the file already
+		s.warn(w.Error(), w) // binfile's warnings name the file already
 	}
 	mi.bin = b
 	if t, ok := s.tables[b]; ok {
@@ -367,7 +369,7 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 		t, err := cfi.Load(b.ELF(), b.DebugELF())
 		if err != nil {
 			s.tableErr[b] = err
-			s.warn("cfi "+m.File, fmt.Sprintf("%s: no usable unwind info (%v); its frames are walked by frame pointers", m.File, err))
+			s.warn("cfi "+m.File, fmt.Errorf("%s: no usable unwind info (%w); its frames are walked by frame pointers", m.File, err))
 		} else {
 			s.tables[b] = t
 			mi.table = t

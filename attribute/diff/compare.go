@@ -14,14 +14,14 @@ import (
 )
 
 // Metrics are the sample types faultline profiles carry, in profile order.
-var Metrics = []string{"faults", "allocs", "alloc_space"}
+var Metrics = []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace}
 
 // DefaultMinDelta is the absolute growth a site needs before it can count as
 // a regression, per metric: 8 faults or allocations (a few pages' worth of
 // noise from THP, ASLR and loader timing does not fail a build), 64 KiB of
 // allocated space.
 func DefaultMinDelta(metric string) int64 {
-	if metric == "alloc_space" {
+	if metric == report.SampleAllocSpace {
 		return 64 << 10
 	}
 	return 8
@@ -170,7 +170,7 @@ func (r *Result) Regressed() bool { return r.Regressions > 0 }
 // Compare compares NEW against BASE in opts.Metric.
 func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	if opts.Metric == "" {
-		opts.Metric = "faults"
+		opts.Metric = report.SampleFaults
 	}
 	bi, unit, err := metricIndex(base, opts.Metric)
 	if err != nil {
@@ -197,7 +197,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			if site.Class != "" {
 				add(pick(&r.Unattributed))
 			}
-			for _, f := range s.Label["flag"] {
+			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
 				if fr == nil {
 					fr = &Row{}
@@ -336,7 +336,7 @@ const mainClassKey = "class\x00[file] (main executable)"
 // library function the code went through. raw keys by the whole stack and
 // names by the leaf.
 func siteOf(s *profile.Sample, main string, raw bool) Site {
-	if c := s.Label["class"]; len(c) > 0 {
+	if c := s.Label[report.ClassLabel]; len(c) > 0 {
 		if main != "" && c[0] == "[file] "+main {
 			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
 		}

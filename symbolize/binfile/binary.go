@@ -38,8 +38,8 @@ type Binary struct {
 	// lowercase hex; "" if it has none.
 	BuildID string
 	// Warnings are problems that did not stop the open: build-ID mismatches,
-	// missing debug info (with how to fix it), unreadable DWARF.
-	Warnings []string
+	// missing debug info (a *NoDebugInfoError), unreadable DWARF.
+	Warnings []error
 
 	bin, dbg *elfFile
 	loads    []*elf.Prog
@@ -54,7 +54,7 @@ type Binary struct {
 }
 
 // newBinary indexes an opened binary and/or debug file.
-func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string, budget *DWARFBudget) (*Binary, error) {
+func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
 	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
 	main := bin
 	if main == nil {
@@ -76,7 +76,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string, bu
 		b.syms, err = loadSymbols(bin, bin)
 	}
 	if err != nil {
-		b.Warnings = append(b.Warnings, err.Error())
+		b.Warnings = append(b.Warnings, err)
 	}
 	if dbg != nil && dbg.hasDWARF() {
 		d, line, cost, err := dwarfData(dbg, budget)
@@ -88,7 +88,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string, bu
 			b.dw.line, b.dw.order = line, dbg.ef.ByteOrder
 		}
 		if err != nil {
-			b.Warnings = append(b.Warnings, fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err))
+			b.Warnings = append(b.Warnings, fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err))
 		} else {
 			b.DebugFile = dbg.path
 		}

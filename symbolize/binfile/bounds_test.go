@@ -49,7 +49,7 @@ func TestDWARFBomb(t *testing.T) {
 			fmt.Println("open:", err)
 			os.Exit(3)
 		}
-		fmt.Printf("dwarf=%v\n%s\n", b.HasDWARF(), strings.Join(b.Warnings, "\n"))
+		fmt.Printf("dwarf=%v\n%s\n", b.HasDWARF(), fmt.Sprint(b.Warnings))
 		os.Exit(0)
 	}
 	out, rss, took := runChild(t, "TestDWARFBomb", "dwarfbomb")
@@ -80,7 +80,7 @@ func TestDWARFSharedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := strings.Join(b.Warnings, "\n"); b.HasDWARF() || !strings.Contains(w, "share bytes in the file") {
+	if w := fmt.Sprint(b.Warnings); b.HasDWARF() || !strings.Contains(w, "share bytes in the file") {
 		t.Errorf("warnings: %s", w)
 	}
 }
@@ -100,7 +100,7 @@ func TestDWARFBudget(t *testing.T) {
 		}
 		return b
 	}
-	if b := open(&DWARFBudget{PerBinary: need - 1}); b.HasDWARF() || !strings.Contains(strings.Join(b.Warnings, "\n"), "the most faultline loads for one binary") {
+	if b := open(&DWARFBudget{PerBinary: need - 1}); b.HasDWARF() || !strings.Contains(fmt.Sprint(b.Warnings), "the most faultline loads for one binary") {
 		t.Errorf("per-binary budget %d: DWARF %v, warnings %q", need-1, b.HasDWARF(), b.Warnings)
 	}
 	shared := &DWARFBudget{Total: need + need/2}
@@ -109,7 +109,7 @@ func TestDWARFBudget(t *testing.T) {
 		t.Fatalf("first open: DWARF %v, %d bytes charged, want %d; warnings %q", first.HasDWARF(), shared.used, need, first.Warnings)
 	}
 	second := open(shared)
-	if second.HasDWARF() || !strings.Contains(strings.Join(second.Warnings, "\n"), "past 12 MiB") {
+	if second.HasDWARF() || !strings.Contains(fmt.Sprint(second.Warnings), "past 12 MiB") {
 		t.Errorf("second open within a total of %d: DWARF %v, warnings %q", need+need/2, second.HasDWARF(), second.Warnings)
 	}
 	second.Close()

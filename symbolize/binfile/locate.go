@@ -166,13 +166,13 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	if bin == nil && dbg == nil {
 		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected, SymfsOnly: !l.host()}
 	}
-	var warns []string
+	var warns []error
 	warns = append(warns, s.warnings...)
 	if bin == nil {
-		warns = append(warns, fmt.Sprintf("%s: binary not found (searched %s); naming frames from the debug file %s alone",
+		warns = append(warns, fmt.Errorf("%s: binary not found (searched %s); naming frames from the debug file %s alone",
 			recPath, strings.Join(cands, ", "), dbg.path))
 	} else if (dbg == nil || !dbg.hasDWARF()) && recPath != "[vdso]" {
-		warns = append(warns, noDebugWarning(recPath, bin, s.debugSearched))
+		warns = append(warns, &NoDebugInfoError{Path: recPath, File: bin.path, DynsymOnly: !bin.hasSymtab(), Searched: s.debugSearched})
 	}
 	b, err := newBinary(recPath, buildID, bin, dbg, warns, l.DWARF)
 	if err != nil {
@@ -183,25 +183,6 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	return b, nil
 }
 
-func noDebugWarning(recPath string, bin *elfFile, searched []string) string {
-	fix := "install the package's debug symbols (Debian: the -dbg or -dbgsym package; see https://wiki.debian.org/HowToGetABacktrace)," +
-		" put them under --symfs DIR, or fetch them with debuginfod-find debuginfo " + bin.path
-	if strings.HasPrefix(path.Base(recPath), "libc.so") || strings.HasPrefix(path.Base(recPath), "ld-linux") {
-		fix = "install libc6-dbg (apt-get install libc6-dbg) on the machine running faultline, or pass --symfs DIR holding the recording machine's /usr/lib/debug"
-	}
-	sym := "ELF symbols only"
-	if !bin.hasSymtab() {
-		sym = "exported (.dynsym) symbols only"
-	}
-	// One line a user can act on: the places searched are many and
-	// follow perf's documented order, so only the first is named.
-	where := "nowhere"
-	if len(searched) > 0 {
-		where = fmt.Sprintf("%d places (first %s)", len(searched), searched[0])
-	}
-	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s; to fix: %s", recPath, sym, where, fix)
-}
-
 // search tracks what one Open tried and the files it opened.
 type search struct {
 	l             *Locator
@@ -210,7 +191,7 @@ type search struct {
 	searched      []string
 	debugSearched []string
 	rejected      []string
-	warnings      []string
+	warnings      []error
 	opened        []*elfFile
 	symOnly       *elfFile // a matching debug file with symbols but no DWARF
 }
@@ -283,7 +264,7 @@ func (s *search) first(cands []string, debug bool, accept func(*elfFile) string)
 	if fallback != nil && !debug {
 		// perf rejects a mismatching image; we use it and say so, because a
 		// rebuilt-but-similar binary still names most frames correctly.
-		s.warnings = append(s.warnings, fmt.Sprintf("%s: build ID mismatch: recorded %s, found %q; frames may be misnamed",
+		s.warnings = append(s.warnings, fmt.Errorf("%s: build ID mismatch: recorded %s, found %q; frames may be misnamed",
 			fallback.path, s.want, fallback.buildID))
 		return fallback
 	}

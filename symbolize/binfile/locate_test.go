@@ -156,7 +156,7 @@ func TestLocate(t *testing.T) {
 			if b.File != tc.wantFile || b.DebugFile != tc.wantDebug {
 				t.Errorf("got file %q debug %q, want %q %q", b.File, b.DebugFile, tc.wantFile, tc.wantDebug)
 			}
-			warns := strings.Join(b.Warnings, "\n")
+			warns := warningText(b.Warnings)
 			if tc.wantWarn == "" && warns != "" || !strings.Contains(warns, tc.wantWarn) {
 				t.Errorf("warnings %q, want %q", warns, tc.wantWarn)
 			}
@@ -230,7 +230,7 @@ func TestLocateMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if w := strings.Join(b.Warnings, "\n"); !strings.Contains(w, "libc6-dbg") {
+	if w := warningText(b.Warnings); !strings.Contains(w, "libc6-dbg") {
 		t.Errorf("warning %q does not say to install libc6-dbg", w)
 	}
 }
@@ -247,4 +247,13 @@ func TestNewLocator(t *testing.T) {
 	if l.BuildIDDir != "/b" || l.DebuginfodCache != "/d" {
 		t.Errorf("got %+v", l)
 	}
+}
+
+// warningText is a Binary's warnings one per line ("" for none).
+func warningText(ws []error) string {
+	var lines []string
+	for _, w := range ws {
+		lines = append(lines, w.Error())
+	}
+	return strings.Join(lines, "\n")
 }

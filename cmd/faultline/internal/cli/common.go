@@ -43,7 +43,7 @@ func openRecording(env *Env, name string, opts *perfdata.Options) (*perfdata.Rea
 		r, err := perfdata.NewStream(env.Stdin, opts)
 		if err != nil {
 			if errors.Is(err, perfdata.ErrNotPerfData) {
-				return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("standard input is not a pipe-mode perf.data stream (%v); record with perf record -o - ... | faultline ...", err)}
+				return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("standard input is not a pipe-mode perf.data stream (%v); record with: perf record -o - ... | faultline analyze -", err)}
 			}
 			return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("standard input: %w", err)}
 		}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -83,7 +85,7 @@ type diffFlags struct {
 func runDiff(env *Env, args []string) error {
 	var f diffFlags
 	fs := newFlagSet("diff")
-	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.metric, "metric", report.SampleFaults, "compare `NAME`: faults, allocs or alloc_space")
 	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
 	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
 	hideDefault(fs, "min-delta")
@@ -101,10 +103,10 @@ func runDiff(env *Env, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
 	}
-	if !contains(diff.Metrics, f.metric) {
+	if !slices.Contains(diff.Metrics, f.metric) {
 		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
 	}
-	if !contains(diff.Formats, f.format) {
+	if !slices.Contains(diff.Formats, f.format) {
 		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
 	}
 	threshold, err := diff.ParseThreshold(f.threshold)
@@ -137,7 +139,7 @@ func runDiff(env *Env, args []string) error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
 	if f.output != "" {
-		if err := writeDiffProfile(f.output, base, head); err != nil {
+		if err := writeDiffProfile(env, f.output, base, head); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
@@ -192,30 +194,10 @@ func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile,
 	return p, nil
 }
 
-func writeDiffProfile(path string, base, head *profile.Profile) error {
+func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {
 	p, err := diff.Profile(base, head)
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(out); err != nil {
-		out.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return writeProfile(env, path, p)
 }
