@@ -51,6 +51,7 @@ type Stats struct {
 	Faults                  uint64
 	Attributed              uint64 // faults attributed to an allocation
 	InFlight                uint64 // of those, taken inside the allocator before its return
+	InAllocator             uint64 // of those, on the allocator's own heap or arena memory outside the new chunk
 	Approx                  uint64 // of those, attributed by time window
 	MmapByHeader            uint64 // mmap flag decided by the chunk header's IS_MMAPPED bit
 	MmapByEvent             uint64 // ... by an anonymous mmap at the chunk's start
@@ -314,16 +315,53 @@ func (t *Tracker) Return(r *Return) {
 	if a.decided {
 		t.report(a)
 	}
+	// Faults the call took before returning: on the new chunk or on the
+	// header malloc writes right after it (splitting the top chunk puts
+	// the new top's size word at ptr+chunksize-8, so small allocations
+	// fault fresh heap pages there) they are the allocation's own. Other
+	// faults on the heap or an arena (sysmalloc's new top, heap_info,
+	// tcache setup) were taken serving this call too: they go to it,
+	// marked as the allocator's own memory, unless they touched a live
+	// allocation.
+	inChunkEnd := r.Ptr + ChunkSize(a.Size, r.Hdr, r.HasHdr)
 	for i := range pend {
 		f := &pend[i]
-		if f.Addr >= chunk && f.Addr < r.Ptr+a.Size {
+		if f.Addr >= chunk && f.Addr < inChunkEnd {
 			f.InFlight = true
 			t.stats.InFlight++
 			t.credit(a, f, false)
-		} else {
-			t.attribute(f)
+			continue
+		}
+		if live := sp.live.Find(f.Addr); live != nil {
+			t.credit(live, f, true)
+			continue
+		}
+		if t.regions != nil {
+			if c := t.regions.Region(f.Pid, f.Addr); c.Kind == ClassHeap || c.Kind == ClassAnon {
+				f.InFlight, f.InAllocator = true, true
+				t.stats.InFlight++
+				t.stats.InAllocator++
+				t.credit(a, f, false)
+				continue
+			}
+		}
+		t.unattributed(f)
+	}
+}
+
+// ChunkSize is the size glibc's chunk for a request of size bytes spans on
+// x86-64, from its header (hdr & ~7) when the return probe recorded it,
+// else as glibc rounds a request: request2size, max(MINSIZE=32,
+// (size + SIZE_SZ + MALLOC_ALIGN_MASK) & ~MALLOC_ALIGN_MASK). A header
+// smaller than the request cannot be this chunk's (events were lost): the
+// request then decides.
+func ChunkSize(size, hdr uint64, hasHdr bool) uint64 {
+	if hasHdr {
+		if cs := hdr &^ 7; cs >= size+8 && cs-size < 1<<30 {
+			return cs
 		}
 	}
+	return max(32, (size+8+15)&^15)
 }
 
 // Free records free(ptr).
@@ -385,7 +423,7 @@ func (t *Tracker) Mmap(pid uint32, time, start uint64, anon bool) {
 // Fault records a page fault.
 func (t *Tracker) Fault(f *Fault) {
 	t.stats.Faults++
-	f.Class, f.InFlight, f.Approx = Class{}, false, false
+	f.Class, f.InFlight, f.InAllocator, f.Approx = Class{}, false, false, false
 	th := t.thread(f.Pid, f.Tid)
 	if t.cfg.WindowMode {
 		if th.last != nil && f.Time >= th.lastTime && f.Time-th.lastTime <= t.cfg.Window {

@@ -39,6 +39,9 @@ func (s *recSink) Fault(f *Fault, a *Allocation) {
 	if f.InFlight {
 		extra = append(extra, "inflight")
 	}
+	if f.InAllocator {
+		extra = append(extra, "allocator")
+	}
 	if f.Approx {
 		extra = append(extra, "approx")
 	}
@@ -420,6 +423,55 @@ func TestSamePtrSameSiteIsNotChained(t *testing.T) {
 	tr.Close()
 	if st := tr.Stats(); st.Allocations != 2 || st.ChainedReturns != 0 || len(s.allocs) != 2 {
 		t.Errorf("stats %+v allocs %q", st, s.allocs)
+	}
+}
+
+// Faults malloc takes while serving a call: the new top's size word right
+// after the chunk (splitting the top) and the heap it sets up go to the
+// call's allocation; a fault on file-backed memory (libc's main_arena) or
+// the stack does not. Chunk size without a header: request2size(64) = 80,
+// so the top header at ptr+72 is inside [ptr-16, ptr+80); with hdr=0x61
+// (chunk 96) ptr+88 is inside too.
+func TestInFlightHeapGrowth(t *testing.T) {
+	s := newRecSink()
+	tr := NewTracker(DefaultConfig(), s, fakeRegions{})
+	const ptr = 0x600ff0 // chunk 0x600fe0, 80 bytes: the top header lands on the next page
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Size: 64, Stack: 1})
+	fault(tr, 2, 0x600008, false)       // sysmalloc's top header at the heap start: heap, not the chunk
+	fault(tr, 3, ptr+72, false)         // set_head(remainder) at ptr+chunksize-8
+	fault(tr, 4, 0x400100, false)       // main_arena in libc's .data: a file
+	fault(tr, 5, 0x7ff000001000, false) // the stack
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 6, Ptr: ptr})
+	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 7, Size: 80, Stack: 2})
+	fault(tr, 8, 0x602000+88, false) // inside a 96-byte chunk by its header
+	tr.Return(&Return{Pid: pid, Tid: tid, Time: 9, Ptr: 0x602000, Hdr: 0x61, HasHdr: true})
+	tr.Close()
+	// The unattributed ones come first: the allocation's own wait until its
+	// flags are final (here: the end, nothing touches it after return).
+	want := "addr=0x400100 class=[file] prog|addr=0x7ff000001000 class=[stack]|addr=0x600008 site=1 flags=fast inflight,allocator|addr=0x601038 site=1 flags=fast inflight|addr=0x602058 site=2 flags=fast inflight"
+	if got := strings.Join(s.faults, "|"); got != want {
+		t.Errorf("faults\n got %s\nwant %s", got, want)
+	}
+	if st := tr.Stats(); st.InFlight != 3 || st.InAllocator != 1 || st.Attributed != 3 {
+		t.Errorf("in flight %d, on the allocator's memory %d, attributed %d; want 3, 1, 3", st.InFlight, st.InAllocator, st.Attributed)
+	}
+}
+
+func TestChunkSize(t *testing.T) {
+	for _, c := range []struct {
+		size, hdr uint64
+		has       bool
+		want      uint64
+	}{
+		{0, 0, false, 32}, {24, 0, false, 32}, {25, 0, false, 48}, {64, 0, false, 80},
+		{24576, 0, false, 24592},
+		{24, 0x21, true, 32},                // a header: its size
+		{1 << 20, 0x101002, true, 0x101000}, // mmap'd: the page-rounded mapping
+		{4096, 0x21, true, 4112},            // a header too small for the request: not this chunk's
+	} {
+		if got := ChunkSize(c.size, c.hdr, c.has); got != c.want {
+			t.Errorf("ChunkSize(%d, %#x, %v) = %d, want %d", c.size, c.hdr, c.has, got, c.want)
+		}
 	}
 }
 

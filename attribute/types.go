@@ -183,7 +183,11 @@ type Fault struct {
 	// Set by the tracker before it hands the fault to the Sink.
 	Class    Class // what was touched, when no allocation explains the fault
 	InFlight bool  // taken inside the allocator before its return
-	Approx   bool  // attributed by time window, not by address
+	// InAllocator: an in-flight fault on the allocator's own heap or arena
+	// memory outside the new chunk (a new top, heap_info, tcache setup),
+	// charged to the call it served.
+	InAllocator bool
+	Approx      bool // attributed by time window, not by address
 }
 
 // Allocation is one allocation the tracker has seen.

@@ -19,8 +19,14 @@ import (
 
 // Config says where to find binaries and debug info.
 type Config struct {
-	// Symfs is perf's --symfs: a directory holding the recording machine's files.
+	// Symfs is perf's --symfs: a directory holding the recording machine's
+	// files. With Symfs set, only it (and an explicit BuildIDDir) is
+	// searched unless SymfsFallback is set.
 	Symfs string
+	// SymfsFallback also searches this machine's files after Symfs, as
+	// perf does: the recorded paths, /usr/lib/debug, ~/.debug and the
+	// debuginfod cache.
+	SymfsFallback bool
 	// BuildIDDir is perf's --buildid-dir (default ~/.debug).
 	BuildIDDir string
 	// Kallsyms is a /proc/kallsyms copy to name kernel frames; "" names them [kernel].
@@ -108,7 +114,7 @@ type Session struct {
 	// infoMu guards opening binaries and tables (cache, tables, tableErr,
 	// warnings): parallel walkers (walk.go) load them too.
 	infoMu   sync.Mutex
-	warnings []string
+	warnings []error
 	warned   map[string]bool
 	stats    UnwindStats
 	byStop   [256]uint64 // stats.ByStop by Stop, made into the map by Stats
@@ -146,6 +152,11 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		loc = *cfg.Locator
 	} else {
 		loc = binfile.NewLocator(cfg.Symfs, getenv)
+		loc.HostFallback = cfg.SymfsFallback
+		if cfg.Symfs != "" && !cfg.SymfsFallback {
+			// The default caches are this machine's, not the recording's.
+			loc.BuildIDDir, loc.DebuginfodCache = "", ""
+		}
 		if cfg.BuildIDDir != "" {
 			loc.BuildIDDir = cfg.BuildIDDir
 		}
@@ -208,13 +219,15 @@ func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
 // Close releases the opened binaries.
 func (s *Session) Close() error { return s.cache.Close() }
 
-// Warnings returns what could not be found or used, each said once.
-func (s *Session) Warnings() []string { return s.warnings }
+// Warnings returns what could not be found or used, each said once: the
+// binaries' own warnings (a *binfile.NoDebugInfoError for each binary
+// without debug info, ...), binaries not found, unusable unwind tables.
+func (s *Session) Warnings() []error { return s.warnings }
 
-func (s *Session) warn(key, msg string) {
+func (s *Session) warn(key string, err error) {
 	if !s.warned[key] {
 		s.warned[key] = true
-		s.warnings = append(s.warnings, msg)
+		s.warnings = append(s.warnings, err)
 	}
 }
 
@@ -394,12 +407,12 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	if err != nil {
 		mi.err = err
 		if !errors.Is(err, binfile.ErrNotFile) {
-			s.warn("open "+m.File, err.Error())
+			s.warn("open "+m.File, err)
 		}
 		return mi
 	}
 	for _, w := range b.Warnings {
-		s.warn(w, w) // binfile's warnings name the file already
+		s.warn(w.Error(), w) // binfile's warnings name the file already
 	}
 	mi.bin = b
 	if t, ok := s.tables[b]; ok {
@@ -408,7 +421,7 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 		t, err := cfi.Load(b.ELF(), b.DebugELF())
 		if err != nil {
 			s.tableErr[b] = err
-			s.warn("cfi "+m.File, fmt.Sprintf("%s: no usable unwind info (%v); its frames are walked by frame pointers", m.File, err))
+			s.warn("cfi "+m.File, fmt.Errorf("%s: no usable unwind info (%w); its frames are walked by frame pointers", m.File, err))
 		} else {
 			s.tables[b] = t
 			mi.table = t
@@ -753,4 +766,12 @@ func (s *Session) Pids() []uint32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Locate interns the location of the instruction at pc in process pid, for
+// callers that have single instruction addresses rather than stacks (the
+// access log of correlate). It is not a return address: Lines names pc itself.
+func (s *Session) Locate(pid uint32, pc uint64) LocID {
+	pc, m := s.canonical(pc, s.Maps.Find(pid, pc))
+	return s.intern(Loc{PC: pc, Map: m})
 }

@@ -16,7 +16,8 @@ func TestWalkerMatchesUnwind(t *testing.T) {
 	for _, name := range []string{"basic.plain", "basic.z", "forkexec.plain", "threads.plain", "forkexec.tp"} {
 		t.Run(name, func(t *testing.T) {
 			path := "../testdata/perf/" + name + ".data"
-			ref := openSession(t, path)
+			_, refSess := openSession(t, path, fixtureConfig)
+			ref := refSession{refSess}
 			r, err := perfdata.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -62,21 +63,8 @@ func TestWalkerMatchesUnwind(t *testing.T) {
 	}
 }
 
+// refSession is the serial Unwind the walker is checked against.
 type refSession struct{ s *symbolize.Session }
-
-func openSession(t *testing.T, path string) refSession {
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	s, err := symbolize.NewSession(fixtureConfig, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return refSession{s}
-}
 
 func (r refSession) observe(rec perfdata.Record) { r.s.Observe(rec) }
 func (r refSession) unwind(smp *perfdata.Sample) symbolize.StackID {

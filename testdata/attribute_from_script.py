@@ -25,8 +25,14 @@ documents (attribute/tracker.go), re-implemented here from that description:
     return address at entry; a return with nothing of its kind in flight is
     ignored. An abandoned call's faults are attributed by address alone;
   * faults during an allocator call on a thread wait for its return: inside
-    [ptr-16, ptr+size) they are credited to the new allocation, else
-    attributed by address; other faults go to the live allocation holding
+    [ptr-16, ptr+chunksize) (the chunk and the header malloc writes right
+    after it; chunksize = hdr & ~7 when the return probe records hdr= and it
+    is at least size+8, else glibc's request2size, max(32, (size+8+15) & ~15))
+    they are credited to the new allocation; else to the live allocation
+    holding their address; else, when the address lies in [heap] or
+    anonymous memory (the mapping at the time of the return), to the new
+    allocation too ("inside the allocator": its own heap/arena memory); else
+    they are unattributed. Other faults go to the live allocation holding
     their address;
   * fork (a new process) copies the parent's live allocations (their faults
     count against the parent's site); exec and the exit of a process's main
@@ -89,6 +95,17 @@ ANON_RING = 16
 TRUSTED_FRAMES = 4
 
 
+def event_name(ev):
+    """perf script prints per-event terms in the name:
+    page-faults/call-graph=no/u is page-faults:u, G:malloc__return/call-graph=no/
+    is G:malloc__return."""
+    if "/" not in ev:
+        return ev
+    name, _, rest = ev.partition("/")
+    mods = rest.rpartition("/")[2]
+    return name + (":" + mods if mods else "")
+
+
 def is_allocator(sym):
     return sym.split("@@")[0].split("@")[0] in ALLOCATORS
 
@@ -107,6 +124,22 @@ def probe_kind(ev):
             return None
         fn = fn[:i]
     return KINDS[fn], ret
+
+
+def chunk_size(size, hdr):
+    """The bytes glibc's chunk spans (x86-64): hdr & ~7 when recorded and
+    plausible, else request2size."""
+    if hdr is not None:
+        cs = hdr & ~7
+        if cs >= size + 8 and cs - size < 1 << 30:
+            return cs
+    return max(32, (size + 8 + 15) & ~15)
+
+
+def is_heap_or_anon(name):
+    """The mapping names faultline classes [heap] or [anon]
+    (symbolize.Mapping.Anon)."""
+    return name in ("[heap]", "//anon", "") or name.startswith(("/dev/zero", "/anon_hugepage", "/memfd:"))
 
 
 class Alloc:
@@ -278,7 +311,15 @@ class Attributor:
 
     def site(self, pid, call, retip, retframes):
         key = self.maps.lookup(pid, retip)
-        if not retframes or not is_allocator(retframes[0][1]):
+        # The function returned into: the return probe's frame 0, or, when
+        # the return was recorded without a stack, the entry's caller frame.
+        if retframes:
+            into = retframes[0][1]
+        elif len(call.frames) > 1:
+            into = call.frames[1][1]
+        else:
+            into = ""
+        if not is_allocator(into):
             return key
         # operator new → malloc: the site is operator new's caller, from the
         # return probe's stack (its frame 0 is __probe_ret_ip), else from
@@ -338,12 +379,19 @@ class Attributor:
         self.bytes[site] += c.size
         self.comm_of_site.setdefault(site, self.comm.get(pid, "?"))
         sp.insert(chunk if mmapped else ptr - 8, ptr + c.size, a)
+        end = ptr + chunk_size(c.size, hdr)
         for p, addr in pend:
-            if chunk <= addr < ptr + c.size:
+            if chunk <= addr < end:
                 self.st["inflight"] += 1
                 self.credit(a)
+            elif sp.find(addr) is not None:
+                self.credit(sp.find(addr))
+            elif is_heap_or_anon(self.maps.lookup(p, addr)[0]):
+                self.st["inflight"] += 1
+                self.st["in_allocator"] += 1
+                self.credit(a)
             else:
-                self.attribute(p, addr)
+                self.st["unattributed"] += 1
 
     def fault(self, pid, tid, addr):
         self.st["faults"] += 1
@@ -415,7 +463,7 @@ class Attributor:
         pid, tid, t, rest = int(h["pid"]), int(h["tid"]), h["t"], h["rest"]
         self.comm.setdefault(pid, h["comm"])
         ev, _, trace = rest.partition(": ")
-        ev = ev.strip()
+        ev = event_name(ev.strip())
         if ev in FAULT_EVENTS:
             if ev == "exceptions:page_fault_user":
                 addr = int(re.search(r"address=0x([0-9a-f]+)", trace)[1], 16)
@@ -448,14 +496,16 @@ class Attributor:
     def feed(self, lines):
         cur, frames = None, []
         for line in lines:
-            if line.startswith((" ", "\t")):
+            # perf indents a sample's line when it has no callchain: a
+            # header is told from a frame by its "pid/tid time:" part.
+            if line.startswith((" ", "\t")) and not HEADER.match(line.lstrip()):
                 fm = FRAME.match(line)
                 if fm and cur is not None:
                     frames.append((int(fm["ip"], 16), fm["sym"], fm["dso"]))
                 continue
             if not line.strip():
                 continue
-            m = HEADER.match(line)
+            m = HEADER.match(line.lstrip())
             if not m:
                 continue
             if cur is not None:
@@ -512,7 +562,7 @@ def main():
         out.write(f"site\t{dso}\t{rel:x}\t{at.faults[site]}\t{at.allocs[site]}\t{at.bytes[site]}\t{at.comm_of_site.get(site, '?')}\n")
     s = at.st
     out.write("total " + " ".join(f"{k}={s[k]}" for k in (
-        "faults", "attributed", "inflight", "unattributed", "entries", "returns", "unpaired_entries",
+        "faults", "attributed", "inflight", "in_allocator", "unattributed", "entries", "returns", "unpaired_entries",
         "unpaired_returns", "retip_mismatches", "unknown_sites")) + f" allocs={sum(at.allocs.values())}\n")
 
 

@@ -46,9 +46,13 @@ expect.tsv columns (tab-separated, '#' comments):
            inherited)
   in_alloc page faults taken inside those calls (between entry and return
            probe)
-  in_block of those, the ones whose address lies in the returned chunk,
-           [ptr-16, ptr+size): faultline credits them to the allocation
-           (an mmap'd chunk's header page; realloc's memcpy into the new block)
+  in_block of those, the ones faultline credits to the allocation: the
+           address lies in [ptr-16, ptr+chunksize) -- the chunk and the
+           header malloc writes right after it (the new top's size word when
+           it splits the top chunk; chunksize = hdr & ~7 when recorded, else
+           max(32, (size+8+15) & ~15)) -- or, outside any earlier allocation,
+           in [heap] or anonymous memory (the allocator's own: sysmalloc's
+           top, a thread arena's heap_info, tcache setup)
   faults   faults after return inside [ptr, ptr+size)
   flags    comma list: fast (size <= 120, fastbin/tcache), mmap (IS_MMAPPED
            chunk), zero (calloc, or memset before any other touch), not-malloc (calloc/realloc: invisible to the
@@ -75,6 +79,22 @@ HEADER = re.compile(r"^(?P<comm>.+?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<time>
 FRAME = re.compile(r"^\s+(?P<ip>[0-9a-f]+) (?P<sym>.*) \((?P<dso>[^()]*)\)$")
 FORK = re.compile(r"PERF_RECORD_FORK\((\d+):(\d+)\):\((\d+):(\d+)\)")
 COMM_EXEC = re.compile(r"PERF_RECORD_COMM exec: (.*):(\d+)/(\d+)")
+MMAP = re.compile(r"PERF_RECORD_MMAP2? (-?\d+)/(-?\d+): \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ [^\]]*\]: \S+ (.*)$")
+
+
+def chunk_size(size, hdr):
+    """glibc x86-64: the chunk's size from its header, else request2size."""
+    if hdr is not None and (hdr & ~7) >= size + 8:
+        return hdr & ~7
+    return max(32, (size + 8 + 15) & ~15)
+
+
+def heap_or_anon(maps, addr):
+    """Whether addr lies in [heap] or anonymous memory (latest mapping wins)."""
+    for start, end, name in reversed(maps):
+        if start <= addr < end:
+            return name in ("[heap]", "//anon", "") or name.startswith(("/dev/zero", "/anon_hugepage", "/memfd:"))
+    return False
 
 
 class Alloc:
@@ -89,7 +109,7 @@ def perf_script(path, symfs):
     if symfs:
         # Use only testdata's files: perf's own ~/.debug cache stays out.
         cmd += ["--buildid-dir", os.path.join(HERE, "buildid-cache")]
-    cmd += ["script", "--no-inline", "--show-task-events",
+    cmd += ["script", "--no-inline", "--show-task-events", "--show-mmap-events",
             "-F", "comm,pid,tid,time,event,addr,ip,sym,dso,trace"]
     if symfs:
         cmd += ["--symfs", symfs]
@@ -138,6 +158,7 @@ def analyse(path, symfs):
     probed = set()                             # allocator calls this recording probes
     forked = {}                                # pid -> 0/1
     comm_of = {}
+    maps = collections.defaultdict(list)       # pid -> [(start, end, name)]
     root = None
     obs = collections.defaultdict(lambda: {"count": 0, "in_alloc": 0, "in_block": 0, "faults": 0, "mmap": set()})
     unattributed = collections.Counter()
@@ -145,16 +166,22 @@ def analyse(path, symfs):
     for h, frames in events(perf_script(path, symfs)):
         pid, tid, rest = int(h["pid"]), int(h["tid"]), h["rest"]
         if rest.startswith("PERF_RECORD_"):
+            m = MMAP.search(rest)
+            if m:
+                start = int(m[3], 16)
+                maps[int(m[1])].append((start, start + int(m[4], 16), m[5]))
             m = FORK.search(rest)
             if m:
                 child, parent = int(m[1]), int(m[3])
                 if child != parent:                 # a process, not a thread
                     allocs[child] = list(allocs[parent])
+                    maps[child] = list(maps[parent])
                     forked[child] = 1
             m = COMM_EXEC.search(rest)
             if m:
                 p = int(m[2])
                 allocs[p] = []
+                maps[p] = []
                 comm_of[p] = m[1]
                 if root is None:
                     root = p
@@ -189,11 +216,13 @@ def analyse(path, symfs):
             del stack[i:]
             hdr = re.search(r"hdr=(\d+)", trace)
             a = Alloc(int(m[1], 16), size, key, int(hdr[1]) if hdr else None)
-            allocs[pid].append(a)
+            end = a.ptr + chunk_size(size, a.hdr)
             o = obs[key]
             o["count"] += 1
             o["in_alloc"] += len(in_addrs)
-            o["in_block"] += sum(1 for x in in_addrs if a.ptr - 16 <= x < a.ptr + a.size)
+            o["in_block"] += sum(1 for x in in_addrs if a.ptr - 16 <= x < end or (
+                not any(b.ptr <= x < b.ptr + b.size for b in allocs[pid]) and heap_or_anon(maps[pid], x)))
+            allocs[pid].append(a)
             o["dso"] = dso
             if a.hdr is not None:
                 o["mmap"].add(bool(a.hdr & 2))

@@ -23,7 +23,11 @@ malloc entry probe opened again with a DWARF stack for some calls. It:
     perf's callchain;
   * attributes faults as faultline does: a fault inside a call (between entry
     and return on its thread) goes to the returned chunk when its address is
-    in [ptr-16, ptr+size), else by address; after return, to the live
+    in [ptr-16, ptr+chunksize) (the chunk and the header malloc writes right
+    after it; chunksize = hdr & ~7), else to the live allocation holding it,
+    else, when it lies in [heap] or anonymous memory (the MMAP records, at
+    the return), to the returned chunk too (the allocator's own memory),
+    else it is unattributed; after return, to the live
     allocation whose [ptr-8, ptr+size) (mmap'd: [ptr-16, ...)) holds it;
     free ends an allocation;
   * splits the allocations without a stack over the callers sampled at the
@@ -44,6 +48,7 @@ import sys
 
 HEADER = re.compile(r"^\s*(?P<comm>\S+)\s+(?P<pid>\d+)/(?P<tid>\d+)\s+(?P<time>\d+\.\d+):\s+(?P<event>\S+):\s*(?P<rest>.*)$")
 FRAME = re.compile(r"^\s+(?P<ip>[0-9a-f]+) (?P<sym>.*) \((?P<dso>[^()]*)\)$")
+MMAP = re.compile(r"PERF_RECORD_MMAP2? (\d+)/\d+: \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ [^\]]*\]: \S+ (.*)$")
 EXE = "/tmp/faultline-fixtures/bin/mixed"
 PIE_BASE = 0x555555554000  # launch turns ASLR off
 
@@ -53,6 +58,15 @@ def records(lines):
     for line in lines:
         line = line.rstrip("\n")
         if not line:
+            continue
+        m = MMAP.search(line)
+        if m:
+            if rec:
+                yield rec
+            rec = None
+            start = int(m.group(2), 16)
+            yield {"event": "mmap", "tid": None, "pid": int(m.group(1)),
+                   "map": (start, start + int(m.group(3), 16), m.group(4))}
             continue
         m = HEADER.match(line)
         if m:
@@ -95,6 +109,13 @@ def analyse(lines, namer):
     freed = []          # [start, end) freed and not reused
     allocs = []
     unattributed = collections.Counter()
+    maps = []           # (start, end, name) of the recorded process, latest last
+
+    def heap_or_anon(addr):
+        for s, e, name in reversed(maps):
+            if s <= addr < e:
+                return name in ("[heap]", "//anon", "") or name.startswith(("/dev/zero", "/anon_hugepage", "/memfd:"))
+        return False
 
     def by_address(addr):
         for s, e, a in reversed(live):
@@ -109,6 +130,9 @@ def analyse(lines, namer):
 
     for r in records(lines):
         ev, tid = r["event"], r["tid"]
+        if ev == "mmap":
+            maps.append(r["map"])
+            continue
         if ev.endswith(":malloc"):
             size = field(r["rest"], "size")
             if r["frames"]:  # the stack instance
@@ -138,8 +162,14 @@ def analyse(lines, namer):
             live[:] = [x for x in live if x[1] <= start or x[0] >= end]
             freed[:] = [x for x in freed if x[1] <= start or x[0] >= end]
             live.append([start, end, a])
+            chunk_end = ptr + (hdr & ~7 if hdr is not None and (hdr & ~7) >= c["size"] + 8
+                               else max(32, (c["size"] + 8 + 15) & ~15))
             for addr in c["pending"]:
-                if ptr - 16 <= addr < end:
+                if ptr - 16 <= addr < chunk_end:
+                    a["faults"] += 1
+                elif any(s <= addr < e for s, e, _ in live):
+                    by_address(addr)
+                elif heap_or_anon(addr):
                     a["faults"] += 1
                 else:
                     by_address(addr)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/faultline/faultline/attribute"
@@ -35,6 +36,9 @@ type Options struct {
 	// everything on the calling goroutine). The profile is the same for
 	// any number.
 	Workers int
+	// RawSites names the summary's sites by their leaf frame instead of
+	// their first frame in the user's own code.
+	RawSites bool
 }
 
 // EventSummary is one event's counts.
@@ -53,8 +57,14 @@ type Summary struct {
 	Unwind    symbolize.UnwindStats
 	TopSites  []report.SiteTotals
 	Fallbacks []string // approximations the run had to make
-	Warnings  []string
-	LostTotal uint64
+	// Warnings are the problems that did not stop the run, in the order
+	// found: the reader's (*perfdata.FormatError, ...), the symbolizer's
+	// (*binfile.NoDebugInfoError, ...) and the analysis's own. The command
+	// decides how to show them.
+	Warnings []error
+	// WarningsDropped counts the reader's warnings beyond those it keeps.
+	WarningsDropped int
+	LostTotal       uint64
 	// LostWindows: where allocation events were lost and how many faults
 	// fell in those windows (see lost.go for the rule).
 	LostWindows LostWindows
@@ -91,8 +101,10 @@ type run struct {
 	counts  []EventSummary
 	classes map[string]uint64
 	memset  map[symbolize.LocID]bool
+	// threads are the names COMM records gave threads (tid → name).
+	threads map[uint32]string
 	// warnings are the run's own (formats inferred, ...), said once each.
-	warnings   []string
+	warnings   []error
 	lost       lostTracker
 	lostBuffer uint64
 	noPointer  uint64 // posix_memalign returns without the pointer
@@ -117,7 +129,7 @@ type run struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, nEvents: -1,
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
 		held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
 	if err := ru.records(); err != nil {
 		return nil, err
@@ -165,21 +177,18 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
 	if opts.Mode == report.ByAlloc {
-		s.TopSites = report.TopSites(p, 10)
+		s.TopSites = report.TopSites(p, 10, opts.RawSites)
 	}
 	if ru.opts.Attr.WindowMode {
 		s.Fallbacks = append(s.Fallbacks, fmt.Sprintf("no malloc return probe: faults attributed to the thread's most recent allocation within %v ms (approximate)", float64(ru.opts.Attr.Window)/1e6))
 	} else if s.Tracker.MmapBySize > 0 {
 		s.Fallbacks = append(s.Fallbacks, "no anonymous mmap events (record with -d) and no chunk header: the mmap flag was judged by size ≥ the mmap threshold")
 	}
-	for _, w := range r.Warnings() {
-		s.Warnings = append(s.Warnings, w.Error())
-		if strings.Contains(w.Error(), "truncated") {
-			s.Truncated = true
-		}
-	}
+	s.Warnings = append(s.Warnings, r.Warnings()...)
+	s.WarningsDropped = r.WarningCount() - len(r.Warnings())
+	s.Truncated = r.Meta().Truncated
 	if decodeErr != nil {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("decoding stopped: %v; the profile covers the records before it", decodeErr))
+		s.Warnings = append(s.Warnings, fmt.Errorf("decoding stopped: %w; the profile covers the records before it", decodeErr))
 		s.Truncated, s.DecodeError = true, decodeErr.Error()
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
@@ -324,6 +333,7 @@ func (ru *run) setup() error {
 	}
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
+	ru.b.ThreadOf = ru.threadName
 	if ru.leafMode {
 		ru.b.StackKind = func(id attribute.StackID) string {
 			if ru.leaves[id] {
@@ -346,6 +356,9 @@ func eventNames(evs []*perfdata.Event) string {
 
 func (ru *run) observe(rec perfdata.Record) {
 	ru.sess.Observe(rec)
+	if c, ok := rec.(*perfdata.Comm); ok {
+		ru.threads[c.Tid] = c.Comm
+	}
 	if ru.tr == nil {
 		// Before the first sample (pipe mode's attrs and tracing data may
 		// still be arriving) nothing is live, so there is nothing to
@@ -480,6 +493,16 @@ func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64
 	ru.lost.lost(id, count, samples, ev)
 }
 
+// threadName is the thread label: the tid and the name the recording's
+// COMM records gave the thread, else its process's name.
+func (ru *run) threadName(pid, tid uint32) string {
+	name, ok := ru.threads[tid]
+	if !ok {
+		name = ru.sess.Comm(pid)
+	}
+	return strconv.FormatUint(uint64(tid), 10) + " " + name
+}
+
 // inMemset reports whether a leaf location is in the memset family; cached
 // per location.
 func (ru *run) inMemset(id symbolize.LocID) bool {
@@ -561,7 +584,14 @@ func (a *stackAdapter) Stack(id attribute.StackID) []report.Location {
 	out := make([]report.Location, 0, len(ids))
 	for _, lid := range ids {
 		l := a.sess.Loc(lid)
-		loc := report.Location{Addr: l.PC, Mapping: a.mapping(l.Map)}
+		// A return address stands for its call instruction, as perf prints
+		// callers and as the lines are named: pprof's source and
+		// disassembly views then put the samples on the call's line.
+		pc := l.PC
+		if l.Return {
+			pc--
+		}
+		loc := report.Location{Addr: pc, Mapping: a.mapping(l.Map)}
 		for _, f := range a.sess.Lines(lid, false) {
 			if f.Func == binfile.Unknown {
 				continue

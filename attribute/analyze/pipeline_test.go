@@ -37,11 +37,15 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 		t.Fatal(err)
 	}
 	s := res.Summary
-	s.Warnings = slices.Clone(s.Warnings)
-	slices.Sort(s.Warnings)
+	var warnings []string
+	for _, w := range s.Warnings {
+		warnings = append(warnings, w.Error())
+	}
+	slices.Sort(warnings)
+	s.Warnings = nil
 	join := s.StackJoin
 	s.StackJoin = nil
-	return buf.Bytes(), fmt.Sprintf("%+v %+v", s, join)
+	return buf.Bytes(), fmt.Sprintf("%+v %+v %q", s, join, warnings)
 }
 
 // TestWorkersSameProfile: every committed recording (file mode, pipe mode,

@@ -57,8 +57,9 @@ func realDir(t *testing.T) string {
 }
 
 // scriptSites runs testdata/attribute_from_script.py and parses its output.
-func scriptSites(path string) (map[realSite]realCounts, map[string]int64, error) {
-	cmd := exec.Command("python3", "../../testdata/attribute_from_script.py", path)
+// args come before the recording (--symfs DIR --buildid-dir DIR).
+func scriptSites(path string, args ...string) (map[realSite]realCounts, map[string]int64, error) {
+	cmd := exec.Command("python3", append(append([]string{"../../testdata/attribute_from_script.py"}, args...), path)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -93,15 +94,15 @@ func scriptSites(path string) (map[realSite]realCounts, map[string]int64, error)
 // faultlineSites runs the analysis in-process on the machine's own files
 // (perf's build-id cache, then the paths the recording names) and groups the
 // --by alloc profile by its leaf location: allocator frames are dropped, so
-// the leaf's address is the allocation's return address.
-func faultlineSites(t *testing.T, path string) (*Result, map[realSite]realCounts) {
+// the leaf's address is the allocation's call (its return address - 1).
+func faultlineSites(t *testing.T, path string, cfg symbolize.Config) (*Result, map[realSite]realCounts) {
 	t.Helper()
 	r, err := perfdata.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{}, r.Meta())
+	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +116,13 @@ func faultlineSites(t *testing.T, path string) (*Result, map[realSite]realCounts
 		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
 			continue
 		}
+		// The leaf is the allocation's call site: its address is the
+		// return address - 1 (as perf prints callers); the script keys
+		// sites by the return address.
 		leaf := s.Location[0]
-		k := realSite{"[unknown]", leaf.Address}
+		k := realSite{"[unknown]", leaf.Address + 1}
 		if m := leaf.Mapping; m != nil {
-			k = realSite{m.File, leaf.Address - m.Start + m.Offset}
+			k = realSite{m.File, leaf.Address + 1 - m.Start + m.Offset}
 		}
 		c := sites[k]
 		c.faults += s.Value[0]
@@ -151,69 +155,112 @@ func TestRealSitesMatchScript(t *testing.T) {
 	}
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".data"), func(t *testing.T) {
-			type scriptOut struct {
-				sites  map[realSite]realCounts
-				totals map[string]int64
-				err    error
-			}
-			ch := make(chan scriptOut, 1)
-			go func() {
-				s, tot, err := scriptSites(path)
-				ch <- scriptOut{s, tot, err}
-			}()
-			res, ours := faultlineSites(t, path)
-			so := <-ch
-			if so.err != nil {
-				t.Fatal(so.err)
-			}
-			theirs := so.sites
-			keys := map[realSite]bool{}
-			for k := range ours {
-				keys[k] = true
-			}
-			for k := range theirs {
-				keys[k] = true
-			}
-			var sorted []realSite
-			for k := range keys {
-				sorted = append(sorted, k)
-			}
-			sort.Slice(sorted, func(i, j int) bool {
-				if sorted[i].dso != sorted[j].dso {
-					return sorted[i].dso < sorted[j].dso
-				}
-				return sorted[i].rel < sorted[j].rel
-			})
-			var same, faultSites, sameFaultSites int
-			var oursTotal, theirsTotal int64
-			for _, k := range sorted {
-				o, p := ours[k], theirs[k]
-				oursTotal += o.faults
-				theirsTotal += p.faults
-				if o == p {
-					same++
-				}
-				if o.faults != 0 || p.faults != 0 {
-					faultSites++
-					if o.faults == p.faults {
-						sameFaultSites++
-					}
-				}
-				if o != p {
-					t.Errorf("site %s+%#x: faultline faults=%d allocs=%d bytes=%d; perf script faults=%d allocs=%d bytes=%d",
-						k.dso, k.rel, o.faults, o.allocs, o.bytes, p.faults, p.allocs, p.bytes)
-				}
-			}
-			st := res.Summary.Tracker
-			t.Logf("sites: %d of %d identical (faults, allocs, bytes); with faults: %d of %d equal; attributed faults: faultline %d, perf script %d (of %d / %d faults); lost samples %d",
-				same, len(sorted), sameFaultSites, faultSites, oursTotal, theirsTotal, st.Faults, so.totals["faults"], res.Summary.LostTotal)
-			t.Logf("faultline: entries %d returns %d unpaired entries %d returns %d ret-ip mismatches %d; perf script: entries %d returns %d unpaired entries %d returns %d ret-ip mismatches %d",
-				st.Entries, st.Returns, st.UnpairedEntries, st.UnpairedReturns, st.RetIPMismatches,
-				so.totals["entries"], so.totals["returns"], so.totals["unpaired_entries"], so.totals["unpaired_returns"], so.totals["retip_mismatches"])
-			if oursTotal != int64(st.Attributed) {
-				t.Errorf("profile holds %d attributed faults, the tracker counted %d", oursTotal, st.Attributed)
-			}
+			compareWithScript(t, path, symbolize.Config{})
 		})
+	}
+}
+
+// TestFixtureSitesMatchScript: the committed fixture recordings
+// (testdata/perf, testdata/heapgrow), their binaries from the committed
+// symfs, agree site for site with attribute_from_script.py as the real
+// recordings do. perf (its decoder and unwinder) is the independent side.
+func TestFixtureSitesMatchScript(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs perf script on every fixture")
+	}
+	for _, tool := range []string{"perf", "python3"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not in PATH: the independent attributor needs it", tool)
+		}
+	}
+	sets := []struct{ glob, symfs, buildIDs string }{
+		{"../../testdata/perf/*.data", "../../testdata/symfs", "../../testdata/buildid-cache"},
+		{"../../testdata/heapgrow/*.data", "../../testdata/heapgrow/symfs", "../../testdata/buildid-cache"},
+	}
+	for _, set := range sets {
+		files, _ := filepath.Glob(set.glob)
+		if len(files) == 0 {
+			t.Fatalf("no recordings match %s: the committed fixtures are missing", set.glob)
+		}
+		symfs, _ := filepath.Abs(set.symfs)
+		bids, _ := filepath.Abs(set.buildIDs)
+		cfg := symbolize.Config{Symfs: set.symfs, BuildIDDir: set.buildIDs, Getenv: func(string) string { return "" }}
+		for _, path := range files {
+			t.Run(strings.TrimSuffix(filepath.Base(path), ".data"), func(t *testing.T) {
+				compareWithScript(t, path, cfg, "--symfs", symfs, "--buildid-dir", bids)
+			})
+		}
+	}
+}
+
+// compareWithScript checks faultline's per-site faults, allocations and
+// bytes of one recording against attribute_from_script.py's.
+func compareWithScript(t *testing.T, path string, cfg symbolize.Config, scriptArgs ...string) {
+	type scriptOut struct {
+		sites  map[realSite]realCounts
+		totals map[string]int64
+		err    error
+	}
+	ch := make(chan scriptOut, 1)
+	go func() {
+		s, tot, err := scriptSites(path, scriptArgs...)
+		ch <- scriptOut{s, tot, err}
+	}()
+	res, ours := faultlineSites(t, path, cfg)
+	so := <-ch
+	if so.err != nil {
+		t.Fatal(so.err)
+	}
+	theirs := so.sites
+	keys := map[realSite]bool{}
+	for k := range ours {
+		keys[k] = true
+	}
+	for k := range theirs {
+		keys[k] = true
+	}
+	var sorted []realSite
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Slice(sorted, func(i, j int) bool {
+		if sorted[i].dso != sorted[j].dso {
+			return sorted[i].dso < sorted[j].dso
+		}
+		return sorted[i].rel < sorted[j].rel
+	})
+	var same, faultSites, sameFaultSites int
+	var oursTotal, theirsTotal int64
+	for _, k := range sorted {
+		o, p := ours[k], theirs[k]
+		oursTotal += o.faults
+		theirsTotal += p.faults
+		if o == p {
+			same++
+		}
+		if o.faults != 0 || p.faults != 0 {
+			faultSites++
+			if o.faults == p.faults {
+				sameFaultSites++
+			}
+		}
+		if o != p {
+			t.Errorf("site %s+%#x: faultline faults=%d allocs=%d bytes=%d; perf script faults=%d allocs=%d bytes=%d",
+				k.dso, k.rel, o.faults, o.allocs, o.bytes, p.faults, p.allocs, p.bytes)
+		}
+	}
+	st := res.Summary.Tracker
+	t.Logf("sites: %d of %d identical (faults, allocs, bytes); with faults: %d of %d equal; attributed faults: faultline %d, perf script %d (of %d / %d faults); lost samples %d",
+		same, len(sorted), sameFaultSites, faultSites, oursTotal, theirsTotal, st.Faults, so.totals["faults"], res.Summary.LostTotal)
+	t.Logf("faultline: entries %d returns %d unpaired entries %d returns %d ret-ip mismatches %d; perf script: entries %d returns %d unpaired entries %d returns %d ret-ip mismatches %d",
+		st.Entries, st.Returns, st.UnpairedEntries, st.UnpairedReturns, st.RetIPMismatches,
+		so.totals["entries"], so.totals["returns"], so.totals["unpaired_entries"], so.totals["unpaired_returns"], so.totals["retip_mismatches"])
+	if so.totals["inflight"] != int64(st.InFlight) || so.totals["in_allocator"] != int64(st.InAllocator) {
+		t.Errorf("faults inside the allocator: faultline %d (%d on its own memory), perf script %d (%d)",
+			st.InFlight, st.InAllocator, so.totals["inflight"], so.totals["in_allocator"])
+	}
+	if oursTotal != int64(st.Attributed) {
+		t.Errorf("profile holds %d attributed faults, the tracker counted %d", oursTotal, st.Attributed)
 	}
 }
 

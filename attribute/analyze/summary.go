@@ -1,8 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,21 +25,17 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Faults:       %d, attributed to an allocation %d (%s)", t.Faults, t.Attributed, pct(t.Attributed, t.Faults))
 	if t.InFlight > 0 {
 		fmt.Fprintf(w, ", %d of them inside the allocator", t.InFlight)
+		if t.InAllocator > 0 {
+			fmt.Fprintf(w, " (%d on its own heap or arena memory, charged to the call they served; label inside=allocator)", t.InAllocator)
+		}
 	}
 	if t.Approx > 0 {
 		fmt.Fprintf(w, ", %d by time window", t.Approx)
 	}
 	fmt.Fprintln(w)
 	if len(s.Classes) > 0 {
-		var keys []string
-		for k := range s.Classes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if s.Classes[keys[i]] != s.Classes[keys[j]] {
-				return s.Classes[keys[i]] > s.Classes[keys[j]]
-			}
-			return keys[i] < keys[j]
+		keys := slices.SortedFunc(maps.Keys(s.Classes), func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.Classes[b], s.Classes[a]), cmp.Compare(a, b)) // most faults first
 		})
 		var parts []string
 		for i, k := range keys {
@@ -122,21 +121,9 @@ func (s *Summary) WriteText(w io.Writer) {
 			if flags == "" {
 				flags = "-"
 			}
-			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, humanBytes(t.Size), flags, t.Name)
+			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, report.FormatBytes(t.Size), flags, t.Name)
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // lossComments carries the recording's per-event losses into the profile

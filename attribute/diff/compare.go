@@ -7,19 +7,21 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/google/pprof/profile"
 )
 
 // Metrics are the sample types faultline profiles carry, in profile order.
-var Metrics = []string{"faults", "allocs", "alloc_space"}
+var Metrics = []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace}
 
 // DefaultMinDelta is the absolute growth a site needs before it can count as
 // a regression, per metric: 8 faults or allocations (a few pages' worth of
 // noise from THP, ASLR and loader timing does not fail a build), 64 KiB of
 // allocated space.
 func DefaultMinDelta(metric string) int64 {
-	if metric == "alloc_space" {
+	if metric == report.SampleAllocSpace {
 		return 64 << 10
 	}
 	return 8
@@ -35,6 +37,13 @@ type Options struct {
 	// MinDelta is the absolute growth a site needs before it can fail, so
 	// tiny sites cannot trip the threshold.
 	MinDelta int64
+	// GateClasses lets unattributed classes ([heap], [file] libc.so.6)
+	// fail the comparison too; by default they are reported but not gated:
+	// nothing in the program's own code names them.
+	GateClasses bool
+	// RawSites keys and names sites by their whole stack and leaf frame
+	// instead of from their first frame in the user's own code.
+	RawSites bool
 }
 
 // Row is one quantity in both profiles.
@@ -42,8 +51,31 @@ type Row struct {
 	Base, New int64
 }
 
-// Delta is New-Base.
-func (r Row) Delta() int64 { return r.New - r.Base }
+// Delta is New-Base, saturated at the int64 limits: a crafted profile with
+// values near ±2^63 must not wrap around and turn growth into shrinkage.
+func (r Row) Delta() int64 { return satSub(r.New, r.Base) }
+
+// satAdd and satSub are a+b and a-b clamped to [MinInt64, MaxInt64].
+func satAdd(a, b int64) int64 {
+	c := a + b
+	if (c > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
+}
+
+func satSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b // a < 0: a+2^63 fits
+	}
+	return satAdd(a, -b)
+}
 
 // Growth is Delta relative to Base; +Inf when Base is zero and New is not,
 // 0 when both are zero.
@@ -124,6 +156,9 @@ type Result struct {
 	Sites []Site
 	// Regressions counts the sites with Regressed set.
 	Regressions int
+	// UngatedClasses counts the unattributed classes that grew past the
+	// threshold but do not fail the comparison (Options.GateClasses off).
+	UngatedClasses int
 	// Losses lists the allocation and fault events either input lost
 	// samples of (BASE first), as its profile's comments say.
 	Losses []Loss
@@ -135,7 +170,7 @@ func (r *Result) Regressed() bool { return r.Regressions > 0 }
 // Compare compares NEW against BASE in opts.Metric.
 func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	if opts.Metric == "" {
-		opts.Metric = "faults"
+		opts.Metric = report.SampleFaults
 	}
 	bi, unit, err := metricIndex(base, opts.Metric)
 	if err != nil {
@@ -150,37 +185,42 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	sites := map[string]*Site{}
 	flags := map[string]*Row{}
 	add := func(p *profile.Profile, idx int, pick func(*Row) *int64) {
+		main := mainExecutable(p)
 		for _, s := range p.Sample {
 			if idx >= len(s.Value) {
 				continue
 			}
 			v := s.Value[idx]
-			*pick(&r.Total) += v
-			site := siteOf(s)
+			add := func(p *int64) { *p = satAdd(*p, v) }
+			add(pick(&r.Total))
+			site := siteOf(s, main, opts.RawSites)
 			if site.Class != "" {
-				*pick(&r.Unattributed) += v
+				add(pick(&r.Unattributed))
 			}
-			for _, f := range s.Label["flag"] {
+			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
 				if fr == nil {
 					fr = &Row{}
 					flags[f] = fr
 				}
-				*pick(fr) += v
+				add(pick(fr))
 			}
 			t := sites[site.Key]
 			if t == nil {
 				t = &site
 				sites[site.Key] = t
 			}
-			*pick(&t.Row) += v
+			add(pick(&t.Row))
 		}
 	}
 	add(base, bi, func(r *Row) *int64 { return &r.Base })
 	add(new, ni, func(r *Row) *int64 { return &r.New })
 
 	for f, row := range flags {
-		r.Flags = append(r.Flags, FlagRow{Flag: f, Row: *row})
+		if row.Base == 0 && row.New == 0 {
+			continue // a flag only on samples with none of this metric
+		}
+		r.Flags = append(r.Flags, FlagRow{Flag: clipLabel(f), Row: *row})
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
 
@@ -201,8 +241,16 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			s.Status = StatusSame
 		}
 		s.Regressed = regressed(s.Row, opts)
+		if s.Regressed && s.Class != "" && !opts.GateClasses {
+			s.Regressed = false
+			r.UngatedClasses++
+		}
 		if s.Regressed {
 			r.Regressions++
+		}
+		s.Name, s.Class = clipLabel(s.Name), clipLabel(s.Class)
+		for i := range s.Frames {
+			s.Frames[i].Function, s.Frames[i].File = clipLabel(s.Frames[i].Function), clipLabel(s.Frames[i].File)
 		}
 		r.Sites = append(r.Sites, *s)
 	}
@@ -231,9 +279,26 @@ func regressed(r Row, opts Options) bool {
 
 func abs(v int64) int64 {
 	if v < 0 {
-		return -v
+		return satSub(0, v)
 	}
 	return v
+}
+
+// maxLabelWidth caps a name shown in the output (function, file, class,
+// flag): a crafted profile's 50 MB label must not become hundreds of MB of
+// report. Keys keep the full names, so sites are still told apart.
+const maxLabelWidth = 512
+
+// clipLabel cuts s to maxLabelWidth bytes, at a rune boundary, and says so.
+func clipLabel(s string) string {
+	if len(s) <= maxLabelWidth {
+		return s
+	}
+	cut := maxLabelWidth
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…[%d bytes cut]", s[:cut], len(s)-cut)
 }
 
 func metricIndex(p *profile.Profile, metric string) (int, string, error) {
@@ -247,21 +312,53 @@ func metricIndex(p *profile.Profile, metric string) (int, string, error) {
 	return 0, "", fmt.Errorf("profile has no %q samples (it has: %s); is it a faultline profile?", metric, strings.Join(have, ", "))
 }
 
-// siteOf returns the site a sample belongs to, with Row zero.
-func siteOf(s *profile.Sample) Site {
-	if c := s.Label["class"]; len(c) > 0 {
+// mainExecutable is the base name of the profile's program: its first
+// mapping that is neither a system library nor a special one ([vdso]).
+// pprof puts the main binary first, and faultline's profiles put the
+// mapping holding most sites' code there.
+func mainExecutable(p *profile.Profile) string {
+	for _, m := range p.Mapping {
+		if m.File != "" && !strings.HasPrefix(m.File, "[") && !report.IsSystemFile(m.File) {
+			return path.Base(m.File)
+		}
+	}
+	return ""
+}
+
+// mainClassKey keys the class of faults on the program's own file, so a
+// renamed binary stays one row.
+const mainClassKey = "class\x00[file] (main executable)"
+
+// siteOf returns the site a sample belongs to, with Row zero. A site is
+// keyed and named from its first frame in the user's own code: the
+// standard library's frames below it (which change with the library's
+// version and inlining) are left out of the key, and the name says which
+// library function the code went through. raw keys by the whole stack and
+// names by the leaf.
+func siteOf(s *profile.Sample, main string, raw bool) Site {
+	if c := s.Label[report.ClassLabel]; len(c) > 0 {
+		if main != "" && c[0] == "[file] "+main {
+			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
+		}
 		return Site{Key: "class\x00" + c[0], Name: c[0], Class: c[0]}
 	}
 	var frames []Frame
 	for _, loc := range s.Location {
 		frames = append(frames, locationFrames(loc)...)
 	}
+	via := ""
+	if !raw {
+		// locationFrames and report.SiteFrames expand alike.
+		var i int
+		i, via = report.UserFrame(report.SiteFrames(s.Location))
+		frames = frames[i:]
+	}
 	var key strings.Builder
 	key.WriteString("stack")
 	for _, f := range frames {
 		fmt.Fprintf(&key, "\x00%s\x01%s\x01%d", f.Function, f.File, f.Line)
 	}
-	return Site{Key: key.String(), Name: siteName(frames), Frames: frames}
+	return Site{Key: key.String(), Name: siteName(frames, via), Frames: frames}
 }
 
 // locationFrames expands a location into frames, innermost inlined first as
@@ -296,13 +393,17 @@ func locationFrames(loc *profile.Location) []Frame {
 	return out
 }
 
-// siteName is the leaf frame with file:line and up to two callers.
-func siteName(frames []Frame) string {
+// siteName is the site's frame with file:line, the library function it
+// went through, and up to two callers.
+func siteName(frames []Frame, via string) string {
 	if len(frames) == 0 {
 		return "[no stack]"
 	}
 	var b strings.Builder
 	b.WriteString(frames[0].String())
+	if via != "" {
+		b.WriteString(" (via " + via + ")")
+	}
 	for i := 1; i < len(frames) && i < 3; i++ {
 		b.WriteString(" ← ")
 		b.WriteString(frames[i].Function)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/faultline/faultline/attribute/report"
 )
 
 // Formats are the output formats Render accepts.
@@ -50,16 +52,16 @@ func (r *Result) Verdict() string {
 
 // quantity formats an absolute amount with its unit, e.g. "8 faults".
 func (r *Result) quantity(v int64) string {
-	if r.Unit == "bytes" {
-		return bytesString(v)
+	if r.Unit == report.UnitBytes {
+		return report.FormatBytes(v)
 	}
 	return fmt.Sprintf("%d %s", v, r.Metric)
 }
 
 // value formats one cell.
 func (r *Result) value(v int64) string {
-	if r.Unit == "bytes" {
-		return bytesString(v)
+	if r.Unit == report.UnitBytes {
+		return report.FormatBytes(v)
 	}
 	return strconv.FormatInt(v, 10)
 }
@@ -69,6 +71,8 @@ func (r *Result) delta(v int64) string {
 	switch {
 	case v > 0:
 		return "+" + r.value(v)
+	case v == math.MinInt64:
+		return r.value(v)
 	case v < 0:
 		return "-" + r.value(-v)
 	}
@@ -89,23 +93,16 @@ func percent(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e4, 'f', -1, 64) + "%"
 }
 
-// bytesString formats a byte count in IEC units, one decimal above 1 KiB.
-func bytesString(v int64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
+// ungatedNote says how many unattributed classes grew past the rule
+// without failing the comparison; "" when none did.
+func (r *Result) ungatedNote() string {
+	switch r.UngatedClasses {
+	case 0:
+		return ""
+	case 1:
+		return "(1 unattributed class grew past the rule; classes are not gated: --gate-classes to include them)"
 	}
-	if v < 1024 {
-		return fmt.Sprintf("%s%d B", sign, v)
-	}
-	f := float64(v)
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := -1
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
+	return fmt.Sprintf("(%d unattributed classes grew past the rule; classes are not gated: --gate-classes to include them)", r.UngatedClasses)
 }
 
 func (r *Result) newSites() []Site      { return r.filter(StatusNew) }
@@ -196,6 +193,9 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	if r.Regressed() {
 		b.WriteString("(sites marked ! regressed)\n")
 	}
+	if note := r.ungatedNote(); note != "" {
+		b.WriteString(note + "\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -266,6 +266,9 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 	list("New sites", "NEW", r.newSites(), func(s Site) int64 { return s.New })
 	list("Vanished sites", "BASE", r.vanishedSites(), func(s Site) int64 { return s.Base })
 
+	if note := r.ungatedNote(); note != "" {
+		fmt.Fprintf(&b, "\n%s\n", note)
+	}
 	fmt.Fprintf(&b, "\n<sub>BASE %s, NEW %s; a site regresses when it grows by more than %s and by at least %s.</sub>\n",
 		mdCode(opts.BaseName), mdCode(opts.NewName), percent(r.Threshold), r.quantity(r.MinDelta))
 	_, err := io.WriteString(w, b.String())
@@ -274,19 +277,22 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 
 // The JSON schema: field names are part of faultline's interface.
 type jsonResult struct {
-	Base         string     `json:"base"`
-	New          string     `json:"new"`
-	Metric       string     `json:"metric"`
-	Unit         string     `json:"unit"`
-	Threshold    float64    `json:"threshold"`
-	MinDelta     int64      `json:"min_delta"`
-	Regression   bool       `json:"regression"`
-	Regressions  int        `json:"regressions"`
-	Verdict      string     `json:"verdict"`
-	Total        jsonRow    `json:"total"`
-	Unattributed jsonRow    `json:"unattributed"`
-	Flags        []jsonFlag `json:"flags"`
-	Sites        []jsonSite `json:"sites"`
+	Base        string  `json:"base"`
+	New         string  `json:"new"`
+	Metric      string  `json:"metric"`
+	Unit        string  `json:"unit"`
+	Threshold   float64 `json:"threshold"`
+	MinDelta    int64   `json:"min_delta"`
+	Regression  bool    `json:"regression"`
+	Regressions int     `json:"regressions"`
+	// UngatedClasses: unattributed classes that grew past the rule but
+	// are not gated (--gate-classes).
+	UngatedClasses int        `json:"ungated_classes"`
+	Verdict        string     `json:"verdict"`
+	Total          jsonRow    `json:"total"`
+	Unattributed   jsonRow    `json:"unattributed"`
+	Flags          []jsonFlag `json:"flags"`
+	Sites          []jsonSite `json:"sites"`
 	// Losses: allocation and fault events an input lost samples of.
 	Losses []jsonLoss `json:"losses"`
 }
@@ -342,7 +348,7 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 		Base: opts.BaseName, New: opts.NewName,
 		Metric: r.Metric, Unit: r.Unit,
 		Threshold: r.Threshold, MinDelta: r.MinDelta,
-		Regression: r.Regressed(), Regressions: r.Regressions, Verdict: r.Verdict(),
+		Regression: r.Regressed(), Regressions: r.Regressions, UngatedClasses: r.UngatedClasses, Verdict: r.Verdict(),
 		Total: toJSONRow(r.Total), Unattributed: toJSONRow(r.Unattributed),
 		Flags: []jsonFlag{}, Sites: []jsonSite{}, Losses: []jsonLoss{},
 	}
@@ -361,5 +367,6 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // C++ names: std::vector<int>, not \u003c
 	return enc.Encode(j)
 }

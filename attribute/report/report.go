@@ -3,7 +3,9 @@
 //
 // Sample types, in this order: faults/count (the default), allocs/count,
 // alloc_space/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
-// access (read/write/exec where the event says), and in touch mode
+// thread ("TID NAME"),
+// access (read/write/exec where the event says), inside=allocator (faults
+// the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
 // symbolized lines (inlined frames first), so `go tool pprof` shows names
 // without the binaries.
@@ -17,6 +19,15 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/google/pprof/profile"
 )
+
+// InsideLabel marks faults taken inside an allocator call on the
+// allocator's own heap or arena memory outside the new chunk (a new top
+// chunk, heap_info, tcache setup), charged to the allocation the call made:
+// inside=allocator.
+const InsideLabel = "inside"
+
+// ThreadLabel names the thread of a sample's event: "TID" or "TID NAME".
+const ThreadLabel = "thread"
 
 // Mode selects whose stack a fault sample carries.
 type Mode int
@@ -86,7 +97,9 @@ type sampleKey struct {
 	access    attribute.Access
 	allocSite attribute.StackID // touch mode
 	touch     bool              // touch mode fault: stack is the faulting code's
-	stackKind string            // the `stack` label (infer.go); "" without one
+	inAlloc   bool              // the allocator's own memory, taken serving the call (label inside=allocator)
+	thread    string
+	stackKind string // the `stack` label (infer.go); "" without one
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -94,6 +107,9 @@ type Builder struct {
 	Mode Mode
 	// CommOf names the process at the time of the event (nil: no comm label).
 	CommOf func(pid uint32) string
+	// ThreadOf names a thread for the thread label: its tid and, where the
+	// recording has it, its name (nil: no thread label).
+	ThreadOf func(pid, tid uint32) string
 	// StackKind, when set, says whether an allocation's site is a sampled
 	// stack or only its leaf (StackSampled, StackLeaf): the samples then
 	// carry a `stack` label (infer.go).
@@ -127,14 +143,21 @@ func (b *Builder) comm(pid uint32) string {
 	return b.CommOf(pid)
 }
 
+func (b *Builder) thread(pid, tid uint32) string {
+	if b.ThreadOf == nil {
+		return ""
+	}
+	return b.ThreadOf(pid, tid)
+}
+
 // Allocation implements attribute.Sink.
 func (b *Builder) Allocation(a *attribute.Allocation) {
-	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
 }
 
 // Fault implements attribute.Sink.
 func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
-	k := sampleKey{comm: b.comm(f.Pid), access: f.Access}
+	k := sampleKey{comm: b.comm(f.Pid), thread: b.thread(f.Pid, f.Tid), access: f.Access, inAlloc: f.InAllocator && a != nil}
 	switch {
 	case a == nil:
 		k.stack, k.class = f.Stack, f.Class.String()
@@ -149,17 +172,34 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	b.add(k, 1, 0, 0)
 }
 
+// The sample types of a faultline profile, in value order, with their
+// units, and the labels its samples carry. diff reads what Builder writes
+// by these names.
+const (
+	SampleFaults     = "faults"      // page faults (the default sample type)
+	SampleAllocs     = "allocs"      // allocations made
+	SampleAllocSpace = "alloc_space" // bytes allocated
+	UnitCount        = "count"
+	UnitBytes        = "bytes"
+
+	FlagLabel      = "flag"       // fast, mmap, zero
+	CommLabel      = "comm"       // the process's command name
+	AccessLabel    = "access"     // read, write, exec (tracepoint faults)
+	AllocSiteLabel = "alloc_site" // by-touch mode: the allocation's caller
+	ClassLabel     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
+)
+
 // Profile builds the pprof profile. Every ID is unique and non-zero;
 // locations and functions are deduplicated.
 func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
-			{Type: "faults", Unit: "count"},
-			{Type: "allocs", Unit: "count"},
-			{Type: "alloc_space", Unit: "bytes"},
+			{Type: SampleFaults, Unit: UnitCount},
+			{Type: SampleAllocs, Unit: UnitCount},
+			{Type: SampleAllocSpace, Unit: UnitBytes},
 		},
-		DefaultSampleType: "faults",
-		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		DefaultSampleType: SampleFaults,
+		PeriodType:        &profile.ValueType{Type: SampleFaults, Unit: UnitCount},
 		Period:            1,
 	}
 	pb := &builder{
@@ -211,19 +251,25 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		s.Label = map[string][]string{}
 		if names := k.flags.Names(); len(names) > 0 {
-			s.Label["flag"] = names
+			s.Label[FlagLabel] = names
 		}
 		if k.comm != "" {
-			s.Label["comm"] = []string{k.comm}
+			s.Label[CommLabel] = []string{k.comm}
+		}
+		if k.thread != "" {
+			s.Label[ThreadLabel] = []string{k.thread}
 		}
 		if k.access != attribute.AccessUnknown {
-			s.Label["access"] = []string{k.access.String()}
+			s.Label[AccessLabel] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label["alloc_site"] = []string{siteName(allocStack(k.allocSite))}
+			s.Label[AllocSiteLabel] = []string{SiteName(allocStack(k.allocSite), false)}
 		}
 		if k.class != "" {
-			s.Label["class"] = []string{k.class}
+			s.Label[ClassLabel] = []string{k.class}
+		}
+		if k.inAlloc {
+			s.Label[InsideLabel] = []string{"allocator"}
 		}
 		if k.stackKind != "" {
 			s.Label[StackLabel] = []string{k.stackKind}
@@ -280,26 +326,6 @@ func dropAllocator(frames []Location) []Location {
 	return frames
 }
 
-// siteName names an allocation site by its leaf frame.
-func siteName(locs []*profile.Location) string {
-	if len(locs) == 0 {
-		return "[unknown]"
-	}
-	if len(locs[0].Line) == 0 {
-		// No symbols: name the address by module and file offset, which
-		// stay put across runs (ASLR), as diff does.
-		if m := locs[0].Mapping; m != nil {
-			return fmt.Sprintf("%s+%#x", baseName(m.File), locs[0].Address-m.Start+m.Offset)
-		}
-		return fmt.Sprintf("%#x", locs[0].Address)
-	}
-	l := locs[0].Line[len(locs[0].Line)-1]
-	if l.Function.Filename != "" && l.Line != 0 {
-		return fmt.Sprintf("%s %s:%d", l.Function.Name, baseName(l.Function.Filename), l.Line)
-	}
-	return l.Function.Name
-}
-
 func baseName(p string) string {
 	if i := strings.LastIndexByte(p, '/'); i >= 0 {
 		return p[i+1:]
@@ -352,7 +378,12 @@ func (b *builder) function(name, system, file string) *profile.Function {
 	if f := b.funcs[k]; f != nil {
 		return f
 	}
-	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: system, Filename: file}
+	// Function.Name as pprof's symbolizer shows names (no parameters, no
+	// template arguments), the full name in SystemName.
+	if system == "" {
+		system = name
+	}
+	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: FunctionName(name, system), SystemName: system, Filename: file}
 	b.funcs[k] = f
 	b.p.Function = append(b.p.Function, f)
 	return f
@@ -397,15 +428,17 @@ type SiteTotals struct {
 }
 
 // TopSites returns the n allocation sites with the most faults (ties by
-// name), from a profile built in ByAlloc mode.
-func TopSites(p *profile.Profile, n int) []SiteTotals {
+// name), from a profile built in ByAlloc mode. Sites are named by their
+// first frame in the user's own code (SiteName); raw names them by their
+// leaf.
+func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 	by := map[string]*SiteTotals{}
 	flags := map[string]map[string]bool{}
 	for _, s := range p.Sample {
-		if len(s.Label["class"]) > 0 {
+		if len(s.Label[ClassLabel]) > 0 {
 			continue
 		}
-		name := siteName(s.Location)
+		name := SiteName(s.Location, raw)
 		t := by[name]
 		if t == nil {
 			t = &SiteTotals{Name: name}
@@ -415,7 +448,7 @@ func TopSites(p *profile.Profile, n int) []SiteTotals {
 		t.Faults += s.Value[0]
 		t.Allocs += s.Value[1]
 		t.Size += s.Value[2]
-		for _, f := range s.Label["flag"] {
+		for _, f := range s.Label[FlagLabel] {
 			flags[name][f] = true
 		}
 	}
@@ -437,4 +470,25 @@ func TopSites(p *profile.Profile, n int) []SiteTotals {
 		out = out[:n]
 	}
 	return out
+}
+
+// FormatBytes formats a byte count in IEC units, one decimal from 1 KiB on:
+// "512 B", "1.5 KiB", "-2.0 MiB".
+func FormatBytes(v int64) string {
+	sign := ""
+	u64 := uint64(v)
+	if v < 0 {
+		sign, u64 = "-", -uint64(v) // also right for MinInt64, whose -v overflows
+	}
+	if u64 < 1024 {
+		return fmt.Sprintf("%s%d B", sign, u64)
+	}
+	f := float64(u64)
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	u := -1
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
 }

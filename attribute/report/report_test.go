@@ -83,8 +83,13 @@ func TestByAlloc(t *testing.T) {
 	if attributed != 3 || unattributed != 1 {
 		t.Errorf("attributed %d unattributed %d, want 3 and 1", attributed, unattributed)
 	}
-	top := TopSites(p, 10)
+	// Raw: the leaf's physical function; else the first user frame, the
+	// inlined helper (x.c is the user's source).
+	top := TopSites(p, 10, true)
 	if len(top) != 1 || top[0].Faults != 3 || top[0].Allocs != 1 || top[0].Size != 3*4096 || top[0].Name != "grow x.c:7" {
+		t.Errorf("raw top = %+v", top)
+	}
+	if top := TopSites(p, 10, false); len(top) != 1 || top[0].Name != "helper x.c:7" {
 		t.Errorf("top = %+v", top)
 	}
 }
@@ -98,7 +103,8 @@ func TestByTouch(t *testing.T) {
 			if got := s.Location[0].Line[0].Function.Name; got != "__memset_avx2_unaligned_erms" {
 				t.Errorf("touch leaf = %q", got)
 			}
-			if got := s.Label["alloc_site"]; len(got) != 1 || got[0] != "grow x.c:7" {
+			// the first user frame: the inlined helper
+			if got := s.Label["alloc_site"]; len(got) != 1 || got[0] != "helper x.c:7" {
 				t.Errorf("alloc_site = %v", got)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 
 	kzlib "github.com/klauspost/compress/zlib"
@@ -41,8 +43,8 @@ type Binary struct {
 	// lowercase hex; "" if it has none.
 	BuildID string
 	// Warnings are problems that did not stop the open: build-ID mismatches,
-	// missing debug info (with how to fix it), unreadable DWARF.
-	Warnings []string
+	// missing debug info (a *NoDebugInfoError), unreadable DWARF.
+	Warnings []error
 
 	bin, dbg *elfFile
 	loads    []*elf.Prog
@@ -51,10 +53,13 @@ type Binary struct {
 	syms symtab
 	dw   *dwarfIndex
 	buf  []int32
+
+	budget    *DWARFBudget // where dwarfCost is reserved, released by Close
+	dwarfCost int64
 }
 
 // newBinary indexes an opened binary and/or debug file.
-func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*Binary, error) {
+func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
 	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
 	main := bin
 	if main == nil {
@@ -82,17 +87,18 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 		}
 		symsDone <- err
 	}()
-	var dwarfWarn string
+	var dwarfWarn error
 	defer func() {
 		if err := <-symsDone; err != nil {
-			b.Warnings = append(b.Warnings, err.Error())
+			b.Warnings = append(b.Warnings, err)
 		}
-		if dwarfWarn != "" {
+		if dwarfWarn != nil {
 			b.Warnings = append(b.Warnings, dwarfWarn)
 		}
 	}()
 	if dbg != nil && dbg.hasDWARF() {
-		d, line, err := dwarfData(dbg)
+		d, line, cost, err := dwarfData(dbg, budget)
+		b.budget, b.dwarfCost = budget, cost
 		if err == nil {
 			b.dw, err = newDWARFIndex(dbg.path, d)
 		}
@@ -100,7 +106,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 			b.dw.line, b.dw.order = line, dbg.ef.ByteOrder
 		}
 		if err != nil {
-			dwarfWarn = fmt.Sprintf("%s: unusable DWARF, naming frames from ELF symbols only: %v", dbg.path, err)
+			dwarfWarn = fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err)
 		} else {
 			b.DebugFile = dbg.path
 		}
@@ -108,29 +114,51 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []string) (*
 	return b, nil
 }
 
-// maxDWARFSection caps one DWARF section's (decompressed) size.
-const maxDWARFSection = 1 << 30
-
 // dwarfData loads the DWARF sections symbolization needs, with panics
 // turned into errors. It leaves out what it never reads (location lists,
 // .debug_frame, aranges, pubnames, type units): decompressing them was a
 // fifth of the time to open libc. Relocatable files and legacy .zdebug
 // compression go through elf.File.DWARF.
-func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
+//
+// Before anything is read, dwarfCost checks what the sections claim
+// against budget's per-binary bound, and the total is reserved in budget
+// (returned as cost: release it when the data is dropped).
+func dwarfData(f *elfFile, budget *DWARFBudget) (d *dwarf.Data, line []byte, cost int64, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			d, line, err = nil, nil, &FormatError{Path: f.path, Msg: "loading DWARF", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
 		}
+		if err != nil {
+			budget.release(cost)
+			cost = 0
+		}
 	}()
-	if f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil {
+	legacy := f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil
+	var want func(string) bool // legacy: elf.File.DWARF reads every debug section
+	if !legacy {
+		want = func(name string) bool { return dwarfSections[strings.TrimPrefix(name, ".debug_")] }
+	}
+	n, err := dwarfCost(f.ef, want, budget.perBinary())
+	if err == nil {
+		err = budget.reserve(n)
+	}
+	if err != nil {
+		return nil, nil, 0, &FormatError{Path: f.path, Msg: "loading DWARF", Err: err}
+	}
+	cost = n
+	if legacy {
 		// No raw .debug_line here (relocated or legacy-compressed): the
 		// line headers go unchecked (see checkLineHeader).
 		d, err = f.ef.DWARF()
-		return d, nil, err
+		return d, nil, cost, err
 	}
 	// Compressed sections (Debian's debug files) inflate in parallel: zlib
 	// was most of the cost of opening libc's.
-	names := []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"}
+	var names []string
+	for name := range dwarfSections {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the first error in name order, whatever the map's
 	datas := make([][]byte, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -138,11 +166,6 @@ func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 		s := f.ef.Section(".debug_" + name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
-		}
-		if s.Size > maxDWARFSection {
-			// A compressed section's size is its header's claim: a
-			// zlib bomb would inflate to it.
-			return nil, nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
 		}
 		wg.Add(1)
 		go func() {
@@ -159,7 +182,7 @@ func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 	sect := map[string][]byte{}
 	for i, name := range names {
 		if errs[i] != nil {
-			return nil, nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: errs[i]}
+			return nil, nil, cost, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: errs[i]}
 		}
 		if datas[i] != nil {
 			sect[name] = datas[i]
@@ -167,16 +190,16 @@ func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
 	}
 	d, err = dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
 	if err != nil {
-		return nil, nil, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
+		return nil, nil, cost, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
 	}
 	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
 		if data := sect[name]; data != nil {
 			if err := d.AddSection(".debug_"+name, data); err != nil {
-				return nil, nil, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
+				return nil, nil, cost, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
 			}
 		}
 	}
-	return d, sect["line"], nil
+	return d, sect["line"], cost, nil
 }
 
 // chdr64Size is sizeof(Elf64_Chdr): ch_type, ch_reserved, ch_size,
@@ -187,9 +210,10 @@ const chdr64Size = 24
 // (SHF_COMPRESSED, ELFCOMPRESS_ZLIB: Debian's debug files) with
 // klauspost/compress, about a third faster than compress/zlib, which
 // debug/elf uses: inflating .debug_info was most of opening libc's debug
-// file. Anything else goes to s.Data().
+// file. Anything else goes to s.Data(). The caller has reserved s.Size
+// (dwarfCost) before.
 func inflateSection(f *elfFile, s *elf.Section) ([]byte, error) {
-	if s.Flags&elf.SHF_COMPRESSED == 0 || f.f == nil || f.ef.Class != elf.ELFCLASS64 || s.FileSize < chdr64Size || s.FileSize > maxDWARFSection {
+	if s.Flags&elf.SHF_COMPRESSED == 0 || f.f == nil || f.ef.Class != elf.ELFCLASS64 || s.FileSize < chdr64Size || s.FileSize > s.Size {
 		return s.Data()
 	}
 	raw := make([]byte, s.FileSize)
@@ -210,6 +234,10 @@ func inflateSection(f *elfFile, s *elf.Section) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// dwarfSections are the DWARF sections symbolization reads.
+var dwarfSections = map[string]bool{"abbrev": true, "info": true, "line": true, "ranges": true, "str": true,
+	"addr": true, "line_str": true, "str_offsets": true, "rnglists": true}
 
 // ELF returns the binary's ELF file (for .eh_frame, .text, program
 // headers), or nil when only a debug file was found. Owned by the Binary.
@@ -235,6 +263,8 @@ func (b *Binary) HasDWARF() bool { return b.dw != nil }
 
 // Close closes the files the Binary opened.
 func (b *Binary) Close() error {
+	b.budget.release(b.dwarfCost)
+	b.dwarfCost = 0
 	var err error
 	if b.bin != nil && b.bin.f != nil {
 		err = b.bin.f.Close()

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -40,14 +39,28 @@ pprof profile:
                 dropped, so the leaf is the code that called malloc;
                 --by touch: the faulting code's stack (label alloc_site names
                 the allocation's caller)
-  labels        flag=fast|mmap|zero, comm, access=read|write|exec (tracepoint
-                faults), class=[stack]|[heap]|[anon]|[file] NAME|[unknown] for
-                faults that touched no allocation (their leaf names the class);
-                stack=sampled|inferred|leaf in recordings whose allocator
-                entries carry stacks for some calls only (faultline record)
+  labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
+                write|exec (tracepoint faults), inside=allocator (faults the
+                allocator took on its own heap or arena memory while serving
+                the call, charged to it), class=[stack]|[heap]|[anon]|
+                [file] NAME|[unknown] for faults that touched no allocation
+                (their leaf names the class); stack=sampled|inferred|leaf in
+                recordings whose allocator entries carry stacks for some
+                calls only (faultline record)
+  names         as pprof shows them (app::Store::fill, no parameters or
+                template arguments); the full name is the SystemName
   comments      every event's samples and lost samples (LOST_SAMPLES, as
                 perf report --stats): go tool pprof -comments; diff warns
                 on them
+
+A fault malloc takes while serving a call counts for that call's allocation
+when it touches the new chunk or the header written right after it (small
+allocations fault fresh heap pages there), or the heap or an arena.
+
+The summary names each site by its first frame in your own code, skipping
+system libraries and code inlined from system headers (libstdc++'s
+std::vector internals), and says which library function it went through;
+--raw-sites shows the leaf instead.
 
 Recordings of faultline record: allocator calls and faults come without
 stacks, and the entry probe again with a stack for every big allocation and
@@ -77,7 +90,7 @@ Flags:
 
 type analyzeFlags struct {
 	out, by             string
-	quiet               bool
+	quiet, verbose      bool
 	fastMax, mmapThresh uint64
 	window              time.Duration
 	maxLive             int
@@ -86,6 +99,7 @@ type analyzeFlags struct {
 	jobs                int
 	cpuProfile          string
 	memProfile          string
+	rawSites            bool
 }
 
 func defaultAnalyzeOptions() analyze.Options {
@@ -98,15 +112,17 @@ func runAnalyze(env *Env, args []string) error {
 	def := defaultAnalyzeOptions()
 	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
 	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary and no progress bar")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
 	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on at most `N` goroutines (0: one per CPU, GOMAXPROCS); the profile is the same for any N")
 	f.sym = addSymbolizeFlags(fs)
-	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
+	// For profiling faultline itself (testdata/bench/bench.sh).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
 	fs.MarkHidden("cpuprofile")
@@ -126,6 +142,7 @@ func runAnalyze(env *Env, args []string) error {
 	default:
 		return usageError("analyze: --by %q: want alloc or touch", f.by)
 	}
+	opts.RawSites = f.rawSites
 	opts.Attr.FastMax = f.fastMax
 	opts.Attr.MmapThreshold = f.mmapThresh
 	opts.Attr.Window = uint64(f.window)
@@ -159,10 +176,11 @@ func runAnalyze(env *Env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var nt notes
 	if f.memProfile != "" {
 		opts.Done = func() {
 			if err := writeHeapProfile(f.memProfile); err != nil {
-				fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", err)
+				nt.add(err)
 			}
 		}
 	}
@@ -170,7 +188,7 @@ func runAnalyze(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeProfile(f.out, res.Profile); err != nil {
+	if err := writeProfile(env, f.out, res.Profile); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	if !f.quiet {
@@ -178,8 +196,10 @@ func runAnalyze(env *Env, args []string) error {
 		res.Summary.WriteText(env.Stdout)
 		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}
-	for _, w := range res.Summary.Warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", w)
+	if !f.quiet {
+		nt.add(res.Summary.Warnings...)
+		nt.drop(res.Summary.WarningsDropped)
+		nt.write(env.Stderr, f.verbose)
 	}
 	return nil
 }
@@ -226,19 +246,24 @@ func displayName(name string) string {
 	return name
 }
 
-func writeProfile(path string, p *profile.Profile) error {
-	var w io.Writer
+// writeProfile writes p gzipped to path, or to the command's standard
+// output for "-"; an error closing the file (a full disk) is an error.
+func writeProfile(env *Env, path string, p *profile.Profile) error {
 	if path == "-" {
-		w = os.Stdout
-	} else {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+		if err := p.Write(env.Stdout); err != nil {
+			return fmt.Errorf("writing the profile to standard output: %w", err)
 		}
-		defer f.Close()
-		w = f
+		return nil
 	}
-	if err := p.Write(w); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

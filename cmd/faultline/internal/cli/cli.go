@@ -59,11 +59,17 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		{name: "analyze", summary: "attribute every page fault to the allocation it touched; write a pprof profile", run: runAnalyze},
+		{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate},
 		{name: "diff", summary: "compare two profiles per allocation site; exit 1 on a regression", run: runDiff},
 		{name: "info", summary: "describe a perf.data recording: command, host, events, samples, losses", run: runInfo},
-		{name: "record", summary: "record a program with the probes and events analyze needs (runs perf)", run: runRecord},
+		{name: "record", summary: "record a program's allocations and page faults (no perf needed)", run: runRecord},
 		{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript},
 	}
+}
+
+// helpTopics are the subjects of 'faultline help TOPIC' that are not commands.
+var helpTopics = map[string]string{
+	"debuginfo": debuginfoHelp,
 }
 
 // lookup returns the subcommand called name.
@@ -117,9 +123,13 @@ func Main(args []string, env *Env) int {
 			printUsage(env.Stdout)
 			return ExitOK
 		}
+		if topic, ok := helpTopics[args[1]]; ok {
+			fmt.Fprint(env.Stdout, topic)
+			return ExitOK
+		}
 		c, ok := lookup(args[1])
 		if !ok {
-			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q; run 'faultline --help' for the list\n", args[1])
+			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q (nor a help topic); run 'faultline --help' for the list\n", args[1])
 			return ExitFailure
 		}
 		return finish(env, c.run(env, []string{"--help"}))
@@ -178,10 +188,11 @@ func printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(`faultline: which allocation in my program caused these page faults?
 
-faultline reads a perf.data recording made with uprobes on malloc and the
-page-faults:u event (with --call-graph dwarf), unwinds and symbolizes every
-stack, joins each page fault to the live allocation whose bytes it touched,
-and writes a pprof profile.
+faultline reads a perf.data recording of a program's allocator calls (uprobes
+on malloc and friends) and page faults — made by 'faultline record', or by
+perf with --call-graph dwarf — unwinds and symbolizes the stacks, joins each
+page fault to the live allocation whose bytes it touched, and writes a pprof
+profile.
 
 Usage: faultline <command> [flags] [args]
        faultline help <command>     (or faultline <command> --help)
@@ -192,6 +203,10 @@ Commands:
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
 	}
+	b.WriteString(`
+Help topics (faultline help TOPIC):
+  debuginfo what names frames, where faultline looks for debug info
+`)
 	b.WriteString(`
 Example (a recording shipped with faultline; no root or perf needed):
 
@@ -209,7 +224,7 @@ Exit status:
   0  success
   1  diff: a site regressed past the threshold
   2  bad usage, unreadable or unusable input, or a missing prerequisite
-     (perf, root, tracefs)
+     (root, tracefs for record)
 `)
 	io.WriteString(w, b.String())
 }

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -17,11 +19,17 @@ Compares two faultline profiles (or perf.data recordings, analyzed on the fly
 without --symfs) allocation site by allocation site, and fails when NEW
 regressed.
 
-A site is an allocation's stack (allocator frames dropped) named by function,
-source file and line, never by address: two builds of a program, or two runs
-with different ASLR layouts, compare site for site. Unsymbolized frames are
-named module+offset. Faults that hit no allocation are one site per class
-("[stack]", "[file] libc.so.6", ...).
+A site is an allocation's stack (allocator frames dropped) from its first
+frame in your own code (system libraries and code inlined from system
+headers, such as std::vector's internals, are skipped; the name says which
+library function it went through, e.g. "app::Store::fill app.cpp:31 (via
+std::vector::push_back)"; --raw-sites keys by the whole stack), named by
+function, source file and line, never by address: two builds of a program,
+or two runs with different ASLR layouts, compare site for site.
+Unsymbolized frames are named module+offset. Faults that hit no allocation
+are one site per class ("[stack]", "[file] libc.so.6", ...); the program's
+own file is one class whatever the binary is called. Classes are reported
+but do not fail the comparison unless --gate-classes.
 
 A site regresses when it grew by more than --threshold relative to BASE and
 by at least --min-delta in absolute terms; a site absent from BASE counts as
@@ -41,8 +49,8 @@ Exit status: 0 no regression (improvements included); 1 a site regressed;
 Example (recordings shipped with faultline: one program on an input and on
 one three times larger; no root or perf needed):
 
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/large.data -o head.pb.gz
   faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
 
 A CI job that records the base branch and the head, comments on the pull
@@ -69,18 +77,22 @@ type diffFlags struct {
 	top       int
 	format    string
 	output    string
+	gateClass bool
+	rawSites  bool
 	maxLoss   float64
 }
 
 func runDiff(env *Env, args []string) error {
 	var f diffFlags
 	fs := newFlagSet("diff")
-	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.metric, "metric", report.SampleFaults, "compare `NAME`: faults, allocs or alloc_space")
 	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
 	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
 	hideDefault(fs, "min-delta")
 	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
 	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
+	fs.BoolVar(&f.gateClass, "gate-classes", false, "let unattributed classes ([heap], [file] libc.so.6, ...) fail the comparison too; by default they are reported but not gated")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "key and name sites by their whole stack and leaf frame instead of from their first frame in your own code")
 	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
 	hideDefault(fs, "max-loss")
 	sym := addSymbolizeFlags(fs)
@@ -91,10 +103,10 @@ func runDiff(env *Env, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
 	}
-	if !contains(diff.Metrics, f.metric) {
+	if !slices.Contains(diff.Metrics, f.metric) {
 		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
 	}
-	if !contains(diff.Formats, f.format) {
+	if !slices.Contains(diff.Formats, f.format) {
 		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
 	}
 	threshold, err := diff.ParseThreshold(f.threshold)
@@ -122,12 +134,12 @@ func runDiff(env *Env, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
 	}
-	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta})
+	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta, GateClasses: f.gateClass, RawSites: f.rawSites})
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
 	if f.output != "" {
-		if err := writeDiffProfile(f.output, base, head); err != nil {
+		if err := writeDiffProfile(env, f.output, base, head); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
@@ -152,46 +164,40 @@ func runDiff(env *Env, args []string) error {
 }
 
 // loadForDiff reads a profile, or analyzes a perf.data recording through
-// analyzeForDiff.
+// analyzeForDiff. The input is opened once and its format sniffed from a
+// buffered reader, so pipes work (diff <(cat p.pb.gz) ...).
 func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
-	perf, err := diff.IsPerfData(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if perf {
-		p, err := analyzeForDiff(env, path, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("analyzing %s: %w", path, err)
-		}
-		return p, nil
+	defer f.Close()
+	br, perf, err := diff.Sniff(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return diff.Load(path)
+	if !perf {
+		return diff.Read(path, br)
+	}
+	name := path
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		// A recording in a pipe: its sniffed bytes are in br, so analyze
+		// reads it as a stream, the way it reads standard input.
+		sub := *env
+		sub.Stdin = br
+		env, name = &sub, "-"
+	}
+	p, err := analyzeForDiff(env, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+	}
+	return p, nil
 }
 
-func writeDiffProfile(path string, base, head *profile.Profile) error {
+func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {
 	p, err := diff.Profile(base, head)
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(out); err != nil {
-		out.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return writeProfile(env, path, p)
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
 // TestRecordAnalyzeSortLive is the acceptance test of record and analyze
@@ -59,12 +59,13 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	}
 
 	// Reference: the largest malloc request, from perf script.
-	script, err := exec.Command("perf", "script", "-i", data, "-F", "event,trace").Output()
+	perf := requirePerf(t)
+	script, err := exec.Command(perf, "script", "-i", data, "-F", "event,trace").Output()
 	if err != nil {
 		t.Fatalf("perf script: %v", err)
 	}
 	var bufSize int64
-	sizeRE := regexp.MustCompile(`faultline:malloc:.*\bsize=(\d+)`)
+	sizeRE := regexp.MustCompile(`faultline_\d+:malloc:.*\bsize=(\d+)`)
 	for _, m := range sizeRE.FindAllStringSubmatch(string(script), -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		bufSize = max(bufSize, n)
@@ -75,17 +76,7 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 
 	// Per allocation site (leaf location of a by-alloc sample): faults,
 	// allocations, bytes.
-	raw, err := os.ReadFile(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, prof)
 	type site struct{ faults, allocs, bytes int64 }
 	sites := map[uint64]*site{}
 	var total int64

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
 
 // fakeSys is a scripted outside world. Files map to literal contents or
@@ -33,6 +33,9 @@ type fakeSys struct {
 	writes   []string
 	env      map[string]string
 	chowned  []string
+	alive    map[int]bool
+	pid      int
+	regular  map[string]bool // IsRegular answers; default true for known files
 }
 
 type fakeRun struct {
@@ -44,13 +47,14 @@ const fakeEvents = "/sys/kernel/tracing/uprobe_events"
 
 func newFakeSys() *fakeSys {
 	return &fakeSys{
-		files: map[string]string{fakeEvents: ""},
-		real:  map[string]string{},
-		path:  map[string]string{"perf": "/usr/bin/perf"},
-		run: map[string]fakeRun{
-			"/usr/bin/perf version": {out: "perf version 6.1.187\n"},
-		},
-		busy: map[string]bool{},
+		files:   map[string]string{fakeEvents: ""},
+		real:    map[string]string{},
+		path:    map[string]string{},
+		run:     map[string]fakeRun{},
+		busy:    map[string]bool{},
+		alive:   map[int]bool{},
+		pid:     4242,
+		regular: map[string]bool{},
 	}
 }
 
@@ -109,9 +113,23 @@ func (f *fakeSys) Inode(path string) (uint64, error) { return 0, fs.ErrNotExist 
 func (f *fakeSys) Getenv(key string) string          { return f.env[key] }
 func (f *fakeSys) Geteuid() int                      { return f.euid }
 
-func (f *fakeSys) Chown(path string, uid, gid int) error {
-	f.chowned = append(f.chowned, fmt.Sprintf("%s %d:%d", path, uid, gid))
+func (f *fakeSys) Getpid() int { return f.pid }
+
+func (f *fakeSys) Fchown(file *os.File, uid, gid int) error {
+	f.chowned = append(f.chowned, fmt.Sprintf("%s %d:%d", filepath.Base(file.Name()), uid, gid))
 	return nil
+}
+
+func (f *fakeSys) ProcessAlive(pid int) bool { return f.alive[pid] }
+
+func (f *fakeSys) IsRegular(path string) (bool, error) {
+	if r, ok := f.regular[path]; ok {
+		return r, nil
+	}
+	if !f.Exists(path) {
+		return false, fs.ErrNotExist
+	}
+	return true, nil
 }
 
 func (f *fakeSys) MountTracefs(dir string) error {
@@ -150,9 +168,9 @@ func (f *fakeSys) AppendLine(path, line string) error {
 func newTestRecorder(sys *fakeSys, o *recordOptions) (*recorder, *bytes.Buffer) {
 	var errb bytes.Buffer
 	if o == nil {
-		o = &recordOptions{output: "faultline.data", stackSize: 8192, mmapPages: 1024, cmd: []string{"true"}}
+		o = &recordOptions{output: "faultline.data", stackSize: 8192, mmapPages: 4096, stackPages: 1024, cmd: []string{"true"}}
 	}
-	return &recorder{sys: sys, env: &Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, opts: o, tracefs: "/sys/kernel/tracing", perfPath: "/usr/bin/perf"}, &errb
+	return &recorder{sys: sys, env: &Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, opts: o, tracefs: "/sys/kernel/tracing", group: probeGroupFor(sys.pid)}, &errb
 }
 
 func exitCode(err error) int {
@@ -172,17 +190,19 @@ func TestRecordFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 1024 || !o.noTHP || o.compress ||
-		strings.Join(o.cmd, " ") != "sort -n file" {
+	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc"
+	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || !o.noTHP || o.compress ||
+		o.stackMin != 4096 || o.stackEvery != defaultStackEvery || o.faultStacks ||
+		strings.Join(o.cmd, " ") != "sort -n file" || strings.Join(o.probes, ",") != all {
 		t.Errorf("defaults: %+v", o)
 	}
 	// Flags after the command belong to it, even without --.
-	o, err = parseRecordFlags(env, []string{"-z", "--probe", "free,calloc", "--probe=all", "ls", "-l"})
+	o, err = parseRecordFlags(env, []string{"-z", "--probe", "free,calloc", "--stack-every=8", "--fault-stacks", "ls", "-l"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(o.cmd, " ") != "ls -l" || !o.compress ||
-		strings.Join(o.probes, ",") != "calloc,realloc,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc" {
+	if strings.Join(o.cmd, " ") != "ls -l" || !o.compress || o.stackEvery != 8 || !o.faultStacks ||
+		strings.Join(o.probes, ",") != "malloc,calloc,free" {
 		t.Errorf("got %+v", o)
 	}
 	for _, tc := range []struct {
@@ -196,17 +216,25 @@ func TestRecordFlags(t *testing.T) {
 		{[]string{"--stack-size", "100", "ls"}, "multiple of 8"},
 		{[]string{"--stack-size", "65536", "ls"}, "65528"},
 		{[]string{"-m", "1000", "ls"}, "power of two"},
+		{[]string{"--stack-mmap-pages", "3", "ls"}, "power of two"},
+		{[]string{"--stack-every", "0", "ls"}, "1 or more"},
 		{[]string{"--probe", "mmap", "ls"}, `unknown function "mmap"`},
 		{[]string{"--duration", "soon", "-a"}, "invalid argument"},
-		{[]string{"--frob", "ls"}, "unknown flag"},
+		{[]string{"--perf", "/usr/bin/perf", "ls"}, "unknown flag"},
 	} {
 		_, err := parseRecordFlags(env, tc.args)
 		if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: err = %v, want exit 2 and %q", tc.args, err, tc.want)
 		}
 	}
-	if o, err := parseRecordFlags(env, []string{"--help"}); o != nil || err != nil || !strings.Contains(env.Stdout.(*bytes.Buffer).String(), "sudo faultline record") {
+	help := env.Stdout.(*bytes.Buffer)
+	if o, err := parseRecordFlags(env, []string{"--help"}); o != nil || err != nil {
 		t.Errorf("--help: %v %v", o, err)
+	}
+	for _, want := range []string{"sudo faultline record", "--stack-min", "--stack-every", "--fault-stacks", "--stack-mmap-pages", "perf tool is not needed", "128+N"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("--help does not mention %q", want)
+		}
 	}
 	// --help after CMD is CMD's.
 	if o, err := parseRecordFlags(env, []string{"-q", "sort", "--help"}); err != nil || o == nil || strings.Join(o.cmd, " ") != "sort --help" {
@@ -215,55 +243,108 @@ func TestRecordFlags(t *testing.T) {
 }
 
 // TestGiveToInvoker: under sudo the recording goes to the user who ran
-// sudo, so analyze works without sudo.
+// sudo, through the descriptor record created, so analyze works without
+// sudo.
 func TestGiveToInvoker(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	base := filepath.Base(f.Name())
 	for _, tc := range []struct {
 		euid int
 		env  map[string]string
 		want string
 	}{
-		{0, map[string]string{"SUDO_UID": "1000", "SUDO_GID": "1001"}, "faultline.data 1000:1001"},
-		{0, map[string]string{"SUDO_UID": "1000"}, "faultline.data 1000:-1"},
+		{0, map[string]string{"SUDO_UID": "1000", "SUDO_GID": "1001"}, base + " 1000:1001"},
+		{0, map[string]string{"SUDO_UID": "1000"}, base + " 1000:-1"},
 		{0, nil, ""}, // root without sudo
 		{0, map[string]string{"SUDO_UID": "0"}, ""},       // sudo from root
 		{0, map[string]string{"SUDO_UID": "bob"}, ""},     // not a uid
-		{1000, map[string]string{"SUDO_UID": "1000"}, ""}, // not root: perf wrote it as us
+		{1000, map[string]string{"SUDO_UID": "1000"}, ""}, // not root: the file is ours already
 	} {
 		sys := newFakeSys()
 		sys.euid, sys.env = tc.euid, tc.env
 		r, _ := newTestRecorder(sys, nil)
-		r.giveToInvoker()
+		r.giveToInvoker(f)
 		if got := strings.Join(sys.chowned, ","); got != tc.want {
 			t.Errorf("euid %d env %v: chowned %q, want %q", tc.euid, tc.env, got, tc.want)
 		}
 	}
 }
 
-func TestPerfRecordArgs(t *testing.T) {
-	probes := []probeDef{
-		{event: "malloc", stack: true}, {event: "malloc__return"},
-		{event: "calloc", stack: true}, {event: "calloc__return"}, {event: "free"},
+// TestOutputNeverFollowsSymlinks is issue 15's case 1: a symlink planted at
+// the output name, pointing at a file record must not touch. The output is
+// a new file renamed over the link; the target keeps its contents, and
+// "-o -" never creates a file named "-".
+func TestOutputNeverFollowsSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, []byte("precious"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		o    recordOptions
-		want string
-	}{
-		{recordOptions{output: "faultline.data", stackSize: 8192, mmapPages: 1024, cmd: []string{"sort", "-o", "out", "in"}},
-			"record -c 1 -d --call-graph dwarf,8192 -m 1024 -e faultline:malloc -e faultline:malloc__return/call-graph=no/ " +
-				"-e faultline:calloc -e faultline:calloc__return/call-graph=no/ -e faultline:free/call-graph=no/ " +
-				"-e page-faults:u -o faultline.data -- sort -o out in"},
-		{recordOptions{output: "x.data", stackSize: 4096, mmapPages: 4096, compress: true, pid: 42},
-			"record -c 1 -d --call-graph dwarf,4096 -m 4096 -e faultline:malloc -e faultline:malloc__return/call-graph=no/ " +
-				"-e faultline:calloc -e faultline:calloc__return/call-graph=no/ -e faultline:free/call-graph=no/ " +
-				"-e page-faults:u -o x.data -z -p 42"},
-		{recordOptions{output: "a.data", stackSize: 8192, mmapPages: 1024, all: true},
-			"record -c 1 -d --call-graph dwarf,8192 -m 1024 -e faultline:malloc -e faultline:malloc__return/call-graph=no/ " +
-				"-e faultline:calloc -e faultline:calloc__return/call-graph=no/ -e faultline:free/call-graph=no/ " +
-				"-e page-faults:u -o a.data -a"},
-	} {
-		if got := strings.Join(perfRecordArgs(&tc.o, probes), " "); got != tc.want {
-			t.Errorf("got  %s\nwant %s", got, tc.want)
-		}
+	out := filepath.Join(dir, "out.data")
+	if err := os.Symlink(target, out); err != nil {
+		t.Fatal(err)
+	}
+	sys := newFakeSys()
+	sys.env = map[string]string{"SUDO_UID": "1000", "SUDO_GID": "1000"}
+	r, _ := newTestRecorder(sys, &recordOptions{output: out})
+	o, err := r.createOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.f.WriteString("recording")
+	if err := o.commit(r); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "precious" {
+		t.Errorf("symlink target overwritten: %q", b)
+	}
+	fi, err := os.Lstat(out)
+	if err != nil || fi.Mode()&os.ModeSymlink != 0 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("output: %v, mode %v; want a regular 0600 file", err, fi.Mode())
+	}
+	if b, _ := os.ReadFile(out); string(b) != "recording" {
+		t.Errorf("output holds %q", b)
+	}
+	// The chown went to the file created (a temporary name in the
+	// directory), never to a path.
+	if len(sys.chowned) != 1 || !strings.HasPrefix(sys.chowned[0], ".out.data.") || !strings.HasSuffix(sys.chowned[0], " 1000:1000") {
+		t.Errorf("chowned %q", sys.chowned)
+	}
+	// An aborted recording leaves nothing behind.
+	r.opts.output = filepath.Join(dir, "aborted.data")
+	o, err = r.createOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.discard()
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("after discard: %v", ents)
+	}
+
+	// -o -: standard output, no file named "-".
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(dir)
+	var stdout bytes.Buffer
+	r, _ = newTestRecorder(sys, &recordOptions{output: "-"})
+	r.env.Stdout = &stdout
+	o, err = r.createOutput()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.f.WriteString("to stdout")
+	if err := o.commit(r); err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != "to stdout" {
+		t.Errorf("stdout got %q", stdout.String())
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
+		t.Errorf("a file named - was created")
 	}
 }
 
@@ -293,7 +374,8 @@ func TestProbeDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defs, notes, err := probeDefinitions(sys, "/lib/libc.so.6", []string{"calloc", "free", "memalign", "aligned_alloc", "posix_memalign"})
+	funcs, _ := canonicalProbes([]string{"calloc", "free", "memalign", "aligned_alloc", "posix_memalign", "reallocarray"})
+	defs, notes, err := probeDefinitions(sys, "/lib/libc.so.6", "faultline_4242", funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,26 +386,31 @@ func TestProbeDefinitions(t *testing.T) {
 		}
 		return o
 	}
+	// Offsets from our libc reader; the symbols they come from are what
+	// readelf -Ws lists (checked by the libc package's own tests).
 	want := []string{
-		fmt.Sprintf("p:faultline/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc")),
-		fmt.Sprintf("r:faultline/malloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("malloc")),
-		fmt.Sprintf("p:faultline/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc")),
-		fmt.Sprintf("r:faultline/calloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("__libc_calloc")),
-		fmt.Sprintf("p:faultline/free /lib/libc.so.6:%#x ptr=%%di:u64", off("free")),
-		fmt.Sprintf("p:faultline/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign")),
-		fmt.Sprintf("r:faultline/memalign__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("memalign")),
+		fmt.Sprintf("p:faultline_4242/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc")),
+		fmt.Sprintf("r:faultline_4242/malloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("malloc")),
+		fmt.Sprintf("p:faultline_4242/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc")),
+		fmt.Sprintf("r:faultline_4242/calloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("__libc_calloc")),
+		fmt.Sprintf("p:faultline_4242/reallocarray /lib/libc.so.6:%#x oldptr=%%di:u64 nmemb=%%si:u64 size=%%dx:u64", off("reallocarray")),
+		fmt.Sprintf("r:faultline_4242/reallocarray__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("reallocarray")),
+		fmt.Sprintf("p:faultline_4242/free /lib/libc.so.6:%#x ptr=%%di:u64", off("free")),
+		fmt.Sprintf("p:faultline_4242/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign")),
+		fmt.Sprintf("r:faultline_4242/memalign__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("memalign")),
 	}
 	if off("aligned_alloc") != off("memalign") {
 		t.Skip("this libc's aligned_alloc is not memalign; the expectations below assume glibc 2.36")
 	}
 	want = append(want,
-		fmt.Sprintf("p:faultline/posix_memalign /lib/libc.so.6:%#x memptr=%%di:u64 alignment=%%si:u64 size=%%dx:u64", off("posix_memalign")),
-		fmt.Sprintf("r:faultline/posix_memalign__return /lib/libc.so.6:%#x ret=$retval:s32", off("posix_memalign")))
+		fmt.Sprintf("p:faultline_4242/posix_memalign /lib/libc.so.6:%#x memptr=%%di:u64 alignment=%%si:u64 size=%%dx:u64", off("posix_memalign")),
+		fmt.Sprintf("r:faultline_4242/posix_memalign__return /lib/libc.so.6:%#x ret=$retval:s32", off("posix_memalign")))
 	var got []string
 	for _, d := range defs {
 		got = append(got, d.line)
-		if d.stack != (d.event == "malloc" || d.event == "calloc" || d.event == "memalign" || d.event == "posix_memalign") {
-			t.Errorf("%s: stack = %v", d.event, d.stack)
+		entry := !strings.HasSuffix(d.event, "__return")
+		if d.sized != (entry && d.event != "free") || d.nmemb != (d.event == "calloc" || d.event == "reallocarray") {
+			t.Errorf("%s: sized %v nmemb %v", d.event, d.sized, d.nmemb)
 		}
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -334,34 +421,36 @@ func TestProbeDefinitions(t *testing.T) {
 	}
 }
 
-func TestCheckPerf(t *testing.T) {
-	sys := newFakeSys()
-	r, _ := newTestRecorder(sys, nil)
-	if err := r.checkPerf(); err != nil || r.perfVersion != "6.1.187" {
-		t.Errorf("good perf: %v, version %q", err, r.perfVersion)
-	}
-	for _, tc := range []struct {
-		name  string
-		setup func(*fakeSys, *recordOptions)
-		want  string
-	}{
-		{"missing", func(s *fakeSys, o *recordOptions) { delete(s.path, "perf") }, "install it (Debian/Ubuntu: apt-get install linux-perf"},
-		{"debian wrapper", func(s *fakeSys, o *recordOptions) {
-			s.run["/usr/bin/perf version"] = fakeRun{errOut: "/usr/bin/perf: line 13: exec: perf_6.5: not found\nE: linux-perf-6.5 is not installed.\n", err: errors.New("exit status 1")}
-		}, "linux-perf-6.5 is not installed"},
-		{"not perf", func(s *fakeSys, o *recordOptions) { s.run["/usr/bin/perf version"] = fakeRun{out: "hello\n"} }, "is it Linux perf"},
-		{"old for -z", func(s *fakeSys, o *recordOptions) {
-			s.run["/usr/bin/perf version"] = fakeRun{out: "perf version 5.4.0\n"}
-			o.compress = true
-		}, "drop --compress"},
+// TestProbePathValidation is issue 15's case 2: a library path (from the
+// program's DT_NEEDED, the maps of a process, or --libc) with a newline
+// would inject a command into uprobe_events. It is refused before
+// anything is written; so are other separators and non-regular files.
+func TestProbePathValidation(t *testing.T) {
+	path := libcForTest(t)
+	for _, bad := range []string{
+		"/tmp/x\n-:probe_libc/malloc\n/lib/libc.so.6",
+		"/tmp/with space/libc.so.6",
+		"/tmp/tab\tlibc.so.6",
+		"/tmp/colon:libc.so.6",
+		"/tmp/bell\alibc.so.6",
 	} {
 		sys := newFakeSys()
-		r, _ := newTestRecorder(sys, nil)
-		tc.setup(sys, r.opts)
-		err := r.checkPerf()
-		if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: err = %v, want one line with %q", tc.name, err, tc.want)
+		sys.real[bad] = path
+		_, _, err := probeDefinitions(sys, bad, "faultline_4242", []string{"malloc"})
+		if err == nil || !strings.Contains(err.Error(), "refusing to write it to uprobe_events") {
+			t.Errorf("%q: err = %v", bad, err)
 		}
+	}
+	sys := newFakeSys()
+	sys.real["/dev/libc.so.6"] = path
+	sys.regular["/dev/libc.so.6"] = false
+	if _, _, err := probeDefinitions(sys, "/dev/libc.so.6", "faultline_4242", []string{"malloc"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("non-regular: %v", err)
+	}
+	// The last guard: no line with a control character reaches tracefs.
+	r, _ := newTestRecorder(sys, nil)
+	if err := r.addProbes([]probeDef{{event: "malloc", line: "p:faultline_4242/malloc /x:0x1\n-:other/ev"}}); err == nil || len(sys.writes) != 0 {
+		t.Errorf("control character written: %v %q", err, sys.writes)
 	}
 }
 
@@ -414,14 +503,19 @@ func TestProbeLifecycle(t *testing.T) {
 	others := []string{
 		"p:probe_libc/malloc /usr/lib/x86_64-linux-gnu/libc.so.6:0x0000000000098930 size=%di:u64",
 		"r:probe_libc/malloc__return /usr/lib/x86_64-linux-gnu/libc.so.6:0x0000000000098930 ptr=$retval",
+		// A run of an older faultline (no pid): not ours to judge.
+		"p:faultline/malloc /lib/libc.so.6:0x98930 size=%di:u64",
+		// A run that is still going (pid 1000 alive).
+		"p:faultline_1000/malloc /lib/libc.so.6:0x98930 size=%di:u64",
 	}
 	defs := []probeDef{
-		{event: "malloc", line: "p:faultline/malloc /lib/libc.so.6:0x98930 size=%di:u64", stack: true},
-		{event: "malloc__return", line: "r:faultline/malloc__return /lib/libc.so.6:0x98930 ptr=$retval hdr=-8($retval):u64"},
+		{event: "malloc", line: "p:faultline_4242/malloc /lib/libc.so.6:0x98930 size=%di:u64", sized: true},
+		{event: "malloc__return", line: "r:faultline_4242/malloc__return /lib/libc.so.6:0x98930 ptr=$retval hdr=-8($retval):u64"},
 	}
 
 	// A clean run: others' probes untouched, ours added then removed.
 	sys := newFakeSys()
+	sys.alive[1000] = true
 	sys.probes = append([]string(nil), others...)
 	r, errb := newTestRecorder(sys, nil)
 	if err := r.removeStale(); err != nil || errb.Len() != 0 {
@@ -430,7 +524,7 @@ func TestProbeLifecycle(t *testing.T) {
 	if err := r.addProbes(defs); err != nil {
 		t.Fatal(err)
 	}
-	if len(sys.probes) != 4 {
+	if len(sys.probes) != len(others)+2 || len(r.missingProbes()) != 0 {
 		t.Errorf("probes after add: %q", sys.probes)
 	}
 	r.removeProbes()
@@ -438,29 +532,38 @@ func TestProbeLifecycle(t *testing.T) {
 	if strings.Join(sys.probes, "\n") != strings.Join(others, "\n") {
 		t.Errorf("probes after remove: %q", sys.probes)
 	}
-	if got := strings.Join(sys.writes, "\n"); got != defs[0].line+"\n"+defs[1].line+"\n-:faultline/malloc__return\n-:faultline/malloc" {
+	if got := strings.Join(sys.writes, "\n"); got != defs[0].line+"\n"+defs[1].line+"\n-:faultline_4242/malloc__return\n-:faultline_4242/malloc" {
 		t.Errorf("writes:\n%s", got)
 	}
 
-	// Stale probes of a killed run are removed and we say so.
+	// Stale probes of killed runs (pid 999 gone; 4242 is our own pid, so
+	// its group is a dead run's whose pid was reused) are removed and we
+	// say so; the live run's and the old group stay.
 	sys = newFakeSys()
-	sys.probes = append(append([]string(nil), others...), defs[0].line, "p:faultline/free /lib/libc.so.6:0x98ef0 ptr=%di:u64")
+	sys.alive[1000] = true
+	sys.probes = append(append([]string(nil), others...),
+		"p:faultline_999/malloc /lib/libc.so.6:0x98930 size=%di:u64",
+		"p:faultline_999/free /lib/libc.so.6:0x98ef0 ptr=%di:u64",
+		"p:faultline_4242/malloc /lib/libc.so.6:0x98930 size=%di:u64")
 	r, errb = newTestRecorder(sys, nil)
 	if err := r.removeStale(); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(sys.probes, "\n") != strings.Join(others, "\n") || !strings.Contains(errb.String(), "removed 2 stale faultline:* probes left by an earlier run (malloc, free); recreating them") {
+	if strings.Join(sys.probes, "\n") != strings.Join(others, "\n") ||
+		!strings.Contains(errb.String(), "removed the probes of faultline_999, left by a run that was killed (malloc, free)") ||
+		!strings.Contains(errb.String(), "removed the probes of faultline_4242") {
 		t.Errorf("stale: %q, %q", sys.probes, errb.String())
 	}
 
-	// In use by another run: stop, touch nothing of its.
+	// A run whose probes someone removed while it recorded knows it.
 	sys = newFakeSys()
-	sys.probes = append(append([]string(nil), others...), defs[0].line)
-	sys.busy["faultline/malloc"] = true
 	r, _ = newTestRecorder(sys, nil)
-	err := r.removeStale()
-	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "another 'faultline record' running") || len(sys.probes) != 3 {
-		t.Errorf("busy: %v %q", err, sys.probes)
+	if err := r.addProbes(defs); err != nil {
+		t.Fatal(err)
+	}
+	sys.probes = sys.probes[:1]
+	if m := r.missingProbes(); strings.Join(m, ",") != "faultline_4242:malloc__return" {
+		t.Errorf("missing = %q", m)
 	}
 
 	// A failed add: what was added is removed by the deferred cleanup.
@@ -468,7 +571,7 @@ func TestProbeLifecycle(t *testing.T) {
 	r, _ = newTestRecorder(sys, nil)
 	bad := append([]probeDef(nil), defs...)
 	bad[1].line = "garbage"
-	if err := r.addProbes(bad); exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "adding probe faultline:malloc__return") {
+	if err := r.addProbes(bad); exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "adding probe faultline_4242:malloc__return") {
 		t.Errorf("bad probe: %v", err)
 	}
 	r.removeProbes()
@@ -477,144 +580,33 @@ func TestProbeLifecycle(t *testing.T) {
 	}
 }
 
-func TestGroupProbes(t *testing.T) {
+func TestProbeGroups(t *testing.T) {
 	text := "p:probe_libc/malloc /lib/libc.so.6:0x1 size=%di:u64\n" +
-		"r:faultline/malloc__return /lib/libc.so.6:0x1 ptr=$retval\n" +
+		"r:faultline_7/malloc__return /lib/libc.so.6:0x1 ptr=$retval\n" +
 		"p:faultline_x/malloc /lib/libc.so.6:0x1\n" +
-		"p:faultline/free /lib/libc.so.6:0x2 ptr=%di:u64\n\n"
-	if got := strings.Join(groupProbes(text, "faultline"), ","); got != "malloc__return,free" {
-		t.Errorf("groupProbes = %s", got)
+		"p:faultline_7/free /lib/libc.so.6:0x2 ptr=%di:u64\n\n"
+	g := probeGroups(text)
+	if len(g) != 3 || strings.Join(g["faultline_7"], ",") != "malloc__return,free" || strings.Join(g["probe_libc"], ",") != "malloc" {
+		t.Errorf("probeGroups = %v", g)
 	}
 }
 
-func TestParsePerfStats(t *testing.T) {
-	// perf 6.1 `perf report --stats` layout.
-	out := `
-Aggregated stats:
-           TOTAL events:       1200
-          SAMPLE events:       1100  (91.7%)
-    LOST_SAMPLES events:          3  ( 0.2%)
-faultline:malloc stats:
-          SAMPLE events:        500
-    LOST_SAMPLES events:         25
-faultline:malloc__return stats:
-          SAMPLE events:        520
-page-faults:u stats:
-          SAMPLE events:         80
-`
-	c := parsePerfStats(out)
-	if len(c) != 3 || *c["faultline:malloc"] != (eventCounts{500, 25}) || *c["faultline:malloc__return"] != (eventCounts{520, 0}) || *c["page-faults:u"] != (eventCounts{80, 0}) {
-		t.Errorf("parsePerfStats: %v", c)
-	}
+func TestLossTable(t *testing.T) {
 	var b bytes.Buffer
-	if !writeLossTable(&b, c) || !strings.Contains(b.String(), "  faultline:malloc              500    25   4.8%\n") {
-		t.Errorf("table:\n%s", b.String())
-	}
-}
-
-// requireLiveRecord skips a test that runs faultline record for real unless
-// it can: not -short, root, a perf that runs, tracefs with uprobe_events.
-func requireLiveRecord(t *testing.T) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("records live; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("not root: adding uprobes needs root")
-	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("no perf in PATH")
-	}
-	if out, err := exec.Command("perf", "version").CombinedOutput(); err != nil {
-		t.Skipf("perf does not run: %v %s", err, out)
-	}
-	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
-		t.Skip("no tracefs with uprobe_events at /sys/kernel/tracing")
-	}
-}
-
-// TestRecordLive records sort on a small file for real. It needs root, perf and tracefs
-// with uprobe events, and checks that the probe list is the same after.
-func TestRecordLive(t *testing.T) {
-	requireLiveRecord(t)
-	probeList := func() []string {
-		out, err := exec.Command("perf", "probe", "-l").CombinedOutput()
-		if err != nil {
-			t.Fatalf("perf probe -l: %v\n%s", err, out)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		return lines
-	}
-	before := probeList()
-	for _, l := range before {
-		if strings.HasPrefix(strings.TrimSpace(l), "faultline:") {
-			t.Skipf("faultline probes exist already (another record running?): %s", l)
-		}
-	}
-	dir := t.TempDir()
-	input := filepath.Join(dir, "in.txt")
-	var lines strings.Builder
-	for i := range 2000 {
-		fmt.Fprintf(&lines, "line %d %d\n", (i*7919)%2000, i)
-	}
-	os.WriteFile(input, []byte(lines.String()), 0o644)
-	out := filepath.Join(dir, "sort.data")
-	start := time.Now()
-	var stdout, stderr bytes.Buffer
-	code := Main([]string{"record", "-o", out, "--probe", "calloc", "--", "sort", "-o", "/dev/null", input}, &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
-	t.Logf("record took %v; stderr:\n%s", time.Since(start), stderr.String())
-	if code != ExitOK {
-		t.Fatalf("exit %d", code)
-	}
-	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
-		t.Fatalf("recording: %v", err)
-	}
-	for _, want := range []string{"faultline:malloc", "page-faults:u", "Next: faultline analyze " + out} {
-		if !strings.Contains(stderr.String(), want) {
-			t.Errorf("stderr lacks %q", want)
-		}
-	}
-	// Our per-event counts against perf's own.
-	stats, err := exec.Command("perf", "report", "--stats", "-i", out).Output()
-	if err != nil {
-		t.Fatalf("perf report --stats: %v", err)
-	}
-	want := parsePerfStats(string(stats))
-	got, err := countEvents(out)
-	if err != nil {
-		t.Fatalf("countEvents: %v", err)
-	}
-	if want["faultline:malloc"] == nil || want["faultline:malloc"].samples == 0 {
-		t.Errorf("no malloc samples recorded: perf says %s", stats)
-	}
-	for name, c := range got {
-		w := want[name]
-		if w == nil {
-			w = &eventCounts{}
-		}
-		// Samples only: perf counts LOST_SAMPLES records, we the samples
-		// they lost.
-		if c.samples != w.samples {
-			t.Errorf("%s: counted %d samples, perf report --stats says %d", name, c.samples, w.samples)
-		}
-	}
-
-	after := probeList()
-	// Others may add probes while we run; nothing may go missing and
-	// nothing of ours may stay.
-	have := map[string]bool{}
-	for _, l := range after {
-		have[l] = true
-		if strings.HasPrefix(strings.TrimSpace(l), "faultline:") {
-			t.Errorf("probe left behind: %s", l)
-		}
-	}
-	for _, l := range before {
-		if !have[l] {
-			t.Errorf("probe removed: %s", l)
-		}
-	}
-	if len(after) != len(before) {
-		t.Logf("probe list changed by someone else: before %q, after %q", before, after)
+	writeLossTable(&b, []rec.EventCount{
+		{Name: "faultline_7:malloc", Samples: 500},
+		{Name: "faultline_7:malloc", Stack: true, Filter: "size >= 4096", Samples: 3},
+		{Name: "faultline_7:malloc", Stack: true, Filter: "size < 4096", Samples: 7, Lost: 2},
+		{Name: "faultline_7:valloc"},
+	}, 64)
+	// Names left-aligned to the longest label (50 characters), numbers
+	// right-aligned under their headers.
+	want := "  event                                               samples  lost\n" +
+		"  faultline_7:malloc                                      500     0\n" +
+		"  faultline_7:malloc [stack, every big one]                 3     0\n" +
+		"  faultline_7:malloc [stack, 1 in 64 of the smaller]        7     2\n" +
+		"  (1 more events recorded nothing; faultline info lists them all)\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant\n%s", b.String(), want)
 	}
 }

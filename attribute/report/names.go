@@ -1,0 +1,198 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/pprof/profile"
+	"github.com/ianlancetaylor/demangle"
+)
+
+// FunctionName is the readable name pprof's own symbolizer gives a function
+// (google/pprof internal/symbolizer, default demangler mode): no parameter
+// lists, no template arguments, no return type. system is the linkage name
+// (mangled when there is one), name the full demangled name. The full name
+// stays in the profile's SystemName.
+func FunctionName(name, system string) string {
+	opts := []demangle.Option{demangle.NoParams, demangle.NoEnclosingParams, demangle.NoTemplateParams}
+	if strings.HasPrefix(system, "_Z") {
+		s, _, _ := strings.Cut(system, "@") // a symbol version is not part of the mangled name
+		if d := demangle.Filter(s, opts...); d != s {
+			return d
+		}
+	}
+	// Already demangled (DWARF names, C): pprof's heuristics for names that
+	// look like C++.
+	if strings.Contains(name, ".<") || strings.Contains(name, "]).") || !(strings.ContainsAny(name, "<>[]") || strings.Contains(name, "::")) {
+		return name
+	}
+	if strings.HasPrefix(name, "[") { // faultline's pseudo frames: [heap], [file] libc.so.6
+		return name
+	}
+	return removeMatching(removeMatching(name, '(', ')'), '<', '>')
+}
+
+// removeMatching removes nested instances of start..end from name, as
+// pprof's symbolizer does (a mismatch leaves the name as it is).
+func removeMatching(name string, start, end byte) string {
+	s := string(start) + string(end)
+	var nesting, first, current int
+	for index := strings.IndexAny(name[current:], s); index != -1; index = strings.IndexAny(name[current:], s) {
+		switch current += index; name[current] {
+		case start:
+			nesting++
+			if nesting == 1 {
+				first = current
+			}
+		case end:
+			nesting--
+			switch {
+			case nesting < 0:
+				return name
+			case nesting == 0:
+				name = name[:first] + name[current+1:]
+				current = first - 1
+			}
+		}
+		current++
+	}
+	return name
+}
+
+// systemIncludeDirs hold the compiler's and libc's headers: code inlined
+// from them (std::vector::push_back, std::map::operator[]) is the
+// library's, not the user's.
+var systemIncludeDirs = []string{"/usr/include/", "/usr/lib/gcc/", "/usr/lib/clang/", "/usr/lib/llvm", "/usr/lib64/clang/", "/usr/local/lib/gcc/"}
+
+// systemLibDirs hold system libraries (libc, libstdc++, the loader).
+var systemLibDirs = []string{"/lib/", "/lib64/", "/lib32/", "/usr/lib/", "/usr/lib64/", "/usr/lib32/", "/usr/libexec/"}
+
+// IsSystemFile reports whether a mapping's file is a system library: a
+// shared object under the system library directories, or the vdso.
+func IsSystemFile(file string) bool {
+	if file == "[vdso]" || file == "[vsyscall]" {
+		return true
+	}
+	for _, d := range systemLibDirs {
+		if strings.HasPrefix(file, d) {
+			return strings.Contains(file[strings.LastIndexByte(file, '/'):], ".so")
+		}
+	}
+	return false
+}
+
+// IsSystemSource reports whether a source file is a system header (the
+// compiler's or libc's include directories).
+func IsSystemSource(file string) bool {
+	for _, d := range systemIncludeDirs {
+		if strings.HasPrefix(file, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// SiteFrame is one frame of a profile stack, inlined frames expanded
+// (innermost first, as pprof stores a location's lines).
+type SiteFrame struct {
+	Loc  *profile.Location
+	Line *profile.Line // nil for a location without lines
+}
+
+// Name is the frame's function ("module+0xoffset" without symbols).
+func (f SiteFrame) Name() string {
+	if f.Line == nil || f.Line.Function == nil {
+		if m := f.Loc.Mapping; m != nil && m.File != "" && f.Loc.Address >= m.Start {
+			return fmt.Sprintf("%s+%#x", baseName(m.File), f.Loc.Address-m.Start+m.Offset)
+		}
+		return fmt.Sprintf("%#x", f.Loc.Address)
+	}
+	if n := f.Line.Function.Name; n != "" {
+		return n
+	}
+	if n := f.Line.Function.SystemName; n != "" {
+		return n
+	}
+	return "[unknown]"
+}
+
+// System reports whether the frame is the system's code: in a system
+// library, or inlined from a system header; without a source file, a
+// std:: or __gnu_cxx:: name counts as the standard library's.
+func (f SiteFrame) System() bool {
+	if m := f.Loc.Mapping; m != nil && IsSystemFile(m.File) {
+		return true
+	}
+	if f.Line == nil || f.Line.Function == nil {
+		return false
+	}
+	if file := f.Line.Function.Filename; file != "" {
+		return IsSystemSource(file)
+	}
+	n := f.Line.Function.Name
+	return strings.HasPrefix(n, "std::") || strings.HasPrefix(n, "__gnu_cxx::") || strings.HasPrefix(n, "__cxxabiv1::")
+}
+
+// String is "function file:line", or the function alone.
+func (f SiteFrame) String() string {
+	if f.Line != nil && f.Line.Function != nil && f.Line.Function.Filename != "" && f.Line.Line != 0 {
+		return fmt.Sprintf("%s %s:%d", f.Name(), baseName(f.Line.Function.Filename), f.Line.Line)
+	}
+	return f.Name()
+}
+
+// SiteFrames expands a stack's locations into frames, leaf first.
+func SiteFrames(locs []*profile.Location) []SiteFrame {
+	var out []SiteFrame
+	for _, l := range locs {
+		if len(l.Line) == 0 {
+			out = append(out, SiteFrame{Loc: l})
+			continue
+		}
+		for i := range l.Line {
+			out = append(out, SiteFrame{Loc: l, Line: &l.Line[i]})
+		}
+	}
+	return out
+}
+
+// UserFrame finds the frame that names an allocation site: the first one
+// in the user's own code, skipping system libraries and code inlined from
+// system headers. via is the outermost frame skipped (the library function
+// the user's code called), "" when none was. When every frame is the
+// system's, the leaf names the site (i = 0).
+func UserFrame(frames []SiteFrame) (i int, via string) {
+	for i := range frames {
+		if !frames[i].System() {
+			if i > 0 {
+				via = frames[i-1].Name()
+			}
+			return i, via
+		}
+	}
+	return 0, ""
+}
+
+// SiteName names an allocation site for people: by its first frame in the
+// user's own code with the library function it went through, e.g.
+// "app::Store::fill containers.cpp:27 (via std::vector::push_back)"; raw
+// names it by its leaf frame instead.
+func SiteName(locs []*profile.Location, raw bool) string {
+	frames := SiteFrames(locs)
+	if len(frames) == 0 {
+		return "[unknown]"
+	}
+	if raw {
+		// The leaf location's outermost line: the physical function.
+		n := len(locs[0].Line)
+		if n == 0 {
+			return frames[0].String()
+		}
+		return frames[n-1].String()
+	}
+	i, via := UserFrame(frames)
+	if via != "" {
+		return frames[i].String() + " (via " + via + ")"
+	}
+	return frames[i].String()
+}

@@ -1,0 +1,164 @@
+package recorder
+
+import (
+	"fmt"
+	"os"
+	"unsafe"
+
+	perf "github.com/elastic/go-perf"
+	"github.com/faultline/faultline/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// Where go-perf falls short, golang.org/x/sys/unix is used directly:
+//   - sampling events need read_format PERF_FORMAT_LOST (go-perf's
+//     CountFormat has no Lost) so that LOST_SAMPLES can be written per
+//     event as the kernel counts them; they are opened with
+//     unix.PerfEventOpen and attached to a ring with
+//     PERF_EVENT_IOC_SET_OUTPUT;
+//   - tracepoint filters need PERF_EVENT_IOC_SET_FILTER, which go-perf does
+//     not implement;
+//   - tracepoint ids come from the tracefs the probes were added to
+//     (go-perf's Tracepoint reads only /sys/kernel/debug/tracing).
+// go-perf opens the ring owners — a dummy software event per CPU (per ring),
+// which carries the MMAP2/COMM/FORK/EXIT tracking like perf's dummy:u and
+// never samples, so it loses nothing of its own — maps their rings and reads
+// them (ReadRawRecord, only ever on its non-blocking path: see drain).
+
+// kind says which ring an event writes to.
+type kind int
+
+const (
+	kindRange kind = iota // every call, no stack: the shared ring
+	kindStack             // stack events: a ring of their own
+)
+
+// spec is one event of the recording, opened once per CPU (and per thread
+// with -p).
+type spec struct {
+	name   string
+	kind   kind
+	attr   perfdata.Attr
+	filter string
+	dummy  bool // a ring owner opened with go-perf
+	stack  bool // carries a user stack
+}
+
+// Sample layouts. IDENTIFIER first lets perf (and us) find the event of a
+// record before knowing its layout; TID|TIME|CPU|IDENTIFIER is the same
+// sample_id_all trailer for every event, as perf requires of one file.
+const (
+	baseSampleType = perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
+		perfdata.SampleTime | perfdata.SampleCPU
+	// x86-64 user registers perf copies for DWARF unwinding (perf's
+	// default mask: AX..GS and R8..R15, NOTES.md).
+	userRegsMask = 0xff0fff
+	// readFormat gives each event's id and its lost samples.
+	readFormat = perfdata.ReadID | perfdata.ReadLost
+)
+
+// openedEvent is one spec opened on one CPU for one thread.
+type openedEvent struct {
+	spec *spec
+	cpu  int
+	fd   int         // raw fd (sampling events)
+	ev   *perf.Event // go-perf event (dummies)
+	id   uint64
+}
+
+// goPerfAttr converts a dummy spec's attr for go-perf.
+func goPerfAttr(a *perfdata.Attr) *perf.Attr {
+	ga := &perf.Attr{
+		Type:   perf.EventType(a.Type),
+		Config: a.Config,
+		Sample: a.SamplePeriod,
+	}
+	st := a.SampleType
+	ga.SampleFormat = perf.SampleFormat{
+		Identifier: st&perfdata.SampleIdentifier != 0,
+		IP:         st&perfdata.SampleIP != 0,
+		Tid:        st&perfdata.SampleTID != 0,
+		Time:       st&perfdata.SampleTime != 0,
+		CPU:        st&perfdata.SampleCPU != 0,
+	}
+	ga.CountFormat = perf.CountFormat{ID: a.ReadFormat&perfdata.ReadID != 0}
+	f := a.Flags
+	ga.Options = perf.Options{
+		Disabled:      f&perfdata.AttrDisabled != 0,
+		Inherit:       f&perfdata.AttrInherit != 0,
+		ExcludeKernel: f&perfdata.AttrExcludeKernel != 0,
+		Mmap:          f&perfdata.AttrMmap != 0,
+		Comm:          f&perfdata.AttrComm != 0,
+		EnableOnExec:  f&perfdata.AttrEnableOnExec != 0,
+		Task:          f&perfdata.AttrTask != 0,
+		MmapData:      f&perfdata.AttrMmapData != 0,
+		SampleIDAll:   f&perfdata.AttrSampleIDAll != 0,
+		Mmap2:         f&perfdata.AttrMmap2 != 0,
+		CommExec:      f&perfdata.AttrCommExec != 0,
+	}
+	ga.Label = "dummy"
+	return ga
+}
+
+// openRaw opens a sampling event with perf_event_open(2) itself.
+func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
+	ua := unix.PerfEventAttr{
+		Type:              uint32(a.Type),
+		Size:              uint32(unsafe.Sizeof(unix.PerfEventAttr{})),
+		Config:            a.Config,
+		Sample:            a.SamplePeriod,
+		Sample_type:       uint64(a.SampleType),
+		Read_format:       a.ReadFormat,
+		Bits:              a.Flags,
+		Sample_regs_user:  a.SampleRegsUser,
+		Sample_stack_user: a.SampleStackUser,
+	}
+	fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("perf_event_open", err)
+	}
+	return fd, nil
+}
+
+// eventID asks the kernel for the id samples of fd carry.
+func eventID(fd int) (uint64, error) {
+	var id uint64
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.PERF_EVENT_IOC_ID, uintptr(unsafe.Pointer(&id))); e != 0 {
+		return 0, os.NewSyscallError("ioctl PERF_EVENT_IOC_ID", e)
+	}
+	return id, nil
+}
+
+// setOutput sends fd's records to the ring of leader.
+func setOutput(fd int, leader *perf.Event) error {
+	lfd, err := leader.FD()
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, lfd); err != nil {
+		return os.NewSyscallError("ioctl PERF_EVENT_IOC_SET_OUTPUT", err)
+	}
+	return nil
+}
+
+// setFilter sets a tracepoint filter (ftrace filter syntax).
+func setFilter(fd int, filter string) error {
+	if err := unix.IoctlSetString(fd, unix.PERF_EVENT_IOC_SET_FILTER, filter); err != nil {
+		return fmt.Errorf("filter %q: %w", filter, os.NewSyscallError("ioctl PERF_EVENT_IOC_SET_FILTER", err))
+	}
+	return nil
+}
+
+// readLost reads an event's lost-sample count (read_format ID|LOST:
+// value, id, lost).
+func readLost(fd int) (uint64, error) {
+	var b [24]byte
+	n, err := unix.Read(fd, b[:])
+	if err != nil {
+		return 0, os.NewSyscallError("read", err)
+	}
+	if n < 24 {
+		return 0, fmt.Errorf("read of a perf event gave %d bytes, want 24", n)
+	}
+	return *(*uint64)(unsafe.Pointer(&b[16])), nil
+}

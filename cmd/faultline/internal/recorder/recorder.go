@@ -1,0 +1,655 @@
+// Package recorder records what faultline analyze needs with
+// perf_event_open itself: allocator uprobes and user page faults without
+// stacks in one ring per CPU (every call, nothing lost), the allocation
+// entries again with DWARF stacks in rings of their own (every allocation of
+// at least StackMin bytes, 1 in StackEvery of the smaller ones), and the
+// MMAP2/COMM/FORK/EXIT sideband; it writes a file-mode perf.data through
+// perfdata.Writer. The probes themselves (tracefs) are the caller's.
+package recorder
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	perf "github.com/elastic/go-perf"
+	"github.com/faultline/faultline/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// Probe is one uprobe event of the run's group, already in tracefs.
+type Probe struct {
+	Event  string // name in the group: "malloc", "malloc__return"
+	ID     uint64 // tracefs event id (events/GROUP/EVENT/id)
+	Format []byte // events/GROUP/EVENT/format, for TRACING_DATA
+	// Sized marks an allocation entry with a size argument: it is opened
+	// again with stacks. HasNmemb adds calloc's and reallocarray's nmemb.
+	Sized, HasNmemb bool
+}
+
+// Config is one recording.
+type Config struct {
+	Group   string  // the probes' tracefs group
+	Probes  []Probe // in the order their events are listed
+	Tracefs string  // tracefs mount (for events/header_page, header_event)
+
+	StackMin    uint64 // every allocation of at least this many bytes gets a stack
+	StackEvery  uint64 // 1 in this many of the smaller ones does
+	StackSize   uint32 // user stack bytes copied per stack sample
+	FaultStacks bool   // also sample page faults with stacks, 1 in StackEvery
+	RangePages  int    // ring size per CPU for range events, in pages (power of two)
+	StackPages  int    // ring size per CPU for stack events
+	Compress    bool
+
+	// Target: Cmd (Cmd[0] resolved to a path, Argv its argv), or Pid, or
+	// All (system-wide; with Cmd too when given).
+	Cmd      string
+	Argv     []string
+	Pid      int
+	All      bool
+	NoTHP    bool          // PR_SET_THP_DISABLE for Cmd
+	Duration time.Duration // 0: until Cmd exits or a signal
+
+	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
+	Stdin   io.Reader        // Cmd's standard streams
+	Stdout  io.Writer
+	Stderr  io.Writer
+	Cmdline []string // faultline's own command line, for CMDLINE
+}
+
+// EventCount is what one event of the recording delivered and lost.
+type EventCount struct {
+	Name    string
+	Stack   bool   // a stack instance (its loss never drops a range event)
+	Filter  string // its filter, if any
+	Samples uint64
+	Lost    uint64 // LOST_SAMPLES as the kernel counted them
+}
+
+// Result describes a finished recording.
+type Result struct {
+	Events    []EventCount
+	RangeLost uint64 // PERF_RECORD_LOST totals of the range rings
+	StackLost uint64 // and of the stack rings
+	// Samples the kernel gave the wrong one of two twinned events
+	// (twins.go): repaired in the range rings, dropped from the stack rings.
+	TwinsRepaired, TwinsDropped uint64
+	DataBytes                   int64 // uncompressed record bytes
+	FileBytes                   int64
+
+	// Of Cmd: how it ended and what it cost.
+	Ran        bool
+	ExitCode   int            // exit status, when it exited
+	Signal     syscall.Signal // the signal that killed it, or 0
+	Wall       time.Duration  // exec to exit
+	User, Sys  time.Duration
+	StoppedBy  string // "" (Cmd exited), "duration", or a signal's name
+	Unfinished bool   // Cmd was still running when recording stopped
+}
+
+// ErrNoEvents is returned when the kernel refuses to open an event.
+var ErrNoEvents = errors.New("cannot open perf events")
+
+// Record runs one recording into out (positioned at 0).
+func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return nil, err
+	}
+	rec := &session{cfg: cfg, cpus: cpus, res: &Result{}}
+	defer rec.closeAll()
+
+	var held *heldCommand
+	if cfg.Cmd != "" {
+		held, err = startHeld(cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if held != nil && !rec.released {
+				held.abort()
+			}
+		}()
+	}
+	var tids []int
+	switch {
+	case cfg.All:
+		tids = []int{-1}
+	case cfg.Pid > 0:
+		if tids, err = threadsOf(cfg.Pid); err != nil {
+			return nil, err
+		}
+	default:
+		tids = []int{held.cmd.Process.Pid}
+	}
+	rec.specs = buildSpecs(cfg)
+	if err := rec.open(tids); err != nil {
+		return nil, err
+	}
+	var events []perfdata.WriterEvent
+	for _, s := range rec.specs {
+		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})
+	}
+	w, err := perfdata.NewWriter(out, events, &perfdata.WriterOptions{Compress: cfg.Compress})
+	if err != nil {
+		return nil, err
+	}
+	rec.w = w
+	if cfg.Pid > 0 || cfg.All {
+		if err := rec.synthesize(); err != nil {
+			return nil, err
+		}
+	}
+	if err := rec.run(held); err != nil {
+		return rec.res, err
+	}
+	return rec.res, rec.finish()
+}
+
+// session is one recording in progress.
+type session struct {
+	cfg      *Config
+	cpus     []int
+	specs    []*spec
+	opened   []*openedEvent
+	ids      map[*spec][]uint64
+	rings    []*ring
+	w        *perfdata.Writer
+	res      *Result
+	released bool
+
+	counts   map[uint64]*uint64 // sample id → its spec's count
+	perSpec  map[*spec]*uint64
+	specOf   map[uint64]*spec
+	twins    twins
+	lost     map[*spec]uint64
+	firstT   uint64
+	lastT    uint64
+	mmaps    map[string]bool // executable files mapped, for BUILD_ID
+	trackID  uint64          // an id of the tracking dummy, for synthesized records
+	lastTime uint64
+}
+
+// ring is one mapped ring buffer and the kind of events it holds.
+type ring struct {
+	ev   *perf.Event
+	kind kind
+	cpu  int
+	size int
+}
+
+// closeAll closes every event. The last close of a uprobe event
+// unregisters it, which waits for the kernel's RCU grace periods (about
+// 100 ms each here): closing them concurrently takes one wait, not one per
+// event.
+func (s *session) closeAll() {
+	var wg sync.WaitGroup
+	for _, o := range s.opened {
+		if o.ev != nil {
+			o.ev.Close()
+		} else if o.fd >= 0 {
+			wg.Add(1)
+			go func(fd int) {
+				defer wg.Done()
+				unix.Close(fd)
+			}(o.fd)
+		}
+	}
+	wg.Wait()
+	s.opened = nil
+}
+
+// buildSpecs lists the events in attr order: the range ring's owner, page
+// faults and the probes, then the stack ring's owner and the stack
+// instances.
+func buildSpecs(cfg *Config) []*spec {
+	flags := uint64(perfdata.AttrSampleIDAll)
+	switch {
+	case cfg.Cmd != "" && !cfg.All:
+		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
+	case cfg.Pid > 0:
+		flags |= perfdata.AttrInherit
+	}
+	var specs []*spec
+	add := func(sp *spec) { specs = append(specs, sp) }
+	dummyAttr := func(track bool) perfdata.Attr {
+		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
+			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
+			Flags: flags | perfdata.AttrExcludeKernel}
+		if track {
+			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
+				perfdata.AttrMmap2 | perfdata.AttrCommExec
+		}
+		return a
+	}
+	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(true)})
+	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
+		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
+		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
+		Flags: flags | perfdata.AttrExcludeKernel}})
+	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
+		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
+			SampleType: st, ReadFormat: readFormat, Flags: flags}
+	}
+	for _, p := range cfg.Probes {
+		add(&spec{name: cfg.Group + ":" + p.Event, kind: kindRange, attr: tp(p, baseSampleType|perfdata.SampleRaw, 1)})
+	}
+	add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
+	stackAttr := func(a perfdata.Attr) perfdata.Attr {
+		// No PERF_SAMPLE_PERIOD: with it a tracepoint samples every hit
+		// whatever sample_period says. CALLCHAIN with the user part
+		// excluded is what perf record --call-graph dwarf asks for (an
+		// empty chain here: these samples are taken in user context); perf
+		// script and perf report print DWARF stacks only with it.
+		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+		a.Flags |= perfdata.AttrExcludeCallchainUser
+		a.SampleRegsUser = userRegsMask
+		a.SampleStackUser = cfg.StackSize
+		return a
+	}
+	big, small := sizeFilters(cfg.StackMin)
+	bigN, smallN := sizeFiltersNmemb(cfg.StackMin)
+	for _, p := range cfg.Probes {
+		if !p.Sized {
+			continue
+		}
+		bf, sf := big, small
+		if p.HasNmemb {
+			bf, sf = bigN, smallN
+		}
+		name := cfg.Group + ":" + p.Event
+		add(&spec{name: name, kind: kindStack, stack: true, filter: bf,
+			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, 1))})
+		add(&spec{name: name, kind: kindStack, stack: true, filter: sf,
+			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, cfg.StackEvery))})
+	}
+	if cfg.FaultStacks {
+		a := stackAttr(specs[1].attr)
+		a.SamplePeriod = cfg.StackEvery
+		add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
+	}
+	return specs
+}
+
+// sizeFilters are the stack instances' filters for a size argument: the
+// two are complements, so no call is sampled twice.
+func sizeFilters(min uint64) (big, small string) {
+	return fmt.Sprintf("size >= %d", min), fmt.Sprintf("size < %d", min)
+}
+
+// sizeFiltersNmemb are the filters for calloc and reallocarray, whose size
+// is nmemb × size: a filter cannot multiply, so "big" is either factor ≥
+// min, or both ≥ ⌈√min⌉ (then the product is ≥ min). A call whose product
+// reaches min with one factor below ⌈√min⌉ and the other below min (e.g.
+// calloc(41, 100) at 4096) falls in the 1-in-N class; every "big" call
+// really is big unless a factor is 0.
+func sizeFiltersNmemb(min uint64) (big, small string) {
+	r := uint64(math.Ceil(math.Sqrt(float64(min))))
+	big = fmt.Sprintf("size >= %d || nmemb >= %d || (size >= %d && nmemb >= %d)", min, min, r, r)
+	small = fmt.Sprintf("size < %d && nmemb < %d && (size < %d || nmemb < %d)", min, min, r, r)
+	return big, small
+}
+
+// open opens every spec on every CPU for every thread and wires rings.
+func (s *session) open(tids []int) error {
+	s.ids = map[*spec][]uint64{}
+	s.counts = map[uint64]*uint64{}
+	s.perSpec = map[*spec]*uint64{}
+	s.lost = map[*spec]uint64{}
+	for _, sp := range s.specs {
+		s.perSpec[sp] = new(uint64)
+	}
+	s.specOf = map[uint64]*spec{}
+	type source struct {
+		typ    perfdata.EventType
+		config uint64
+	}
+	for _, cpu := range s.cpus {
+		leaders := map[kind]*perf.Event{}
+		for ti, tid := range tids {
+			rangeOf := map[source]uint64{} // this CPU's and thread's range events
+			for _, sp := range s.specs {
+				o := &openedEvent{spec: sp, cpu: cpu, fd: -1}
+				if sp.dummy {
+					ev, err := perf.Open(goPerfAttr(&sp.attr), tid, cpu, nil)
+					if err != nil {
+						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
+					}
+					o.ev = ev
+					s.opened = append(s.opened, o)
+					if ti == 0 {
+						pages := s.cfg.RangePages
+						if sp.kind == kindStack {
+							pages = s.cfg.StackPages
+						}
+						if err := ev.MapRingNumPages(pages); err != nil {
+							return fmt.Errorf("mapping a %d-page ring on CPU %d: %v (lower --mmap-pages?)", pages, cpu, err)
+						}
+						leaders[sp.kind] = ev
+						s.rings = append(s.rings, &ring{ev: ev, kind: sp.kind, cpu: cpu, size: pages * os.Getpagesize()})
+					} else if err := ev.SetOutput(leaders[sp.kind]); err != nil {
+						return fmt.Errorf("%s on CPU %d: %v", sp.name, cpu, err)
+					}
+					if o.id, err = ev.ID(); err != nil {
+						return err
+					}
+					if s.trackID == 0 {
+						s.trackID = o.id
+					}
+				} else {
+					fd, err := openRaw(&sp.attr, tid, cpu)
+					if err != nil {
+						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
+					}
+					o.fd = fd
+					s.opened = append(s.opened, o)
+					if sp.filter != "" {
+						if err := setFilter(fd, sp.filter); err != nil {
+							return fmt.Errorf("%s: %v", sp.name, err)
+						}
+					}
+					if err := setOutput(fd, leaders[sp.kind]); err != nil {
+						return fmt.Errorf("%s on CPU %d: %v", sp.name, cpu, err)
+					}
+					if o.id, err = eventID(fd); err != nil {
+						return err
+					}
+				}
+				s.ids[sp] = append(s.ids[sp], o.id)
+				s.counts[o.id] = s.perSpec[sp]
+				s.specOf[o.id] = sp
+				if !sp.dummy {
+					src := source{sp.attr.Type, sp.attr.Config}
+					if sp.kind == kindRange {
+						rangeOf[src] = o.id
+						if s.twins.rangeIDs == nil {
+							s.twins.rangeIDs = map[uint64]bool{}
+						}
+						s.twins.rangeIDs[o.id] = true
+					} else if twin, ok := rangeOf[src]; ok {
+						if s.twins.twinOf == nil {
+							s.twins.twinOf = map[uint64]uint64{}
+						}
+						s.twins.twinOf[o.id] = twin
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// expired is a context whose deadline has passed: ReadRawRecord then
+// returns a record if one is in the ring and an error at once if not. It
+// never waits, so it never meets go-perf's "event disabled" while events
+// wait for enable-on-exec (which stops a waiting reader for good) and
+// never spins on it either.
+var expired, _ = context.WithDeadline(context.Background(), time.Unix(0, 0))
+
+// drain copies what the rings hold to the writer; it reports the bytes.
+func (s *session) drain() (int, error) {
+	var raw perf.RawRecord
+	total := 0
+	for _, r := range s.rings {
+		// Bound one ring's turn so a busy ring cannot starve the others.
+		for n := 0; n < r.size; {
+			if err := r.ev.ReadRawRecord(expired, &raw); err != nil {
+				break
+			}
+			n += int(raw.Header.Size)
+			body, keep := s.twins.repair(r.kind, &raw, s.sampleType)
+			if !keep {
+				continue
+			}
+			raw.Data = body
+			if err := s.note(r, &raw); err != nil {
+				return total + n, err
+			}
+			if err := s.w.WriteRecordParts(uint32(raw.Header.Type), raw.Header.Misc, body); err != nil {
+				return total + n, err
+			}
+			total += int(raw.Header.Size)
+		}
+	}
+	if total > 0 {
+		// perf's promise to readers: nothing after this record is older
+		// than what came before the previous one.
+		if err := s.w.WriteRecordParts(uint32(perfdata.RecordFinishedRound), 0, nil); err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// sampleType returns the sample_type of the event with this id.
+func (s *session) sampleType(id uint64) (perfdata.SampleFormat, bool) {
+	sp := s.specOf[id]
+	if sp == nil {
+		return 0, false
+	}
+	return sp.attr.SampleType, true
+}
+
+// note counts a record: samples per event, LOST per ring kind, executable
+// mappings for BUILD_ID. It allocates only for a file not seen before.
+func (s *session) note(r *ring, raw *perf.RawRecord) error {
+	d := raw.Data
+	switch perfdata.RecordType(raw.Header.Type) {
+	case perfdata.RecordSample:
+		if len(d) >= 32 {
+			if c := s.counts[binary.NativeEndian.Uint64(d)]; c != nil {
+				*c++
+			}
+			t := binary.NativeEndian.Uint64(d[24:])
+			if s.firstT == 0 || t < s.firstT {
+				s.firstT = t
+			}
+			if t > s.lastT {
+				s.lastT = t
+			}
+		}
+	case perfdata.RecordLost:
+		// u64 id, u64 lost, sample_id.
+		if len(d) >= 16 {
+			n := binary.NativeEndian.Uint64(d[8:])
+			if r.kind == kindRange {
+				s.res.RangeLost += n
+			} else {
+				s.res.StackLost += n
+			}
+		}
+	case perfdata.RecordMmap2:
+		// pid, tid, addr, len, pgoff, maj/min or build id (24), ino_gen?
+		// prot at 56, flags at 60, filename at 64.
+		if len(d) > 64 && binary.NativeEndian.Uint32(d[56:])&unix.PROT_EXEC != 0 {
+			name := d[64:]
+			if i := indexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if !s.mmaps[string(name)] {
+				s.noteExec(string(name))
+			}
+		}
+	}
+	return nil
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// run releases the command (if any) and drains the rings until it exits,
+// the duration passes or a signal asks to stop.
+func (s *session) run(held *heldCommand) error {
+	cfg := s.cfg
+	var timer <-chan time.Time
+	if cfg.Duration > 0 {
+		t := time.NewTimer(cfg.Duration)
+		defer t.Stop()
+		timer = t.C
+	}
+	var done <-chan struct{}
+	start := time.Now()
+	if held != nil {
+		// A stop request while the events were being opened: do not
+		// start the program at all (the deferred abort ends the launcher).
+		select {
+		case sig := <-cfg.Signals:
+			return fmt.Errorf("interrupted by %v before the program started", sig)
+		default:
+		}
+		if err := held.release(); err != nil {
+			return fmt.Errorf("releasing the command: %w", err)
+		}
+		s.released = true
+		s.res.Ran = true
+		done = held.done
+	}
+	var (
+		grace, forward <-chan time.Time
+		pending        os.Signal
+		stopping       bool
+	)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n, err := s.drain()
+		if err != nil {
+			return err
+		}
+		// A busy ring is read again at once; the select below still sees
+		// the program's exit and signals.
+		idle := tick.C
+		if n > s.rings[0].size/8 {
+			idle = nil
+		}
+		var again <-chan time.Time
+		if idle == nil {
+			again = closedTimeChan
+		}
+		select {
+		case <-done:
+			s.res.Wall = time.Since(start)
+			s.exitStatus(held)
+			_, err := s.drain()
+			return err
+		case sig := <-cfg.Signals:
+			if s.res.StoppedBy == "" {
+				s.res.StoppedBy = sig.String()
+			}
+			if held == nil {
+				_, err := s.drain()
+				return err
+			}
+			if stopping {
+				held.cmd.Process.Kill() // asked twice
+				continue
+			}
+			// Keep recording until the program exits, so the file is
+			// complete. A terminal's Ctrl-C (or hangup) reaches the
+			// program itself; a signal sent to faultline alone is passed
+			// on, a second later if the program is still running, so a
+			// program that handles SIGINT does not get it twice.
+			stopping, pending = true, sig
+			forward = time.After(time.Second)
+			grace = time.After(6 * time.Second)
+		case <-forward:
+			held.cmd.Process.Signal(pending)
+		case <-timer:
+			s.res.StoppedBy = "duration"
+			if held == nil {
+				_, err := s.drain()
+				return err
+			}
+			held.cmd.Process.Signal(os.Interrupt)
+			stopping = true
+			grace = time.After(5 * time.Second)
+		case <-grace:
+			// The program ignores the request: stop recording, leave it.
+			s.res.Unfinished = true
+			s.res.Wall = time.Since(start)
+			_, err := s.drain()
+			return err
+		case <-idle:
+		case <-again:
+		}
+	}
+}
+
+// closedTimeChan is always ready: the select of a busy loop does not wait.
+var closedTimeChan = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
+func (s *session) exitStatus(held *heldCommand) {
+	st := held.cmd.ProcessState
+	if st == nil {
+		return
+	}
+	s.res.User, s.res.Sys = st.UserTime(), st.SystemTime()
+	ws, ok := st.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled():
+		s.res.Signal = ws.Signal()
+	default:
+		s.res.ExitCode = st.ExitCode()
+	}
+}
+
+// finish writes LOST_SAMPLES per event, closes the events and writes the
+// features.
+func (s *session) finish() error {
+	for _, o := range s.opened {
+		if o.fd < 0 {
+			continue
+		}
+		lost, err := readLost(o.fd)
+		if err != nil || lost == 0 {
+			continue
+		}
+		// PERF_RECORD_LOST_SAMPLES: u64 lost, then the sample_id trailer
+		// (TID, TIME, CPU, IDENTIFIER) naming the event.
+		var b [8 + 32]byte
+		ne := binary.NativeEndian
+		ne.PutUint64(b[0:], lost)
+		ne.PutUint64(b[16:], s.lastT)
+		ne.PutUint32(b[24:], uint32(o.cpu))
+		ne.PutUint64(b[32:], o.id)
+		if err := s.w.WriteRecordParts(uint32(perfdata.RecordLostSamples), 0, b[:]); err != nil {
+			return err
+		}
+		s.lost[o.spec] += lost
+	}
+	s.closeAll()
+	for _, sp := range s.specs {
+		if sp.dummy {
+			continue
+		}
+		s.res.Events = append(s.res.Events, EventCount{Name: sp.name, Stack: sp.stack, Filter: sp.filter,
+			Samples: *s.perSpec[sp], Lost: s.lost[sp]})
+	}
+	feats, err := s.features()
+	if err != nil {
+		return err
+	}
+	if err := s.w.Finish(feats); err != nil {
+		return err
+	}
+	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
+	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
+	return nil
+}

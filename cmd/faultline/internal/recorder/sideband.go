@@ -1,0 +1,303 @@
+package recorder
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize/binfile"
+	"golang.org/x/sys/unix"
+)
+
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5").
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("listing CPUs: %w", err)
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("bad CPU list %q", s)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 1<<16 {
+				return nil, fmt.Errorf("bad CPU list %q", s)
+			}
+		}
+		for c := a; c <= b; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// threadsOf lists the threads of a running process.
+func threadsOf(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	var tids []int
+	for _, e := range ents {
+		if t, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, t)
+		}
+	}
+	if len(tids) == 0 {
+		return nil, fmt.Errorf("process %d has no threads (exited?)", pid)
+	}
+	return tids, nil
+}
+
+// synthesize writes COMM and MMAP2 records for what already exists (-p,
+// -a), as perf does: the kernel reports only what happens from now on.
+func (s *session) synthesize() error {
+	var pids []int
+	if s.cfg.All {
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if p, err := strconv.Atoi(e.Name()); err == nil {
+				pids = append(pids, p)
+			}
+		}
+	} else {
+		pids = []int{s.cfg.Pid}
+	}
+	for _, pid := range pids {
+		tids, err := threadsOf(pid)
+		if err != nil {
+			if s.cfg.All {
+				continue // gone meanwhile
+			}
+			return err
+		}
+		for _, tid := range tids {
+			comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", pid, tid))
+			if err != nil {
+				continue
+			}
+			if err := s.w.WriteRecordParts(uint32(perfdata.RecordComm), perfdata.MiscUser,
+				commBody(uint32(pid), uint32(tid), strings.TrimSpace(string(comm)), s.trackID)); err != nil {
+				return err
+			}
+		}
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if err != nil {
+			continue
+		}
+		for _, m := range parseMaps(string(maps)) {
+			misc := uint16(perfdata.MiscUser)
+			if m.prot&unix.PROT_EXEC == 0 {
+				misc |= perfdata.MiscMmapData
+			} else {
+				s.noteExec(m.name)
+			}
+			if err := s.w.WriteRecordParts(uint32(perfdata.RecordMmap2), misc, mmap2Body(uint32(pid), m, s.trackID)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *session) noteExec(name string) {
+	if s.mmaps == nil {
+		s.mmaps = map[string]bool{}
+	}
+	s.mmaps[name] = true
+}
+
+// sampleID is the sample_id_all trailer: TID, TIME, CPU, IDENTIFIER.
+func appendSampleID(b []byte, pid, tid uint32, id uint64) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint32(b, tid)
+	b = ne.AppendUint64(b, 0) // time: before anything recorded
+	b = ne.AppendUint64(b, 0) // cpu, res
+	return ne.AppendUint64(b, id)
+}
+
+func commBody(pid, tid uint32, comm string, id uint64) []byte {
+	b := binary.NativeEndian.AppendUint32(nil, pid)
+	b = binary.NativeEndian.AppendUint32(b, tid)
+	b = appendPaddedString(b, comm)
+	return appendSampleID(b, pid, tid, id)
+}
+
+// appendPaddedString appends s, a NUL and zeros to an 8-byte boundary.
+func appendPaddedString(b []byte, s string) []byte {
+	b = append(b, s...)
+	b = append(b, 0)
+	for len(b)%8 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+type mapping struct {
+	start, end, pgoff uint64
+	maj, min          uint32
+	ino               uint64
+	prot, flags       uint32
+	name              string
+}
+
+// parseMaps reads /proc/PID/maps lines:
+// "start-end perms offset maj:min inode   name".
+func parseMaps(text string) []mapping {
+	var out []mapping
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 5 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok || len(f[1]) < 4 {
+			continue
+		}
+		var m mapping
+		var err1, err2, err3, err4 error
+		m.start, err1 = strconv.ParseUint(lo, 16, 64)
+		m.end, err2 = strconv.ParseUint(hi, 16, 64)
+		m.pgoff, err3 = strconv.ParseUint(f[2], 16, 64)
+		m.ino, err4 = strconv.ParseUint(f[4], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || m.end <= m.start {
+			continue
+		}
+		if ma, mi, ok := strings.Cut(f[3], ":"); ok {
+			a, _ := strconv.ParseUint(ma, 16, 32)
+			b, _ := strconv.ParseUint(mi, 16, 32)
+			m.maj, m.min = uint32(a), uint32(b)
+		}
+		p := f[1]
+		if p[0] == 'r' {
+			m.prot |= unix.PROT_READ
+		}
+		if p[1] == 'w' {
+			m.prot |= unix.PROT_WRITE
+		}
+		if p[2] == 'x' {
+			m.prot |= unix.PROT_EXEC
+		}
+		m.flags = unix.MAP_PRIVATE
+		if p[3] == 's' {
+			m.flags = unix.MAP_SHARED
+		}
+		if len(f) >= 6 {
+			// A name may hold spaces: take the rest of the line after the
+			// inode field.
+			line := sc.Text()
+			i := strings.Index(line, f[5])
+			m.name = strings.TrimRight(line[i:], " ")
+		} else {
+			m.name = "//anon" // perf's name for anonymous memory
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func mmap2Body(pid uint32, m mapping, id uint64) []byte {
+	ne := binary.NativeEndian
+	b := ne.AppendUint32(nil, pid)
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint64(b, m.start)
+	b = ne.AppendUint64(b, m.end-m.start)
+	b = ne.AppendUint64(b, m.pgoff)
+	b = ne.AppendUint32(b, m.maj)
+	b = ne.AppendUint32(b, m.min)
+	b = ne.AppendUint64(b, m.ino)
+	b = ne.AppendUint64(b, 0) // ino_generation
+	b = ne.AppendUint32(b, m.prot)
+	b = ne.AppendUint32(b, m.flags)
+	b = appendPaddedString(b, m.name)
+	return appendSampleID(b, pid, pid, id)
+}
+
+// features gathers the header features: the probes' formats, build ids of
+// the executables mapped, and the machine's description.
+func (s *session) features() (*perfdata.WriterFeatures, error) {
+	cfg := s.cfg
+	f := &perfdata.WriterFeatures{
+		Cmdline:         cfg.Cmdline,
+		Version:         "faultline record",
+		SampleTimeFirst: s.firstT,
+		SampleTimeLast:  s.lastT,
+	}
+	if len(cfg.Probes) > 0 {
+		ev := filepath.Join(cfg.Tracefs, "events")
+		hp, err := os.ReadFile(filepath.Join(ev, "header_page"))
+		if err != nil {
+			return nil, fmt.Errorf("tracing data: %w", err)
+		}
+		he, err := os.ReadFile(filepath.Join(ev, "header_event"))
+		if err != nil {
+			return nil, fmt.Errorf("tracing data: %w", err)
+		}
+		sys := perfdata.TraceSystem{Name: cfg.Group}
+		for _, p := range cfg.Probes {
+			sys.Formats = append(sys.Formats, p.Format)
+		}
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, []perfdata.TraceSystem{sys})
+	}
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err == nil {
+		f.Hostname = cstr(uts.Nodename[:])
+		f.OSRelease = cstr(uts.Release[:])
+		f.Arch = cstr(uts.Machine[:])
+	}
+	n := uint32(len(s.cpus))
+	f.NrCPUsOnline, f.NrCPUsAvail = n, n
+	if b, err := os.ReadFile("/sys/devices/system/cpu/possible"); err == nil {
+		if c, err := parseCPUList(strings.TrimSpace(string(b))); err == nil {
+			f.NrCPUsAvail = uint32(len(c))
+		}
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		f.TotalMemKB = uint64(si.Totalram) * uint64(si.Unit) / 1024
+	}
+	var names []string
+	for name := range s.mmaps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !strings.HasPrefix(name, "/") {
+			continue // [vdso], //anon, ...
+		}
+		id, err := binfile.FileBuildID(name)
+		if err != nil || len(id) == 0 {
+			continue
+		}
+		f.BuildIDs = append(f.BuildIDs, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
+	}
+	return f, nil
+}
+
+func cstr(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}

@@ -1,0 +1,454 @@
+package perfdata
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// Writer-side layout constants (tools/perf/util/header.c and
+// tools/lib/perf/include/perf/event.h).
+const (
+	// writerAttrSize is the perf_event_attr size the writer stores
+	// (PERF_ATTR_SIZE_VER7: up to sig_data), what perf 6.1 writes.
+	writerAttrSize = 128
+	// fileSectionSize is sizeof(struct perf_file_section): offset, size.
+	fileSectionSize = 16
+	// nameAlign is NAME_ALIGN: header strings and build-id file names are
+	// padded to it.
+	nameAlign = 64
+	// MiscUser is PERF_RECORD_MISC_USER, the cpumode of user-space records.
+	MiscUser = 2
+	// buildIDSlot is the size of the build_id array in
+	// perf_record_header_build_id (20 bytes of id, size byte, padding).
+	buildIDSlot = 24
+	// compressedChunk bounds the uncompressed bytes behind one flush of the
+	// zstd stream, so that no COMPRESSED record expands to more than perf's
+	// decompression buffer (FeatCompressed's mmap_len) holds.
+	// Kept small so that one flush's output fits one record: perf fails
+	// ("Couldn't decompress data") on a COMPRESSED record that yields no
+	// bytes, which a block split across two records would.
+	compressedChunk = 32 << 10
+	// maxCompressedPayload keeps a COMPRESSED record under header.size's
+	// u16 limit.
+	maxCompressedPayload = 65535 - 8
+	// compressMmapLen is what the COMPRESSED feature announces as
+	// mmap_len: perf decompresses each record into a buffer of this size,
+	// which must hold one flush (a chunk plus the largest record).
+	compressMmapLen = 1 << 20
+)
+
+// WriterEvent is one event of a recording being written: its attr, its
+// name (EVENT_DESC) and the sample ids the kernel gave its file descriptors.
+type WriterEvent struct {
+	Attr Attr
+	Name string
+	IDs  []uint64
+}
+
+// WriterFeatures are the header feature sections written by Finish. Empty
+// fields are left out.
+type WriterFeatures struct {
+	TracingData     []byte // see BuildTracingData
+	BuildIDs        []BuildID
+	Hostname        string
+	OSRelease       string
+	Version         string
+	Arch            string
+	NrCPUsAvail     uint32
+	NrCPUsOnline    uint32
+	TotalMemKB      uint64
+	Cmdline         []string
+	SampleTimeFirst uint64
+	SampleTimeLast  uint64
+}
+
+// WriterOptions choose how a recording is written.
+type WriterOptions struct {
+	// Compress writes the data section as zstd COMPRESSED records (perf -z).
+	Compress bool
+	// Level is the zstd level for Compress (0: the encoder's default).
+	Level int
+}
+
+// WriterTarget is where a Writer writes: sequential writes for the data,
+// and WriteAt to fill in the file header once sizes are known.
+type WriterTarget interface {
+	io.Writer
+	io.WriterAt
+}
+
+// Writer writes a file-mode perf.data: the header, the attrs with their ids,
+// a data section of records handed to WriteRecord, and feature sections.
+// The file is valid only after Finish.
+type Writer struct {
+	out      WriterTarget
+	bw       *bufio.Writer
+	pos      int64 // bytes written to out so far
+	events   []WriterEvent
+	attrs    fileSection
+	dataOff  int64
+	zenc     *zstd.Encoder
+	zlevel   int
+	zbytes   int64 // compressed payload bytes written
+	zbuf     zstdSink
+	pending  int // uncompressed bytes since the last flush
+	rawBytes int64
+	err      error
+	hdr      [8]byte
+}
+
+type fileSection struct{ off, size int64 }
+
+// NewWriter starts a recording on out (positioned at offset 0) with the
+// given events, all of whose ids must be known now.
+func NewWriter(out WriterTarget, events []WriterEvent, opts *WriterOptions) (*Writer, error) {
+	if len(events) == 0 {
+		return nil, errors.New("perfdata: writer needs at least one event")
+	}
+	w := &Writer{out: out, bw: bufio.NewWriterSize(out, 1<<20), events: events}
+	// Placeholder header; Finish rewrites it.
+	w.write(make([]byte, fileHeaderSize))
+	// ids arrays first, then the attr table pointing at them.
+	idOff := make([]int64, len(events))
+	for i, ev := range events {
+		idOff[i] = w.pos
+		b := make([]byte, 8*len(ev.IDs))
+		for k, id := range ev.IDs {
+			binary.LittleEndian.PutUint64(b[8*k:], id)
+		}
+		w.write(b)
+	}
+	w.attrs.off = w.pos
+	for i, ev := range events {
+		b := appendAttr(nil, &ev.Attr)
+		b = binary.LittleEndian.AppendUint64(b, uint64(idOff[i]))
+		b = binary.LittleEndian.AppendUint64(b, uint64(8*len(ev.IDs)))
+		w.write(b)
+	}
+	w.attrs.size = w.pos - w.attrs.off
+	w.dataOff = w.pos
+	if opts != nil && opts.Compress {
+		w.zlevel = 3 // zstd's default level, what SpeedDefault stands for
+		if opts.Level > 0 {
+			w.zlevel = opts.Level
+		}
+		lvl := zstd.EncoderLevelFromZstd(w.zlevel)
+		enc, err := zstd.NewWriter(&w.zbuf, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, fmt.Errorf("perfdata: zstd: %w", err)
+		}
+		w.zenc = enc
+	}
+	return w, w.err
+}
+
+// zstdSink collects the encoder's output between flushes.
+type zstdSink struct{ b []byte }
+
+func (s *zstdSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
+
+func (w *Writer) write(p []byte) {
+	if w.err != nil {
+		return
+	}
+	n, err := w.bw.Write(p)
+	w.pos += int64(n)
+	w.err = err
+}
+
+// WriteRecord appends one whole record (its perf_event_header included) to
+// the data section. It does not keep rec.
+func (w *Writer) WriteRecord(rec []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(rec) < 8 || int(binary.LittleEndian.Uint16(rec[6:])) != len(rec) {
+		return fmt.Errorf("perfdata: WriteRecord: record of %d bytes whose header says otherwise", len(rec))
+	}
+	w.rawBytes += int64(len(rec))
+	if w.zenc == nil {
+		w.write(rec)
+		return w.err
+	}
+	if err := w.makeRoom(len(rec)); err != nil {
+		return err
+	}
+	return w.compress(rec)
+}
+
+// WriteRecordParts writes a record given as its header fields and body,
+// saving the caller a copy; size is taken from len(body)+8.
+func (w *Writer) WriteRecordParts(typ uint32, misc uint16, body []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	n := len(body) + 8
+	if n > 0xffff {
+		return fmt.Errorf("perfdata: record of %d bytes exceeds the u16 size field", n)
+	}
+	binary.LittleEndian.PutUint32(w.hdr[0:], typ)
+	binary.LittleEndian.PutUint16(w.hdr[4:], misc)
+	binary.LittleEndian.PutUint16(w.hdr[6:], uint16(n))
+	w.rawBytes += int64(n)
+	if w.zenc == nil {
+		w.write(w.hdr[:])
+		w.write(body)
+		return w.err
+	}
+	if err := w.makeRoom(n); err != nil {
+		return err
+	}
+	if err := w.compress(w.hdr[:]); err != nil {
+		return err
+	}
+	return w.compress(body)
+}
+
+// makeRoom flushes the compressed stream when a record of n bytes would
+// take the pending input past compressedChunk, so that a flush never holds
+// more than one chunk or one record.
+func (w *Writer) makeRoom(n int) error {
+	if w.pending > 0 && w.pending+n > compressedChunk {
+		return w.flushCompressed()
+	}
+	return nil
+}
+
+func (w *Writer) compress(p []byte) error {
+	if _, err := w.zenc.Write(p); err != nil {
+		w.err = err
+		return err
+	}
+	w.pending += len(p)
+	return nil
+}
+
+// flushCompressed ends the current zstd block and emits its bytes as
+// COMPRESSED records. The stream is one zstd frame for the whole file, as
+// perf writes it.
+func (w *Writer) flushCompressed() error {
+	if w.pending == 0 && len(w.zbuf.b) == 0 {
+		return w.err
+	}
+	if err := w.zenc.Flush(); err != nil {
+		w.err = err
+		return err
+	}
+	w.pending = 0
+	w.emitCompressed()
+	return w.err
+}
+
+// emitCompressed writes the encoder's pending output as COMPRESSED records
+// (perf does not pad them to 8 bytes either).
+func (w *Writer) emitCompressed() {
+	for b := w.zbuf.b; len(b) > 0; {
+		n := min(len(b), maxCompressedPayload)
+		var h [8]byte
+		binary.LittleEndian.PutUint32(h[0:], uint32(RecordCompressed))
+		binary.LittleEndian.PutUint16(h[6:], uint16(8+n))
+		w.write(h[:])
+		w.write(b[:n])
+		w.zbytes += int64(n)
+		b = b[n:]
+	}
+	w.zbuf.b = w.zbuf.b[:0]
+}
+
+// Finish writes the feature sections and the file header. The target is
+// complete (but not synced or closed) when it returns nil.
+func (w *Writer) Finish(f *WriterFeatures) error {
+	if w.zenc != nil {
+		// The frame is left open, as perf leaves it: the frame's end
+		// would be a record that decompresses to nothing, which perf
+		// refuses.
+		if err := w.flushCompressed(); err != nil {
+			return err
+		}
+		w.zenc.Close() // releases the encoder; its frame end is dropped
+		w.zbuf.b = nil
+	}
+	dataSize := w.pos - w.dataOff
+	if f == nil {
+		f = &WriterFeatures{}
+	}
+	type feat struct {
+		bit  Feature
+		body []byte
+	}
+	var feats []feat
+	add := func(bit Feature, body []byte) { feats = append(feats, feat{bit, body}) }
+	if len(f.TracingData) > 0 {
+		add(FeatTracingData, f.TracingData)
+	}
+	if len(f.BuildIDs) > 0 {
+		add(FeatBuildID, appendBuildIDs(nil, f.BuildIDs))
+	}
+	if f.Hostname != "" {
+		add(FeatHostname, appendHeaderString(nil, f.Hostname))
+	}
+	if f.OSRelease != "" {
+		add(FeatOSRelease, appendHeaderString(nil, f.OSRelease))
+	}
+	if f.Version != "" {
+		add(FeatVersion, appendHeaderString(nil, f.Version))
+	}
+	if f.Arch != "" {
+		add(FeatArch, appendHeaderString(nil, f.Arch))
+	}
+	if f.NrCPUsOnline > 0 {
+		b := binary.LittleEndian.AppendUint32(nil, f.NrCPUsAvail)
+		add(FeatNrCPUs, binary.LittleEndian.AppendUint32(b, f.NrCPUsOnline))
+	}
+	if f.TotalMemKB > 0 {
+		add(FeatTotalMem, binary.LittleEndian.AppendUint64(nil, f.TotalMemKB))
+	}
+	if len(f.Cmdline) > 0 {
+		b := binary.LittleEndian.AppendUint32(nil, uint32(len(f.Cmdline)))
+		for _, s := range f.Cmdline {
+			b = appendHeaderString(b, s)
+		}
+		add(FeatCmdline, b)
+	}
+	add(FeatEventDesc, w.eventDesc())
+	if f.SampleTimeLast > 0 {
+		b := binary.LittleEndian.AppendUint64(nil, f.SampleTimeFirst)
+		add(FeatSampleTime, binary.LittleEndian.AppendUint64(b, f.SampleTimeLast))
+	}
+	if w.zenc != nil {
+		// struct { u32 version, type, level, ratio, mmap_len }: perf sizes
+		// its decompression buffer by mmap_len.
+		ratio := uint32(1)
+		if w.zbytes > 0 {
+			ratio = uint32(max(1, (w.rawBytes+w.zbytes/2)/w.zbytes))
+		}
+		var b []byte
+		for _, v := range []uint32{0, CompressZstd, uint32(w.zlevel), ratio, compressMmapLen} {
+			b = binary.LittleEndian.AppendUint32(b, v)
+		}
+		add(FeatCompressed, b)
+	}
+	// The feature index follows the data section directly, then the
+	// sections in bit order.
+	off := w.pos + int64(fileSectionSize*len(feats))
+	var index []byte
+	for _, ft := range feats {
+		index = binary.LittleEndian.AppendUint64(index, uint64(off))
+		index = binary.LittleEndian.AppendUint64(index, uint64(len(ft.body)))
+		off += int64(len(ft.body))
+	}
+	w.write(index)
+	for _, ft := range feats {
+		w.write(ft.body)
+	}
+	if w.err == nil {
+		w.err = w.bw.Flush()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	h := make([]byte, fileHeaderSize)
+	copy(h, MagicLE)
+	le := binary.LittleEndian
+	le.PutUint64(h[8:], fileHeaderSize)
+	le.PutUint64(h[16:], writerAttrSize+fileSectionSize)
+	le.PutUint64(h[24:], uint64(w.attrs.off))
+	le.PutUint64(h[32:], uint64(w.attrs.size))
+	le.PutUint64(h[40:], uint64(w.dataOff))
+	le.PutUint64(h[48:], uint64(dataSize))
+	// event_types (48..64 of the sections) stays empty.
+	for _, ft := range feats {
+		h[72+ft.bit/8] |= 1 << (ft.bit % 8)
+	}
+	if _, err := w.out.WriteAt(h, 0); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// DataBytes returns the uncompressed bytes of records written so far.
+func (w *Writer) DataBytes() int64 { return w.rawBytes }
+
+// FileBytes returns the bytes written to the target so far.
+func (w *Writer) FileBytes() int64 { return w.pos }
+
+// eventDesc builds EVENT_DESC: u32 nr, u32 attr_size, then per event the
+// attr, u32 nr_ids, the name as a header string, u64 ids[nr_ids].
+func (w *Writer) eventDesc() []byte {
+	le := binary.LittleEndian
+	b := le.AppendUint32(nil, uint32(len(w.events)))
+	b = le.AppendUint32(b, writerAttrSize)
+	for _, ev := range w.events {
+		b = appendAttr(b, &ev.Attr)
+		b = le.AppendUint32(b, uint32(len(ev.IDs)))
+		b = appendHeaderString(b, ev.Name)
+		for _, id := range ev.IDs {
+			b = le.AppendUint64(b, id)
+		}
+	}
+	return b
+}
+
+// appendAttr appends a as a PERF_ATTR_SIZE_VER7 perf_event_attr, the inverse
+// of parseAttr.
+func appendAttr(b []byte, a *Attr) []byte {
+	p := make([]byte, writerAttrSize)
+	le := binary.LittleEndian
+	le.PutUint32(p[0:], uint32(a.Type))
+	le.PutUint32(p[4:], writerAttrSize)
+	le.PutUint64(p[8:], a.Config)
+	le.PutUint64(p[16:], a.SamplePeriod)
+	le.PutUint64(p[24:], uint64(a.SampleType))
+	le.PutUint64(p[32:], a.ReadFormat)
+	le.PutUint64(p[40:], a.Flags)
+	le.PutUint32(p[48:], a.WakeupEvents)
+	le.PutUint32(p[52:], a.BPType)
+	le.PutUint64(p[56:], a.Config1)
+	le.PutUint64(p[64:], a.Config2)
+	le.PutUint64(p[72:], a.BranchSampleType)
+	le.PutUint64(p[80:], a.SampleRegsUser)
+	le.PutUint32(p[88:], a.SampleStackUser)
+	le.PutUint32(p[92:], uint32(a.ClockID))
+	le.PutUint64(p[96:], a.SampleRegsIntr)
+	le.PutUint32(p[104:], a.AuxWatermark)
+	le.PutUint16(p[108:], a.SampleMaxStack)
+	le.PutUint32(p[112:], a.AuxSampleSize)
+	le.PutUint64(p[120:], a.SigData)
+	return append(b, p...)
+}
+
+// appendHeaderString appends perf's do_write_string form: u32 length
+// (NUL included, padded to NAME_ALIGN), the bytes, zero padding.
+func appendHeaderString(b []byte, s string) []byte {
+	n := (len(s) + 1 + nameAlign - 1) / nameAlign * nameAlign
+	b = binary.LittleEndian.AppendUint32(b, uint32(n))
+	b = append(b, s...)
+	return append(b, make([]byte, n-len(s))...)
+}
+
+// appendBuildIDs appends BUILD_ID entries: perf_record_header_build_id
+// (header, pid, build_id[24] with the id's length in byte 20 and
+// PERF_RECORD_MISC_BUILD_ID_SIZE set, file name padded to NAME_ALIGN).
+func appendBuildIDs(b []byte, ids []BuildID) []byte {
+	le := binary.LittleEndian
+	for _, id := range ids {
+		name := (len(id.Filename) + 1 + nameAlign - 1) / nameAlign * nameAlign
+		size := 8 + 4 + buildIDSlot + name
+		b = le.AppendUint32(b, uint32(RecordHeaderBuildID))
+		b = le.AppendUint16(b, id.Misc|miscBuildIDSize)
+		b = le.AppendUint16(b, uint16(size))
+		b = le.AppendUint32(b, uint32(id.Pid))
+		var slot [buildIDSlot]byte
+		n := copy(slot[:20], id.ID)
+		slot[20] = byte(n)
+		b = append(b, slot[:]...)
+		b = append(b, id.Filename...)
+		b = append(b, make([]byte, name-len(id.Filename))...)
+	}
+	return b
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Builds the recorder's live-test and acceptance programs (issue 10) from
+# testdata/record/src into OUTDIR (default: a new directory printed on
+# stdout). Debian 12: gcc/g++ 12. -g for analyze's names, -O2 as a release
+# build, -fno-omit-frame-pointer so perf's fallback unwinder agrees,
+# -ffile-prefix-map for stable paths.
+#
+#   sh testdata/record/gen.sh /tmp/progs
+#   sudo faultline record -o churn.data -- /tmp/progs/churn 3000000
+#   sudo faultline record -o c1.data -- /tmp/progs/containers
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+CC=${CC:-cc}
+CXX=${CXX:-c++}
+flags="-g -O2 -fno-omit-frame-pointer -ffile-prefix-map=$here/src=/src"
+$CC $flags -o "$out/churn" "$here/src/churn.c"
+$CC $flags -o "$out/faults" "$here/src/faults.c"
+$CXX $flags -pthread -o "$out/containers" "$here/src/containers.cpp"
+echo "$out"
