@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -28,25 +29,31 @@ func BenchmarkAnalyze(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.SetBytes(fi.Size())
-	b.ReportAllocs()
-	for b.Loop() {
-		r, err := perfdata.Open(path, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		sess, err := symbolize.NewSession(cfg, r.Meta())
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(res.Profile.Sample) == 0 {
-			b.Fatal("empty profile")
-		}
-		sess.Close()
-		r.Close()
+	for _, n := range []int{1, 2} {
+		// workers=1 is the serial loop, 2 the pipeline (on a 2-core
+		// machine: GOMAXPROCS walkers).
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			b.SetBytes(fi.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := perfdata.Open(path, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sess, err := symbolize.NewSession(cfg, r.Meta())
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Workers: n})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(res.Profile.Sample) == 0 {
+					b.Fatal("empty profile")
+				}
+				sess.Close()
+				r.Close()
+			}
+		})
 	}
 }
