@@ -33,10 +33,10 @@ type residency struct {
 	n       int  // granules in gran
 	full    bool // a touch needed one more granule: drop at the next chance
 	drops   int
-	// limit is the granules held before a drop (maxGranules when 0), and
-	// before is called just before a drop (Reader.HoldPages).
-	limit  int
-	before func()
+	// limit is the granules held before a drop (maxGranules when 0);
+	// deferTo, when set, is handed each drop to run later (Reader.DeferDrops).
+	limit   int
+	deferTo func(drop func())
 }
 
 // touch notes that [off, off+n) of the file was read.
@@ -80,13 +80,14 @@ func (d *residency) maybeDrop() {
 	if !d.full {
 		return
 	}
-	if d.before != nil {
-		d.before()
-	}
 	lo := d.lo &^ (granule - 1) // the mapping starts at a page (and granule) boundary
 	hi := min(d.hi, int64(len(d.mapping)))
 	if lo < hi {
-		dropPages(d.mapping[lo:hi])
+		if b := d.mapping[lo:hi]; d.deferTo != nil {
+			d.deferTo(func() { dropPages(b) })
+		} else {
+			dropPages(b)
+		}
 		d.drops++
 	}
 	d.n, d.full, d.lo, d.hi = 0, false, 0, 0

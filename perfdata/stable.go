@@ -12,18 +12,19 @@ func (r *Reader) Stable() bool {
 	return r.cur != nil && r.curChunk == nil && r.src.res.mapping != nil
 }
 
-// maxHeldGranules bounds HoldPages: 64 granules, 128 MiB resident.
+// maxHeldGranules bounds DeferDrops: 64 granules, 128 MiB.
 const maxHeldGranules = 64
 
-// HoldPages lets a caller that reads records after Next returned them (on
-// other goroutines) keep the mapped file's pages resident until it is done
-// with them: the reader releases the pages touched so far once granules
-// 2 MiB granules were touched, not maxGranules, and calls before first, on
-// the goroutine calling Next; before returns when no record delivered so
-// far is read any more. (A page read after its release would be faulted
-// back in and stay resident: the file's size in RSS.) No-op for input that
-// is not a mapping. HoldPages(0, nil) restores the default.
-func (r *Reader) HoldPages(granules int, before func()) {
+// DeferDrops is for a caller that reads records after Next returned them
+// (on other goroutines): instead of releasing the mapped file's pages
+// read so far itself, the reader hands each release to deferTo (on the
+// goroutine calling Next) as a function to call once no record delivered
+// so far is read any more; it may be called from any goroutine. (A page
+// read after its release is faulted back in and stays resident: the
+// file's size in RSS.) Releases come every granules 2 MiB granules read
+// (maxGranules when 0). No-op for input that is not a mapping.
+// DeferDrops(0, nil) restores the default.
+func (r *Reader) DeferDrops(granules int, deferTo func(drop func())) {
 	r.src.res.limit = min(max(granules, 0), maxHeldGranules)
-	r.src.res.before = before
+	r.src.res.deferTo = deferTo
 }

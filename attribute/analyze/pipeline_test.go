@@ -70,7 +70,7 @@ func TestWorkersSameProfile(t *testing.T) {
 		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {
 			t.Run(fmt.Sprintf("%s/%v", filepath.Base(f), mode), func(t *testing.T) {
 				want, wantSum := runWorkers(t, f, mode, 1)
-				for _, n := range []int{2, 8} {
+				for _, n := range []int{2, 3, 8} {
 					got, gotSum := runWorkers(t, f, mode, n)
 					if !bytes.Equal(got, want) {
 						t.Errorf("%d walkers: profile differs from the serial run's (%d vs %d bytes)", n, len(got), len(want))
