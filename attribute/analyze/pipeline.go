@@ -11,9 +11,10 @@ import (
 
 // A file-mode recording runs through symbolize.Pipeline (issue 13):
 // records are read and put in time order on one goroutine, the stacks the
-// run will unwind are walked on the others, and this goroutine interns
-// them and feeds everything to the tracker in record order, as the serial
-// loop does. So the profile is the same for any number of walkers.
+// run will unwind are walked on the others (this one included), and this
+// goroutine interns them and feeds everything to the tracker in record
+// order, as the serial loop does. So the profile is the same for any
+// number of goroutines.
 
 // workers is how many walkers a run uses.
 func (o *Options) workers() int {
