@@ -19,6 +19,12 @@ func mmapFile(f *os.File, size int64) ([]byte, func() error) {
 	if err != nil {
 		return nil, nil
 	}
+	// Ask for huge pages: where the page cache holds the file in 2 MiB
+	// folios (and a page-cache miss, read ahead for a VM_HUGEPAGE mapping,
+	// makes them), one fault maps 2 MiB and one release unmaps it, instead
+	// of 512 page table entries each. With THP set to "madvise" (Debian's
+	// default) nothing else enables it. Errors cost only that.
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	return b, func() error { return unix.Munmap(b) }
 }
 

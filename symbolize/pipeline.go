@@ -87,13 +87,11 @@ type pipeBatch struct {
 	taken  atomic.Bool   // a walker goroutine or the caller took it to walk
 }
 
-// NewPipeline starts a pipeline over r on n goroutines in all: the reader,
-// the caller, and n-2 walker goroutines; walks says which samples to walk
-// (it runs on the reader goroutine). The caller walks every batch no
-// walker goroutine has taken yet when it needs it: on two cores the reader
-// has one to itself and the caller walks everything on the other, rather
-// than three goroutines sharing two cores and the reader, which bounds
-// the pipeline, getting two thirds of one. The session must not
+// NewPipeline starts a pipeline over r with n walkers: n-1 walker
+// goroutines and the caller, which walks any batch it needs that no
+// walker goroutine has taken yet (so no core waits while work is left);
+// walks says which samples to walk (it runs on the reader goroutine).
+// The session must not
 // Unwind, and the caller must not use r, until the pipeline has ended
 // (Next returned false, or Close). Build IDs from r's header are added to
 // the session now: walkers read them.
@@ -102,7 +100,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	n = max(n, 1)
 	nb := max(pipeDepth*n, 8)
 	nwork := nb
-	if n <= 2 {
+	if n == 1 {
 		nwork = 0 // no walker goroutines: nothing sent to work
 	}
 	p := &Pipeline{r: r, s: s, walks: walks,
@@ -111,7 +109,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	for range nb {
 		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
 	}
-	pre, walkers := s.NewPrewalker(max(n-1, 1))
+	pre, walkers := s.NewPrewalker(n)
 	p.own = walkers[0]
 	for _, wk := range walkers[1:] {
 		p.done.Add(1)

@@ -32,9 +32,9 @@ type Options struct {
 	// Done, when set, is called once the profile is built, while the
 	// reader, session and tracker are still live (heap profiles).
 	Done func()
-	// Workers caps the goroutines of the run (0: GOMAXPROCS; 1: all on
-	// the calling goroutine; more: symbolize.Pipeline). The profile is
-	// the same for any number.
+	// Workers is how many goroutines unwind stacks beside the one that
+	// decodes (0: GOMAXPROCS; 1: everything on the calling goroutine;
+	// more: symbolize.Pipeline). The profile is the same for any number.
 	Workers int
 	// RawSites names the summary's sites by their leaf frame instead of
 	// their first frame in the user's own code.

@@ -34,7 +34,7 @@ func runScript(env *Env, args []string) error {
 	event := fs.String("event", "", "print only samples of event `NAME` (as faultline info names it)")
 	symOpts := addSymbolizeFlags(fs)
 	fileOrder := fs.Bool("file-order", false, "print records in file order instead of time order")
-	jobs := fs.IntP("jobs", "j", 0, "decode, unwind and print on at most `N` goroutines (0: one per CPU, GOMAXPROCS; 1: one); the output is the same for any N")
+	jobs := fs.IntP("jobs", "j", 0, "unwind stacks on `N` goroutines beside the decoding one (0: one per CPU, GOMAXPROCS; 1: everything on one); the output is the same for any N")
 	quiet := fs.BoolP("quiet", "q", false, "no progress bar and no warnings: only errors on standard error")
 	verbose := fs.BoolP("verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	if done, err := parseFlags(env, fs, scriptHelp, args); done {
