@@ -47,7 +47,7 @@ type Pipeline struct {
 
 const (
 	batchItems = 512 // records per batch
-	batchWalks = 128 // walks per batch: a batch is sent when either fills
+	batchWalks = 64  // walks per batch: a batch is sent when either fills
 	pipeDepth  = 4   // batches per walker in the pool (at least 8)
 	// heldGranules is how much of the mapped recording (in 2 MiB
 	// granules) is read between releases of its pages.
