@@ -338,7 +338,7 @@ func (r *recorder) removeProbes() {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			fmt.Fprintf(r.env.Stderr, "faultline: warning: could not remove probe %s:%s: %v; remove it with: echo '-:%s/%s' >> %s/uprobe_events\n", r.group, ev, err, r.group, ev, r.tracefs)
+			r.notes.add(fmt.Errorf("could not remove probe %s:%s: %v; remove it with: echo '-:%s/%s' >> %s/uprobe_events", r.group, ev, err, r.group, ev, r.tracefs))
 		}
 	}
 	r.added = nil
