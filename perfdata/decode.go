@@ -260,15 +260,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		x := &r.rec.ns
 		x.RecordCommon = common
 		x.Pid, x.Tid = b.u32(), b.u32()
-		n := b.u64()
-		x.Namespaces = x.Namespaces[:0]
-		if n > uint64(b.left())/16 {
-			b.fail(int(min(n, 1<<40)) * 16)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
-			x.Namespaces = append(x.Namespaces, NamespaceLink{b.u64(), b.u64()})
-		}
+		x.Namespaces = readArray(&b, x.Namespaces, 16, func(b *buf) NamespaceLink { return NamespaceLink{b.u64(), b.u64()} })
 		out = x
 	case RecordKsymbol:
 		x := &r.rec.ksym
@@ -306,29 +298,12 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordIDIndex:
 		x := &r.rec.idIndex
 		x.RecordCommon = common
-		n := b.u64()
-		x.Entries = x.Entries[:0]
-		if n > uint64(b.left())/32 {
-			b.fail(int(min(n, 1<<40)) * 32)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
-			x.Entries = append(x.Entries, IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()})
-		}
+		x.Entries = readArray(&b, x.Entries, 32, func(b *buf) IDIndexEntry { return IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()} })
 		out = x
 	case RecordThreadMap:
 		x := &r.rec.threadMap
 		x.RecordCommon = common
-		n := b.u64()
-		x.Threads = x.Threads[:0]
-		if n > uint64(b.left())/24 {
-			b.fail(int(min(n, 1<<40)) * 24)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
-			pid := b.u64()
-			x.Threads = append(x.Threads, ThreadMapEntry{pid, cstr(b.bytes(16))})
-		}
+		x.Threads = readArray(&b, x.Threads, 24, func(b *buf) ThreadMapEntry { return ThreadMapEntry{b.u64(), cstr(b.bytes(16))} })
 		out = x
 	case RecordCPUMap:
 		x := &r.rec.cpuMap
@@ -363,15 +338,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordStatConfig:
 		x := &r.rec.statConfig
 		x.RecordCommon = common
-		n := b.u64()
-		x.Entries = x.Entries[:0]
-		if n > uint64(b.left())/16 {
-			b.fail(int(min(n, 1<<40)) * 16)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
-			x.Entries = append(x.Entries, StatConfigEntry{b.u64(), b.u64()})
-		}
+		x.Entries = readArray(&b, x.Entries, 16, func(b *buf) StatConfigEntry { return StatConfigEntry{b.u64(), b.u64()} })
 		out = x
 	case RecordEventUpdate:
 		x := &r.rec.eventUpdate
