@@ -286,15 +286,9 @@ func (t *Tracker) Return(r *Return) {
 			}
 		}
 	default:
-		t.stats.MmapBySize++
-		if a.Size >= t.cfg.MmapThreshold {
-			a.Flags |= FlagMmap
-		}
+		t.mmapBySize(a)
 	}
-	if a.Kind == KindCalloc {
-		a.Flags |= FlagZero
-		a.decided = true
-	}
+	callocZeroed(a)
 	t.stats.Allocations++
 	// The chunk's size word at ptr-8 is the allocation's own header; the
 	// word before it belongs to the previous chunk's user data unless the
@@ -521,17 +515,31 @@ func (t *Tracker) windowEntry(th *thread, e *Entry) {
 	if a.Size <= t.cfg.FastMax {
 		a.Flags |= FlagFast
 	}
-	t.stats.MmapBySize++
-	if a.Size >= t.cfg.MmapThreshold {
-		a.Flags |= FlagMmap
-	}
-	if a.Kind == KindCalloc {
-		a.Flags |= FlagZero
-		a.decided = true
+	t.mmapBySize(a)
+	if callocZeroed(a) {
 		t.report(a)
 	}
 	t.stats.Allocations++
 	th.last, th.lastTime = a, e.Time
+}
+
+// mmapBySize decides FlagMmap from the size alone: glibc serves requests
+// from the mmap threshold up with mmap.
+func (t *Tracker) mmapBySize(a *Allocation) {
+	t.stats.MmapBySize++
+	if a.Size >= t.cfg.MmapThreshold {
+		a.Flags |= FlagMmap
+	}
+}
+
+// callocZeroed marks a calloc'd allocation zeroed, which decides it at once.
+func callocZeroed(a *Allocation) bool {
+	if a.Kind != KindCalloc {
+		return false
+	}
+	a.Flags |= FlagZero
+	a.decided = true
+	return true
 }
 
 // Fork records pid forking child. A new thread (child == pid) shares the

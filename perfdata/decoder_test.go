@@ -447,15 +447,19 @@ func TestSynthNames(t *testing.T) {
 	}
 }
 
-const pageFaultFormat = `name: page_fault_user
-ID: 190
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+// traceCommonFields are the fields every tracefs event format starts with
+// (kernel 6.x), followed by an empty line.
+const traceCommonFields = `	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
 	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
 	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
 	field:int common_pid;	offset:4;	size:4;	signed:1;
 
-	field:unsigned long address;	offset:8;	size:8;	signed:0;
+`
+
+const pageFaultFormat = `name: page_fault_user
+ID: 190
+format:
+` + traceCommonFields + `	field:unsigned long address;	offset:8;	size:8;	signed:0;
 	field:unsigned long ip;	offset:16;	size:8;	signed:0;
 	field:unsigned long error_code;	offset:24;	size:8;	signed:0;
 
