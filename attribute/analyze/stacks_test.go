@@ -23,11 +23,7 @@ func (s *siteSink) Fault(*attribute.Fault, *attribute.Allocation) {}
 // not follow (or differs) is dropped as unmatched; no stack sample ever
 // makes a call.
 func TestStackJoinSynthetic(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	size := &perfdata.TraceField{Name: "size", Offset: 0, Size: 8}
 	ptr := &perfdata.TraceField{Name: "ptr", Offset: 0, Size: 8}
 	evs := []*perfdata.Event{
@@ -98,11 +94,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 // stack sample, its return (leaf from __probe_ret_ip) and its free allocate
 // nothing in the analysis.
 func TestStackJoinAllocatesNothing(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	f8 := func(name string, off int) *perfdata.TraceField {
 		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -163,11 +155,7 @@ func (s *faultSink) Fault(f *attribute.Fault, _ *attribute.Allocation) { s.stack
 // events have no raw payload, so the halves of one fault match by address
 // and IP; each fault is counted once, with the stack when its half came.
 func TestFaultStackJoin(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	evs := []*perfdata.Event{
 		{Index: 0, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr}},
 		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
@@ -211,11 +199,7 @@ func TestFaultStackJoin(t *testing.T) {
 // (0 on success), not the pointer: such a return makes no allocation and is
 // counted as lacking its pointer, not as a failed call.
 func TestPosixMemalignStatusReturn(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	f8 := func(name string, off int) perfdata.TraceField {
 		return perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -251,4 +235,16 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 	if st := ru.tr.Stats(); ru.noPointer != 1 || st.Allocations != 0 || st.Entries != 1 {
 		t.Errorf("no pointer %d, allocations %d, entries %d; want 1 0 1", ru.noPointer, st.Allocations, st.Entries)
 	}
+}
+
+// emptySession is a session without binaries, environment or recording
+// metadata, closed when the test ends.
+func emptySession(t *testing.T) *symbolize.Session {
+	t.Helper()
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return sess
 }
