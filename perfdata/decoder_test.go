@@ -60,15 +60,20 @@ func decodeAll(t *testing.T, p []byte, opts *Options) ([]string, *Reader) {
 	return first, firstR
 }
 
+// eventName is ev's name, "" for no event.
+func eventName(ev *Event) string {
+	if ev == nil {
+		return ""
+	}
+	return ev.Name
+}
+
 // fmtRecord formats a record with every field, so that tests can compare
 // and the fuzzer exercises every field.
 func fmtRecord(rec Record) string {
 	switch x := rec.(type) {
 	case *Sample:
-		name := ""
-		if x.Event != nil {
-			name = x.Event.Name
-		}
+		name := eventName(x.Event)
 		s := *x
 		s.Event = nil
 		// Stacks are large: print their length and checksum.
@@ -76,13 +81,9 @@ func fmtRecord(rec Record) string {
 		s.Stack = nil
 		return fmt.Sprintf("SAMPLE %s %+v stack=%s", name, s, stack)
 	case *Lost:
-		name := ""
-		if x.Event != nil {
-			name = x.Event.Name
-		}
 		l := *x
 		l.Event = nil
-		return fmt.Sprintf("%s %s %+v", x.Type, name, l)
+		return fmt.Sprintf("%s %s %+v", x.Type, eventName(x.Event), l)
 	default:
 		return fmt.Sprintf("%s %+v", rec.Common().Type, rec)
 	}

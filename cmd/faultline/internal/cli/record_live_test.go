@@ -99,6 +99,18 @@ func countSamples(t *testing.T, path string) (samples, lost map[string]uint64, t
 	return samples, lost, total
 }
 
+// copyFile copies the file src to dst, executable.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // recordedEvents reads the whole recording at path with our reader and
 // returns its events, their sample and loss counts filled in.
 func recordedEvents(t *testing.T, path string) []*perfdata.Event {
@@ -337,13 +349,7 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 		t.Fatal(err)
 	}
 	evil := filepath.Join(dir, "libc.so.6")
-	data, err := os.ReadFile(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(evil, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, lib, evil)
 	before := probeGroups(uprobeEvents(t))
 	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
 	if code != ExitFailure || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
@@ -479,13 +485,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	}
 	lib := libcForTest(t)
 	libCopy := filepath.Join(dir, "libc-copy.so.6")
-	data, err := os.ReadFile(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(libCopy, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, lib, libCopy)
 	first := exec.Command(bin, "record", "-q", "-o", filepath.Join(dir, "first.data"), "--", filepath.Join(progs, "churn"), "30000")
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
