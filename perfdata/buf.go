@@ -118,20 +118,16 @@ func (b *buf) u64s(dst []uint64, n uint64) []uint64 {
 	return dst
 }
 
-// readArray reads a u64 count and then that many entries of size bytes each
-// with read, into dst (reused). A count the rest of the record cannot hold
-// is an error before anything is allocated.
-func readArray[T any](b *buf, dst []T, size int, read func(*buf) T) []T {
+// count reads the u64 count of an array of size-byte entries. A count the
+// rest of the record cannot hold fails, before anything is allocated for
+// it, and reads as 0.
+func (b *buf) count(size int) uint64 {
 	n := b.u64()
-	dst = dst[:0]
 	if n > uint64(b.left())/uint64(size) {
 		b.fail(int(min(n, 1<<40)) * size)
-		return dst
+		return 0
 	}
-	for i := uint64(0); i < n; i++ {
-		dst = append(dst, read(b))
-	}
-	return dst
+	return n
 }
 
 // headerString reads a perf_header_string: u32 len, then len bytes holding a

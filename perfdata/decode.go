@@ -260,7 +260,10 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		x := &r.rec.ns
 		x.RecordCommon = common
 		x.Pid, x.Tid = b.u32(), b.u32()
-		x.Namespaces = readArray(&b, x.Namespaces, 16, func(b *buf) NamespaceLink { return NamespaceLink{b.u64(), b.u64()} })
+		x.Namespaces = x.Namespaces[:0]
+		for range b.count(16) {
+			x.Namespaces = append(x.Namespaces, NamespaceLink{b.u64(), b.u64()})
+		}
 		out = x
 	case RecordKsymbol:
 		x := &r.rec.ksym
@@ -298,12 +301,18 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordIDIndex:
 		x := &r.rec.idIndex
 		x.RecordCommon = common
-		x.Entries = readArray(&b, x.Entries, 32, func(b *buf) IDIndexEntry { return IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()} })
+		x.Entries = x.Entries[:0]
+		for range b.count(32) {
+			x.Entries = append(x.Entries, IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()})
+		}
 		out = x
 	case RecordThreadMap:
 		x := &r.rec.threadMap
 		x.RecordCommon = common
-		x.Threads = readArray(&b, x.Threads, 24, func(b *buf) ThreadMapEntry { return ThreadMapEntry{b.u64(), cstr(b.bytes(16))} })
+		x.Threads = x.Threads[:0]
+		for range b.count(24) {
+			x.Threads = append(x.Threads, ThreadMapEntry{b.u64(), cstr(b.bytes(16))})
+		}
 		out = x
 	case RecordCPUMap:
 		x := &r.rec.cpuMap
@@ -338,7 +347,10 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordStatConfig:
 		x := &r.rec.statConfig
 		x.RecordCommon = common
-		x.Entries = readArray(&b, x.Entries, 16, func(b *buf) StatConfigEntry { return StatConfigEntry{b.u64(), b.u64()} })
+		x.Entries = x.Entries[:0]
+		for range b.count(16) {
+			x.Entries = append(x.Entries, StatConfigEntry{b.u64(), b.u64()})
+		}
 		out = x
 	case RecordEventUpdate:
 		x := &r.rec.eventUpdate
