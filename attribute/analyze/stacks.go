@@ -182,6 +182,7 @@ func (ru *run) release(h *held) {
 		if h.role == RoleFault {
 			ru.tr.Fault(&h.fault)
 		} else {
+			h.entry.Leaf = ru.topLeaf(ru.infos[h.ev], h.entry.Pid, h.entry.Tid, h.raw)
 			ru.tr.Entry(&h.entry)
 		}
 	case heldStack:
@@ -251,24 +252,46 @@ type leafCallers struct {
 	all, sampled []uint64
 }
 
-// noteCallers counts a stacked entry's stack at its leaf. Stacks from a
-// 1-in-N stack event are a uniform sample of the small calls that lack a
-// stack; those from a filtered every-hit event (big allocations) are used
-// only where a leaf has no sampled ones.
+// noteCallers counts a stacked entry's stack at each leaf a call without
+// a stack may be given at the same place (topLeaf): the first caller in the
+// user's code, the first caller outside the allocator's wrappers, and the
+// return address on top of the stack (the return probe's __probe_ret_ip,
+// the fallback), each once. Stacks from a 1-in-N stack event are a uniform
+// sample of the small calls that lack a stack; those from a filtered
+// every-hit event (big allocations) are used only where a leaf has no
+// sampled ones.
 func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
-	if !ru.leafMode || e.Stack == 0 || e.CallerRet == 0 {
+	if !ru.leafMode || e.Stack == 0 {
 		return
 	}
-	leaf := ru.leafStack(e.Pid, e.CallerRet)
+	var keys [3]attribute.StackID
+	past, user, n := ru.callerLeaves(ru.sess.Stack(symbolize.StackID(e.Stack)))
+	if n >= 1 {
+		keys[0] = ru.leafOf(past)
+	}
+	if n == 2 && user != past {
+		keys[1] = ru.leafOf(user)
+	}
+	if e.CallerRet != 0 {
+		keys[2] = ru.leafStack(e.Pid, e.CallerRet)
+	}
+	for i, k := range keys {
+		if k != 0 && !slices.Contains(keys[:i], k) {
+			ru.countCaller(k, e.Stack, sampled)
+		}
+	}
+}
+
+func (ru *run) countCaller(leaf, stack attribute.StackID, sampled bool) {
 	lc := ru.callers.byLeaf[leaf]
 	if lc == nil {
 		lc = &leafCallers{}
 		ru.callers.byLeaf[leaf] = lc
 	}
-	i := slices.Index(lc.stacks, e.Stack)
+	i := slices.Index(lc.stacks, stack)
 	if i < 0 {
 		i = len(lc.stacks)
-		lc.stacks = append(lc.stacks, e.Stack)
+		lc.stacks = append(lc.stacks, stack)
 		lc.all = append(lc.all, 0)
 		lc.sampled = append(lc.sampled, 0)
 	}
@@ -276,6 +299,126 @@ func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
 	if sampled {
 		lc.sampled[i]++
 	}
+}
+
+// leafOf is the one-frame stack of a caller location, remembered as a
+// leaf-only stack for the profile's `stack` label.
+func (ru *run) leafOf(loc symbolize.LocID) attribute.StackID {
+	id := attribute.StackID(ru.sess.CallerStackOf(loc))
+	ru.leaves[id] = true
+	return id
+}
+
+// Location classes for callerLeaves, cached per location.
+const (
+	locAllocator = 1 << iota // in the allocator or a wrapper (report.IsAllocator)
+	locSystem                // in a system library (report.IsSystemFile)
+	locKnown                 // classified
+)
+
+// callerLeaves finds, in the caller frames of locs (leaf first), the first
+// one outside the allocator and its wrappers (report.IsAllocator, the
+// table the profile drops allocator frames by) and the first one in the
+// user's code, outside system libraries as well (report.IsSystemFile, the
+// rule the summary names sites by). A leaf inside the wrappers (operator
+// new) or a system library (std::string's out-of-line constructors in
+// libstdc++, strdup in libc) is shared by all their callers; the user's
+// frame is where the sites differ. n says how many were found: 0 when the
+// frames end (or reach a frame that is not code: the [uprobes] trampoline,
+// an unmapped address) inside the wrappers, 1 when they end inside a
+// system library past them (user is not set), 2 for both.
+func (ru *run) callerLeaves(locs []symbolize.LocID) (past, user symbolize.LocID, n int) {
+	for _, id := range locs {
+		l := ru.sess.Loc(id)
+		if !l.Return {
+			continue // the probed function itself
+		}
+		if l.Map == nil || l.Map.File == "[uprobes]" {
+			break
+		}
+		c := ru.locClass(id, l)
+		if c&locAllocator != 0 {
+			continue
+		}
+		if n == 0 {
+			past, n = id, 1
+		}
+		if c&locSystem == 0 {
+			return past, id, 2
+		}
+	}
+	return past, 0, n
+}
+
+func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
+	if c := ru.locClasses[id]; c != 0 {
+		return c
+	}
+	c := uint8(locKnown)
+	// The outermost line is the physical function; helpers inlined into
+	// malloc count as malloc.
+	fs := ru.sess.Lines(id, false)
+	f := fs[len(fs)-1]
+	if report.IsAllocator(f.Func) || report.IsAllocator(f.System) || report.IsAllocator(f.Symbol) {
+		c |= locAllocator
+	}
+	if report.IsSystemFile(l.Map.File) {
+		c |= locSystem
+	}
+	ru.locClasses[id] = c
+	return c
+}
+
+// TopStacks counts how allocations recorded without a stack found their
+// leaf from the entry probe's top-of-stack words (faultline record's sp,
+// bp, s0… fields).
+type TopStacks struct {
+	Words uint64 // stack words per entry (the most any event has)
+	User  uint64 // the walk reached the user's code: an exact leaf there
+	// Library: the walk left the allocator's wrappers but ended inside a
+	// system library: the leaf is the first frame there, shared by that
+	// library function's callers.
+	Library uint64
+	// Short: the words ended (or the walk stopped) inside the wrappers:
+	// the call fell back to its return probe's leaf (a return address
+	// inside the wrapper, shared by all its callers).
+	Short uint64
+}
+
+// topLeaf returns the leaf of an entry recorded without a stack from its
+// top-of-stack fields (the deepest callerLeaves reaches), or 0 when it has
+// none or they do not reach past the allocator's wrappers (the return
+// probe's leaf is used then).
+func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.StackID {
+	if !ru.leafMode || in.topSP == nil {
+		return 0
+	}
+	ip, _ := in.probeIP.Uint64(raw)
+	sp, _ := in.topSP.Uint64(raw)
+	var bp uint64
+	hasBP := false
+	if in.topBP != nil {
+		bp, hasBP = in.topBP.Uint64(raw)
+	}
+	buf := ru.topBuf[:0]
+	for _, f := range in.topWords {
+		w, ok := f.Uint64(raw)
+		if !ok {
+			break
+		}
+		buf = binary.LittleEndian.AppendUint64(buf, w)
+	}
+	ru.topBuf = buf
+	switch past, user, n := ru.callerLeaves(ru.sess.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); n {
+	case 2:
+		ru.top.User++
+		return ru.leafOf(user)
+	case 1:
+		ru.top.Library++
+		return ru.leafOf(past)
+	}
+	ru.top.Short++
+	return 0
 }
 
 // weights returns the stacks to split a leaf-only allocation over.
