@@ -72,7 +72,10 @@ type Summary struct {
 	// (faultline record's sp, bp, s0… fields): how the calls without a
 	// stack found their exact leaf from it.
 	TopStacks *TopStacks
-	Truncated bool
+	// FromRecord: the recording was made by faultline record (its CMDLINE
+	// feature says), so advice names record's flags.
+	FromRecord bool
+	Truncated  bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
 	// set too.
@@ -187,6 +190,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.LostTotal += e.Lost
 	}
 	s.LostBuffer = ru.lostBuffer
+	if cl := r.Meta().Cmdline; len(cl) >= 2 && path.Base(cl[0]) == "faultline" && cl[1] == "record" {
+		s.FromRecord = true
+	}
 	p.Comments = append(p.Comments, lossComments(s.Events)...)
 	if ru.leafMode {
 		s.StackJoin = &ru.join
@@ -464,6 +470,9 @@ func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64
 		switch ru.infos[e.Index].role {
 		case RoleAllocEntry, RoleAllocReturn, RoleFree:
 			ev = e.Index
+		case RoleStack:
+			// A stack ring holds stack samples only: no call was lost.
+			return
 		default:
 			if samples {
 				return
