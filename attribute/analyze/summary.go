@@ -210,7 +210,7 @@ func (s *Summary) writeAllocStacks(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Alloc stacks: sampled %s; inferred %s; leaf only %s\n",
 		share(report.StackSampled), share(report.StackInferred), share(report.StackLeaf))
-	if t := s.TopStacks; t != nil {
+	if t := s.TopStacks; t != nil && t.User+t.Library+t.Short > 0 {
 		fmt.Fprintln(w, "  inferred: exact leaf (the first caller in the user's code, unwound from the entry's top stack words), callers split over the stacks sampled at that leaf in proportion (label stack=inferred)")
 		n := t.User + t.Library + t.Short
 		fmt.Fprintf(w, "  leaves from %d stack words: %d of %d calls without a stack reached the user's code", t.Words, t.User, n)
