@@ -354,6 +354,9 @@ func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
 	if c := ru.locClasses[id]; c != 0 {
 		return c
 	}
+	if ru.locClasses == nil {
+		ru.locClasses = map[symbolize.LocID]uint8{}
+	}
 	c := uint8(locKnown)
 	// The outermost line is the physical function; helpers inlined into
 	// malloc count as malloc.
