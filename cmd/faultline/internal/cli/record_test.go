@@ -396,14 +396,14 @@ func TestProbeDefinitions(t *testing.T) {
 		top += fmt.Sprintf(" s%d=+%d(%%sp):u64", i, 8*i)
 	}
 	want := []string{
-		fmt.Sprintf("p:faultline_4242/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc"))+top,
+		fmt.Sprintf("p:faultline_4242/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc")) + top,
 		fmt.Sprintf("r:faultline_4242/malloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("malloc")),
-		fmt.Sprintf("p:faultline_4242/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc"))+top,
+		fmt.Sprintf("p:faultline_4242/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc")) + top,
 		fmt.Sprintf("r:faultline_4242/calloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("__libc_calloc")),
-		fmt.Sprintf("p:faultline_4242/reallocarray /lib/libc.so.6:%#x oldptr=%%di:u64 nmemb=%%si:u64 size=%%dx:u64", off("reallocarray"))+top,
+		fmt.Sprintf("p:faultline_4242/reallocarray /lib/libc.so.6:%#x oldptr=%%di:u64 nmemb=%%si:u64 size=%%dx:u64", off("reallocarray")) + top,
 		fmt.Sprintf("r:faultline_4242/reallocarray__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("reallocarray")),
 		fmt.Sprintf("p:faultline_4242/free /lib/libc.so.6:%#x ptr=%%di:u64", off("free")),
-		fmt.Sprintf("p:faultline_4242/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign"))+top,
+		fmt.Sprintf("p:faultline_4242/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign")) + top,
 		fmt.Sprintf("r:faultline_4242/memalign__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("memalign")),
 	}
 	if off("aligned_alloc") != off("memalign") {
