@@ -112,7 +112,8 @@ type run struct {
 	join       StackJoin
 	leaves     map[attribute.StackID]bool // one-frame stacks made from return addresses
 	callers    callerTable
-	locClasses map[symbolize.LocID]uint8 // callerLeaves' classes of locations
+	locClasses map[symbolize.LocID]uint8 // callerChain's classes of locations
+	chain      []symbolize.LocID         // callerChain's result
 	top        TopStacks
 	topBuf     []byte // the stack words of the entry being walked
 

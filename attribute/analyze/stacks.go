@@ -9,6 +9,7 @@ import (
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // Recordings of faultline record's shape (issue 10; CONTRACT-record.md)
@@ -253,30 +254,30 @@ type leafCallers struct {
 }
 
 // noteCallers counts a stacked entry's stack at each leaf a call without
-// a stack may be given at the same place (topLeaf): the first caller in the
-// user's code, the first caller outside the allocator's wrappers, and the
-// return address on top of the stack (the return probe's __probe_ret_ip,
-// the fallback), each once. Stacks from a 1-in-N stack event are a uniform
-// sample of the small calls that lack a stack; those from a filtered
-// every-hit event (big allocations) are used only where a leaf has no
-// sampled ones.
+// a stack may be given at the same place (topLeaf): every caller frame from
+// the first one outside the allocator's wrappers to the first one in the
+// user's code, and the return address on top of the stack (the return
+// probe's __probe_ret_ip, the fallback), each once. Stacks from a 1-in-N
+// stack event are a uniform sample of the small calls that lack a stack;
+// those from a filtered every-hit event (big allocations) are used only
+// where a leaf has no sampled ones.
 func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
 	if !ru.leafMode || e.Stack == 0 {
 		return
 	}
-	var keys [3]attribute.StackID
-	past, user, n := ru.callerLeaves(ru.sess.Stack(symbolize.StackID(e.Stack)))
-	if n >= 1 {
-		keys[0] = ru.leafOf(past)
-	}
-	if n == 2 && user != past {
-		keys[1] = ru.leafOf(user)
+	var keys [maxChain + 1]attribute.StackID
+	chain, _ := ru.callerChain(ru.sess.Stack(symbolize.StackID(e.Stack)))
+	n := 0
+	for _, loc := range chain {
+		keys[n] = ru.leafOf(loc)
+		n++
 	}
 	if e.CallerRet != 0 {
-		keys[2] = ru.leafStack(e.Pid, e.CallerRet)
+		keys[n] = ru.leafStack(e.Pid, e.CallerRet)
+		n++
 	}
-	for i, k := range keys {
-		if k != 0 && !slices.Contains(keys[:i], k) {
+	for i, k := range keys[:n] {
+		if !slices.Contains(keys[:i], k) {
 			ru.countCaller(k, e.Stack, sampled)
 		}
 	}
@@ -309,25 +310,33 @@ func (ru *run) leafOf(loc symbolize.LocID) attribute.StackID {
 	return id
 }
 
-// Location classes for callerLeaves, cached per location.
+// Location classes for callerChain, cached per location.
 const (
 	locAllocator = 1 << iota // in the allocator or a wrapper (report.IsAllocator)
-	locSystem                // in a system library (report.IsSystemFile)
+	locSystem                // the system's code (report.IsSystemFile, report.IsSystemSource)
 	locKnown                 // classified
 )
 
-// callerLeaves finds, in the caller frames of locs (leaf first), the first
-// one outside the allocator and its wrappers (report.IsAllocator, the
-// table the profile drops allocator frames by) and the first one in the
-// user's code, outside system libraries as well (report.IsSystemFile, the
-// rule the summary names sites by). A leaf inside the wrappers (operator
-// new) or a system library (std::string's out-of-line constructors in
-// libstdc++, strdup in libc) is shared by all their callers; the user's
-// frame is where the sites differ. n says how many were found: 0 when the
-// frames end (or reach a frame that is not code: the [uprobes] trampoline,
-// an unmapped address) inside the wrappers, 1 when they end inside a
-// system library past them (user is not set), 2 for both.
-func (ru *run) callerLeaves(locs []symbolize.LocID) (past, user symbolize.LocID, n int) {
+// maxChain bounds the frames between the allocator's wrappers and the
+// user's code that are tried as leaves.
+const maxChain = 8
+
+// callerChain returns the caller frames of locs (leaf first) from the
+// first one outside the allocator and its wrappers (report.IsAllocator,
+// the table the profile drops allocator frames by) to the first one in the
+// user's code (outside system libraries and the standard library's
+// templates: report.IsSystemFile and report.IsSystemSource, the rules the
+// summary names sites by), and whether it got there. A leaf inside the
+// wrappers (operator new) or the system's code (std::string's out-of-line
+// constructor in libstdc++, strdup in libc, vector::_M_realloc_insert) is
+// shared by all their callers; the user's frame is where the sites differ,
+// and where the frames end before it the last one is the most specific
+// leaf known. The chain is empty when the frames end (or reach a frame
+// that is not code: the [uprobes] trampoline, an unmapped address) inside
+// the wrappers. The slice is reused by the next call.
+func (ru *run) callerChain(locs []symbolize.LocID) (chain []symbolize.LocID, user bool) {
+	chain = ru.chain[:0]
+	defer func() { ru.chain = chain }()
 	for _, id := range locs {
 		l := ru.sess.Loc(id)
 		if !l.Return {
@@ -337,17 +346,18 @@ func (ru *run) callerLeaves(locs []symbolize.LocID) (past, user symbolize.LocID,
 			break
 		}
 		c := ru.locClass(id, l)
-		if c&locAllocator != 0 {
+		if c&locAllocator != 0 && len(chain) == 0 {
 			continue
 		}
-		if n == 0 {
-			past, n = id, 1
+		if len(chain) == maxChain {
+			break
 		}
+		chain = append(chain, id)
 		if c&locSystem == 0 {
-			return past, id, 2
+			return chain, true
 		}
 	}
-	return past, 0, n
+	return chain, false
 }
 
 func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
@@ -365,11 +375,25 @@ func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
 	if report.IsAllocator(f.Func) || report.IsAllocator(f.System) || report.IsAllocator(f.Symbol) {
 		c |= locAllocator
 	}
-	if report.IsSystemFile(l.Map.File) {
+	if report.IsSystemFile(l.Map.File) || systemSourceOnly(fs) {
 		c |= locSystem
 	}
 	ru.locClasses[id] = c
 	return c
+}
+
+// systemSourceOnly reports whether every line of a location's inline chain
+// is in a system header: a template of the standard library instantiated
+// in the user's binary (std::vector::_M_realloc_insert), which all its
+// callers share. A line without a source file does not count as the
+// system's.
+func systemSourceOnly(fs []binfile.Frame) bool {
+	for _, f := range fs {
+		if f.File == "" || !report.IsSystemSource(f.File) {
+			return false
+		}
+	}
+	return true
 }
 
 // TopStacks counts how allocations recorded without a stack found their
@@ -378,9 +402,9 @@ func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
 type TopStacks struct {
 	Words uint64 // stack words per entry (the most any event has)
 	User  uint64 // the walk reached the user's code: an exact leaf there
-	// Library: the walk left the allocator's wrappers but ended inside a
-	// system library: the leaf is the first frame there, shared by that
-	// library function's callers.
+	// Library: the walk left the allocator's wrappers but ended inside the
+	// system's code: the leaf is the last frame it reached there, shared
+	// by that code's callers.
 	Library uint64
 	// Short: the words ended (or the walk stopped) inside the wrappers:
 	// the call fell back to its return probe's leaf (a return address
@@ -389,7 +413,7 @@ type TopStacks struct {
 }
 
 // topLeaf returns the leaf of an entry recorded without a stack from its
-// top-of-stack fields (the deepest callerLeaves reaches), or 0 when it has
+// top-of-stack fields (the last frame of callerChain), or 0 when it has
 // none or they do not reach past the allocator's wrappers (the return
 // probe's leaf is used then).
 func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.StackID {
@@ -412,13 +436,13 @@ func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.Sta
 		buf = binary.LittleEndian.AppendUint64(buf, w)
 	}
 	ru.topBuf = buf
-	switch past, user, n := ru.callerLeaves(ru.sess.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); n {
-	case 2:
-		ru.top.User++
-		return ru.leafOf(user)
-	case 1:
-		ru.top.Library++
-		return ru.leafOf(past)
+	if chain, user := ru.callerChain(ru.sess.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); len(chain) > 0 {
+		if user {
+			ru.top.User++
+		} else {
+			ru.top.Library++
+		}
+		return ru.leafOf(chain[len(chain)-1])
 	}
 	ru.top.Short++
 	return 0

@@ -215,7 +215,7 @@ func (s *Summary) writeAllocStacks(w io.Writer) {
 		n := t.User + t.Library + t.Short
 		fmt.Fprintf(w, "  leaves from %d stack words: %d of %d calls without a stack reached the user's code", t.Words, t.User, n)
 		if t.Library > 0 {
-			fmt.Fprintf(w, ", %d ended in a system library (leaf there)", t.Library)
+			fmt.Fprintf(w, ", %d ended in the system's code (a system library or a standard-library template: leaf at the last frame reached)", t.Library)
 		}
 		if t.Short > 0 {
 			fmt.Fprintf(w, ", %d ended inside the allocator's wrappers (leaf: where the allocator returned to, shared by the wrapper's callers)", t.Short)
