@@ -14,8 +14,10 @@
 // anonymous mmap at the chunk's start, else the size threshold) and zero
 // (calloc, or memset first). Results go to a Sink in stream order.
 //
-// The glibc facts this relies on are in the team's NOTES.md (malloc.c of
-// glibc 2.36): chunk layout, the mmap threshold, fastbin sizes.
+// The glibc facts this relies on come from malloc/malloc.c of glibc 2.36:
+// chunk layout (a 16-byte header before the pointer on x86-64), the mmap
+// threshold (128 KiB, raised by frees of larger mmap'd chunks), fastbin
+// sizes.
 //
 // Sub-packages: analyze runs the whole pipeline over a perf.data recording;
 // report builds the pprof profile; diff compares two profiles for CI.

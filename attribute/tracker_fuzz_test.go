@@ -12,7 +12,6 @@ type countSink struct {
 	t                *testing.T
 	allocs, faults   uint64
 	attributed, none uint64
-	seen             map[*Allocation]bool
 	closed           bool
 }
 

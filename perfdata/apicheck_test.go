@@ -6,7 +6,8 @@ import (
 	"github.com/faultline/faultline/perfdata"
 )
 
-// Compile-time check that every name of the original api.go contract exists.
+// Compile-time check that the names other packages and users rely on exist
+// with the documented fields.
 var _ = func() {
 	var rt perfdata.RecordType
 	var rec perfdata.Record
@@ -26,10 +27,9 @@ var _ = func() {
 	_ = rec
 	o := perfdata.Options{Order: perfdata.TimeOrder}
 	o.Order = perfdata.FileOrder
-	var r *perfdata.Reader
-	r, _ = perfdata.Open("", &o)
-	r, _ = perfdata.New(nil, 0, &o)
-	r, _ = perfdata.NewStream(io.Reader(nil), &o)
+	var _ func(string, *perfdata.Options) (*perfdata.Reader, error) = perfdata.Open
+	var _ func(io.ReaderAt, int64, *perfdata.Options) (*perfdata.Reader, error) = perfdata.New
+	r, _ := perfdata.NewStream(io.Reader(nil), &o)
 	_ = r.Events()
 	_ = r.Next()
 	_ = r.Record()

@@ -171,24 +171,19 @@ type EventType uint32
 
 // perf_event_attr.type values (enum perf_type_id).
 const (
-	TypeHardware   EventType = 0 // PERF_TYPE_HARDWARE
-	TypeSoftware   EventType = 1 // PERF_TYPE_SOFTWARE
-	TypeTracepoint EventType = 2 // PERF_TYPE_TRACEPOINT
-	TypeHWCache    EventType = 3 // PERF_TYPE_HW_CACHE
-	TypeRaw        EventType = 4 // PERF_TYPE_RAW
-	TypeBreakpoint EventType = 5 // PERF_TYPE_BREAKPOINT
+	TypeHardware   EventType = iota // PERF_TYPE_HARDWARE
+	TypeSoftware                    // PERF_TYPE_SOFTWARE
+	TypeTracepoint                  // PERF_TYPE_TRACEPOINT
+	TypeHWCache                     // PERF_TYPE_HW_CACHE
+	TypeRaw                         // PERF_TYPE_RAW
+	TypeBreakpoint                  // PERF_TYPE_BREAKPOINT
 )
 
 var eventTypeNames = [...]string{"HARDWARE", "SOFTWARE", "TRACEPOINT", "HW_CACHE", "RAW", "BREAKPOINT"}
 
 // String returns the PERF_TYPE_ name without its prefix, or the number for
 // a dynamic PMU type.
-func (t EventType) String() string {
-	if int(t) < len(eventTypeNames) {
-		return eventTypeNames[t]
-	}
-	return strconv.FormatUint(uint64(t), 10)
-}
+func (t EventType) String() string { return enumName(eventTypeNames[:], uint64(t), "") }
 
 // SoftwareEvent is perf_event_attr.config of a TypeSoftware event (enum
 // perf_sw_ids).
@@ -196,18 +191,18 @@ type SoftwareEvent uint64
 
 // Software event ids (enum perf_sw_ids).
 const (
-	SWCPUClock        SoftwareEvent = 0  // PERF_COUNT_SW_CPU_CLOCK
-	SWTaskClock       SoftwareEvent = 1  // PERF_COUNT_SW_TASK_CLOCK
-	SWPageFaults      SoftwareEvent = 2  // PERF_COUNT_SW_PAGE_FAULTS
-	SWContextSwitches SoftwareEvent = 3  // PERF_COUNT_SW_CONTEXT_SWITCHES
-	SWCPUMigrations   SoftwareEvent = 4  // PERF_COUNT_SW_CPU_MIGRATIONS
-	SWPageFaultsMin   SoftwareEvent = 5  // PERF_COUNT_SW_PAGE_FAULTS_MIN
-	SWPageFaultsMaj   SoftwareEvent = 6  // PERF_COUNT_SW_PAGE_FAULTS_MAJ
-	SWAlignmentFaults SoftwareEvent = 7  // PERF_COUNT_SW_ALIGNMENT_FAULTS
-	SWEmulationFaults SoftwareEvent = 8  // PERF_COUNT_SW_EMULATION_FAULTS
-	SWDummy           SoftwareEvent = 9  // PERF_COUNT_SW_DUMMY
-	SWBPFOutput       SoftwareEvent = 10 // PERF_COUNT_SW_BPF_OUTPUT
-	SWCgroupSwitches  SoftwareEvent = 11 // PERF_COUNT_SW_CGROUP_SWITCHES
+	SWCPUClock        SoftwareEvent = iota // PERF_COUNT_SW_CPU_CLOCK
+	SWTaskClock                            // PERF_COUNT_SW_TASK_CLOCK
+	SWPageFaults                           // PERF_COUNT_SW_PAGE_FAULTS
+	SWContextSwitches                      // PERF_COUNT_SW_CONTEXT_SWITCHES
+	SWCPUMigrations                        // PERF_COUNT_SW_CPU_MIGRATIONS
+	SWPageFaultsMin                        // PERF_COUNT_SW_PAGE_FAULTS_MIN
+	SWPageFaultsMaj                        // PERF_COUNT_SW_PAGE_FAULTS_MAJ
+	SWAlignmentFaults                      // PERF_COUNT_SW_ALIGNMENT_FAULTS
+	SWEmulationFaults                      // PERF_COUNT_SW_EMULATION_FAULTS
+	SWDummy                                // PERF_COUNT_SW_DUMMY
+	SWBPFOutput                            // PERF_COUNT_SW_BPF_OUTPUT
+	SWCgroupSwitches                       // PERF_COUNT_SW_CGROUP_SWITCHES
 )
 
 // swNames are perf's event names for the software events.
@@ -215,12 +210,7 @@ var swNames = [...]string{"cpu-clock", "task-clock", "page-faults", "context-swi
 	"minor-faults", "major-faults", "alignment-faults", "emulation-faults", "dummy", "bpf-output", "cgroup-switches"}
 
 // String returns perf's name for the event ("page-faults").
-func (e SoftwareEvent) String() string {
-	if e < SoftwareEvent(len(swNames)) {
-		return swNames[e]
-	}
-	return "sw-" + strconv.FormatUint(uint64(e), 10)
-}
+func (e SoftwareEvent) String() string { return enumName(swNames[:], uint64(e), "sw-") }
 
 // IsPageFault reports whether e counts page faults (all, minor or major).
 func (e SoftwareEvent) IsPageFault() bool {
@@ -312,11 +302,15 @@ var featureNames = [...]string{
 }
 
 // String returns perf's name for a feature bit (HEADER_ without the prefix).
-func (f Feature) String() string {
-	if f > 0 && int(f) < len(featureNames) && featureNames[f] != "" {
-		return featureNames[f]
+func (f Feature) String() string { return enumName(featureNames[:], uint64(f), "FEATURE_") }
+
+// enumName returns names[v], or prefix and v in decimal when names has no
+// name for v.
+func enumName(names []string, v uint64, prefix string) string {
+	if v < uint64(len(names)) && names[v] != "" {
+		return names[v]
 	}
-	return "FEATURE_" + strconv.Itoa(int(f))
+	return prefix + strconv.FormatUint(v, 10)
 }
 
 // File header layout (struct perf_file_header): magic, size, attr_size,
@@ -349,8 +343,9 @@ func IsPerfData(b []byte) bool {
 	return m == MagicLE || m == MagicBE
 }
 
-// Compression types (enum perf_compress_type).
-const compressZstd = 1 // PERF_COMP_ZSTD
+// CompressZstd is the only compression type perf writes (enum
+// perf_compress_type: PERF_COMP_ZSTD), as Meta.Compression.Type.
+const CompressZstd = 1
 
 // EVENT_UPDATE types (enum perf_event_update_type).
 const (

@@ -2,9 +2,10 @@ package perfdata
 
 import (
 	"bytes"
-	"encoding/binary"
 	"os"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestCorruptRecordKeepsQueued: a record whose length cannot be known stops
@@ -14,27 +15,12 @@ import (
 // everything). Found by fault injection (attribute/analyze/inject_test.go).
 func TestCorruptRecordKeepsQueued(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile("../testdata/perf/" + name)
+		p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
 		if err != nil {
-			t.Skip(err)
-		}
-		le := binary.LittleEndian
-		dataOff, dataEnd := 16, len(p)
-		if le.Uint64(p[8:]) != 16 {
-			dataOff = int(le.Uint64(p[40:]))
-			dataEnd = dataOff + int(le.Uint64(p[48:]))
+			t.Fatal(err)
 		}
 		// The record header at about two thirds of the data.
-		off := dataOff
-		for off < dataOff+(dataEnd-dataOff)*2/3 {
-			size := int(le.Uint16(p[off+6:]))
-			if le.Uint32(p[off:]) == uint32(RecordHeaderTracing) {
-				size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
-			}
-			off += size
-		}
-		q := append([]byte(nil), p...)
-		le.PutUint16(q[off+6:], 0)
+		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		count := func(order Order) (samples int, err error) {
 			r, err := New(bytes.NewReader(q), int64(len(q)), &Options{Order: order})
 			if err != nil {

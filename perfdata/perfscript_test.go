@@ -1,7 +1,6 @@
 package perfdata_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // The expected values in this file come from perf itself: testdata/gen.sh
@@ -20,56 +20,11 @@ import (
 // in order: pid, tid, time (perf prints %d.%06d of the ns timestamp), event
 // name, the fault address and the tracepoint fields perf printed.
 
-// scriptSample is one sample as perf script printed it.
-type scriptSample struct {
-	line     int
-	pid, tid uint64
-	time     string
-	event    string
-	rest     string
-}
-
-var scriptHeader = regexp.MustCompile(`^.*?\s(\d+)/(\d+)\s+(\d+\.\d{6}):\s+(\S+):\s*(.*)$`)
-
-func readScript(t *testing.T, path string) []scriptSample {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []scriptSample
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := sc.Text()
-		if line == "" || line[0] == '\t' || line[0] == ' ' && strings.TrimSpace(line) == "" {
-			continue
-		}
-		m := scriptHeader.FindStringSubmatch(line)
-		if m == nil {
-			if strings.HasPrefix(strings.TrimSpace(line), "ffff") || strings.HasPrefix(line, "\t") {
-				continue
-			}
-			t.Fatalf("%s:%d: cannot parse perf script line %q", path, n, line)
-		}
-		pid, _ := strconv.ParseUint(m[1], 10, 64)
-		tid, _ := strconv.ParseUint(m[2], 10, 64)
-		out = append(out, scriptSample{line: n, pid: pid, tid: tid, time: m[3], event: m[4], rest: m[5]})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 var traceKV = regexp.MustCompile(`(\w+)=(0x[0-9a-fA-F]+|-?\d+)`)
 var probeIPs = regexp.MustCompile(`^\(([0-9a-f]+)(?: <- ([0-9a-f]+))?\)`)
 
 func fixtures(t testing.TB) []string {
-	m, _ := filepath.Glob("../testdata/perf/*.data")
+	m := perftest.Glob(t, "perf/*.data")
 	if dir := os.Getenv("PERFDATA_TEST_DIR"); dir != "" {
 		// Extra recordings made by hand, with FILE.script.txt next to each.
 		m2, _ := filepath.Glob(filepath.Join(dir, "*.data"))
@@ -80,16 +35,13 @@ func fixtures(t testing.TB) []string {
 
 func TestAgainstPerfScript(t *testing.T) {
 	files := fixtures(t)
-	if len(files) == 0 {
-		t.Skip("no recordings in ../testdata/perf (run testdata/gen.sh); the synthetic tests cover the decoder without perf")
-	}
 	for _, path := range files {
 		script := strings.TrimSuffix(path, ".data") + ".script.txt"
 		if _, err := os.Stat(script); err != nil {
 			continue
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			want := readScript(t, script)
+			want := perftest.ReadScript(t, script)
 			r, err := perfdata.Open(path, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -110,16 +62,16 @@ func TestAgainstPerfScript(t *testing.T) {
 				}
 				w := want[i]
 				i++
-				where := fmt.Sprintf("sample %d at 0x%x (perf script line %d)", i, s.Offset, w.line)
+				where := fmt.Sprintf("sample %d at 0x%x (perf script line %d)", i, s.Offset, w.Line)
 				got := fmt.Sprintf("%d.%06d", s.Time/1e9, s.Time%1e9/1e3)
-				if uint64(s.Pid) != w.pid || uint64(s.Tid) != w.tid || got != w.time || s.Event.Name != w.event {
-					t.Fatalf("%s: got %d/%d %s %s, perf script has %d/%d %s %s", where, s.Pid, s.Tid, got, s.Event.Name, w.pid, w.tid, w.time, w.event)
+				if s.Pid != w.Pid || s.Tid != w.Tid || got != w.Time || s.Event.Name != w.Event {
+					t.Fatalf("%s: got %d/%d %s %s, perf script has %d/%d %s %s", where, s.Pid, s.Tid, got, s.Event.Name, w.Pid, w.Tid, w.Time, w.Event)
 				}
 				if s.Event.Format == nil {
 					// page-faults:u: the first field is the data address.
-					tok := strings.Fields(w.rest)
+					tok := strings.Fields(w.Rest)
 					if len(tok) == 0 {
-						t.Fatalf("%s: no address in %q", where, w.rest)
+						t.Fatalf("%s: no address in %q", where, w.Rest)
 					}
 					addr, err := strconv.ParseUint(tok[0], 16, 64)
 					if err != nil || addr != s.Addr {
@@ -163,7 +115,7 @@ func TestAgainstPerfScript(t *testing.T) {
 						t.Fatalf("%s: field %s = 0x%x, perf script has %s", where, name, v, text)
 					}
 				}
-				rest := w.rest
+				rest := w.Rest
 				if m := probeIPs.FindStringSubmatch(rest); m != nil {
 					if m[2] == "" {
 						check("__probe_ip", "0x"+m[1])
@@ -175,7 +127,7 @@ func TestAgainstPerfScript(t *testing.T) {
 				}
 				kvs := traceKV.FindAllStringSubmatch(rest, -1)
 				if len(kvs) == 0 {
-					t.Fatalf("%s: no fields in %q", where, w.rest)
+					t.Fatalf("%s: no fields in %q", where, w.Rest)
 				}
 				for _, kv := range kvs {
 					check(kv[1], kv[2])
@@ -189,7 +141,7 @@ func TestAgainstPerfScript(t *testing.T) {
 			}
 			wantCounts := map[string]int{}
 			for _, w := range want {
-				wantCounts[w.event]++
+				wantCounts[w.Event]++
 			}
 			for _, ev := range r.Events() {
 				if int(ev.Samples) != wantCounts[ev.Name] {

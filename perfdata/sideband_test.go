@@ -80,7 +80,7 @@ func TestSidebandAgainstPerfScript(t *testing.T) {
 		})
 	}
 	if ran == 0 {
-		t.Skip("no ../testdata/perf/*.sideband.txt (run testdata/gen.sh)")
+		t.Fatal("no testdata/perf/*.sideband.txt next to the recordings (testdata/gen.sh writes them)")
 	}
 }
 

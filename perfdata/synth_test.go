@@ -3,7 +3,6 @@ package perfdata
 import (
 	"bytes"
 	"encoding/binary"
-	"math/bits"
 	"slices"
 
 	"github.com/klauspost/compress/zstd"
@@ -393,13 +392,12 @@ func (s *synth) file() []byte {
 	slices.Sort(feats)
 	tabOff := out.Len()
 	out.Write(make([]byte, 16*len(feats)))
-	p := out.Bytes()
 	var secs [][2]uint64
 	for _, f := range feats {
 		secs = append(secs, [2]uint64{uint64(out.Len()), uint64(len(s.features[f]))})
 		out.Write(s.features[f])
 	}
-	p = out.Bytes()
+	p := out.Bytes()
 	for i, sec := range secs {
 		bo.PutUint64(p[tabOff+16*i:], sec[0])
 		bo.PutUint64(p[tabOff+16*i+8:], sec[1])
@@ -490,5 +488,3 @@ func (s *synth) compress(cuts []int, v2 bool) {
 	}
 	zw.Close()
 }
-
-func popcount(v uint64) int { return bits.OnesCount64(v) }

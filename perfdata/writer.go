@@ -328,7 +328,7 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 			ratio = uint32(max(1, (w.rawBytes+w.zbytes/2)/w.zbytes))
 		}
 		var b []byte
-		for _, v := range []uint32{0, compressZstd, uint32(w.zlevel), ratio, compressMmapLen} {
+		for _, v := range []uint32{0, CompressZstd, uint32(w.zlevel), ratio, compressMmapLen} {
 			b = binary.LittleEndian.AppendUint32(b, v)
 		}
 		add(FeatCompressed, b)

@@ -25,16 +25,7 @@ func unwindInput() (path string, cfg symbolize.Config) {
 // returns copies of the samples that have a stack to unwind.
 func loadSamples(tb testing.TB, path string, cfg symbolize.Config) (*symbolize.Session, []*perfdata.Sample) {
 	tb.Helper()
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(cfg, r.Meta())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { sess.Close() })
+	r, sess := openSession(tb, path, cfg)
 	var smps []*perfdata.Sample
 	for r.Next() {
 		switch rec := r.Record().(type) {

@@ -13,7 +13,6 @@ package symbolize_test
 // command per file), so the test runs without binutils.
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"flag"
@@ -22,13 +21,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
+	"github.com/faultline/faultline/symbolize/internal/a2l"
 )
 
 var updateNames = flag.Bool("update", false, "rewrite testdata/sampled.addr2line with addr2line")
@@ -38,13 +37,10 @@ const sampledGolden = "testdata/sampled.addr2line"
 // sampledPC is one sampled location: the file addr2line reads (relative to
 // the repository root, so the golden file does not depend on the checkout)
 // and the ELF virtual address of the instruction.
-type sampledPC struct {
-	file  string
-	vaddr uint64
-}
+type sampledPC = a2l.Key
 
 // chainFrame is one frame of an inline chain, innermost first.
-type chainFrame struct{ fn, loc string }
+type chainFrame = a2l.Frame
 
 // collectSampledPCs unwinds every sample of the fixture recordings and
 // returns our inline chain for each distinct PC, and how many frames of all
@@ -67,14 +63,7 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 	out := map[sampledPC][]chainFrame{}
 	weight := map[sampledPC]int{}
 	for _, path := range files {
-		r, err := perfdata.Open(path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-		if err != nil {
-			t.Fatal(err)
-		}
+		r, sess := openSession(t, path, fixtureConfig)
 		seen := map[symbolize.LocID]*sampledPC{}
 		for r.Next() {
 			switch rec := r.Record().(type) {
@@ -112,9 +101,9 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 					}
 					var chain []chainFrame
 					for _, f := range sess.Lines(lid, false) {
-						chain = append(chain, chainFrame{ourName(f), ourFileLine(f)})
+						chain = append(chain, chainFrame{Func: ourName(f), Loc: a2l.Loc(f.File, f.Line)})
 					}
-					key := sampledPC{file, vaddr}
+					key := sampledPC{File: file, Addr: vaddr}
 					out[key] = chain
 					weight[key]++
 					seen[lid] = &key
@@ -126,8 +115,6 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 		if err := r.Err(); err != nil {
 			t.Fatal(err)
 		}
-		sess.Close()
-		r.Close()
 	}
 	return out, weight
 }
@@ -139,80 +126,12 @@ func ourName(f binfile.Frame) string {
 	return f.Func
 }
 
-func ourFileLine(f binfile.Frame) string {
-	file, line := f.File, "?"
-	if file == "" {
-		file = "??"
-	}
-	if f.Line != 0 {
-		line = strconv.Itoa(f.Line)
-	}
-	return file + ":" + line
-}
-
-// a2lLoc normalizes addr2line's file:line the way binfile's addr2line tests
-// do: no discriminator, "??:0" as "??:?", a cleaned path without binutils
-// 2.40's doubled DWARF 5 directory ("./csu/./csu/x.c").
-func a2lLoc(loc string) string {
-	if i := strings.Index(loc, " (discriminator "); i >= 0 {
-		loc = loc[:i]
-	}
-	if loc == "??:0" {
-		return "??:?"
-	}
-	if i := strings.LastIndexByte(loc, ':'); i > 0 && loc[:i] != "??" {
-		p := filepath.Clean(loc[:i])
-		if j := strings.IndexByte(p, '/'); j > 0 && strings.HasPrefix(p[j+1:], p[:j+1]) {
-			p = p[j+1:]
-		}
-		loc = p + loc[i:]
-	}
-	return loc
-}
-
-// readSampledGolden parses the golden file: "# file: F" starts a block of
-// addr2line -a -f -i output for F.
-func readSampledGolden(data []byte) (map[sampledPC][]chainFrame, error) {
-	res := map[sampledPC][]chainFrame{}
-	var file, fn string
-	var cur sampledPC
-	haveFn := false
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if f, ok := strings.CutPrefix(line, "# file: "); ok {
-			file = f
-			continue
-		}
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasPrefix(line, "0x") && !haveFn {
-			a, err := strconv.ParseUint(line[2:], 16, 64)
-			if err != nil {
-				return nil, err
-			}
-			cur = sampledPC{file, a}
-			res[cur] = nil
-			continue
-		}
-		if !haveFn {
-			fn, haveFn = line, true
-			continue
-		}
-		res[cur] = append(res[cur], chainFrame{fn, line})
-		haveFn = false
-	}
-	return res, sc.Err()
-}
-
 // writeSampledGolden runs addr2line per file and writes the golden file.
 func writeSampledGolden(t *testing.T, pcs map[sampledPC][]chainFrame) []byte {
 	t.Helper()
 	byFile := map[string][]uint64{}
 	for pc := range pcs {
-		byFile[pc.file] = append(byFile[pc.file], pc.vaddr)
+		byFile[pc.File] = append(byFile[pc.File], pc.Addr)
 	}
 	var names []string
 	for f := range byFile {
@@ -271,7 +190,7 @@ func TestSampledNamesMatchAddr2line(t *testing.T) {
 			t.Skipf("no golden file (go test -run %s -update writes it): %v", t.Name(), err)
 		}
 	}
-	want, err := readSampledGolden(data)
+	want, err := a2l.Parse(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,26 +202,26 @@ func TestSampledNamesMatchAddr2line(t *testing.T) {
 	for pc, chain := range ours {
 		exp, ok := want[pc]
 		if !ok || len(exp) == 0 {
-			t.Errorf("%s %#x: not in %s (regenerate with -update)", pc.file, pc.vaddr, sampledGolden)
+			t.Errorf("%s %#x: not in %s (regenerate with -update)", pc.File, pc.Addr, sampledGolden)
 			continue
 		}
-		tl := perFile[pc.file]
+		tl := perFile[pc.File]
 		if tl == nil {
 			tl = &tally{}
-			perFile[pc.file] = tl
+			perFile[pc.File] = tl
 		}
-		got, wantName := chain[len(chain)-1].fn, exp[len(exp)-1].fn
+		got, wantName := chain[len(chain)-1].Func, exp[len(exp)-1].Func
 		nameOK := got == wantName
 		// Where several symbols share an address (strspn, an IFUNC, and
 		// strspn_ifunc, its resolver), addr2line and perf pick different
 		// ones; we pick perf's. The ELF symbol table says whether the two
 		// names are such aliases.
-		aliasOK := nameOK || len(chain) == 1 && len(exp) == 1 && sameAddress(t, syms, pc.file, got, wantName)
+		aliasOK := nameOK || len(chain) == 1 && len(exp) == 1 && sameAddress(t, syms, pc.File, got, wantName)
 		chainOK := len(chain) == len(exp)
 		locOK := chainOK
 		for i := 0; chainOK && i < len(chain); i++ {
-			chainOK = chain[i].fn == exp[i].fn
-			locOK = locOK && chainOK && chain[i].loc == a2lLoc(exp[i].loc)
+			chainOK = chain[i].Func == exp[i].Func
+			locOK = locOK && chainOK && chain[i].Loc == a2l.NormLoc(exp[i].Loc)
 		}
 		for _, x := range []*tally{tl, &all} {
 			x.n++
@@ -330,26 +249,26 @@ func TestSampledNamesMatchAddr2line(t *testing.T) {
 		if chainOK && !locOK {
 			var g, e []string
 			for _, f := range chain {
-				g = append(g, f.loc)
+				g = append(g, f.Loc)
 			}
 			for _, f := range exp {
-				e = append(e, a2lLoc(f.loc))
+				e = append(e, a2l.NormLoc(f.Loc))
 			}
-			locBad = append(locBad, fmt.Sprintf("%s %#x %s: ours %s; addr2line %s", pc.file, pc.vaddr, chain[0].fn, strings.Join(g, " <- "), strings.Join(e, " <- ")))
+			locBad = append(locBad, fmt.Sprintf("%s %#x %s: ours %s; addr2line %s", pc.File, pc.Addr, chain[0].Func, strings.Join(g, " <- "), strings.Join(e, " <- ")))
 		}
 		if !chainOK {
 			var g, e []string
 			for _, f := range chain {
-				g = append(g, f.fn)
+				g = append(g, f.Func)
 			}
 			for _, f := range exp {
-				e = append(e, f.fn)
+				e = append(e, f.Func)
 			}
 			note := ""
 			if aliasOK {
 				note = " (aliases: same address in the symbol table)"
 			}
-			bad = append(bad, fmt.Sprintf("%s %#x (%d frames): ours %s; addr2line %s%s", pc.file, pc.vaddr, weight[pc], strings.Join(g, " <- "), strings.Join(e, " <- "), note))
+			bad = append(bad, fmt.Sprintf("%s %#x (%d frames): ours %s; addr2line %s%s", pc.File, pc.Addr, weight[pc], strings.Join(g, " <- "), strings.Join(e, " <- "), note))
 		}
 	}
 	sort.Strings(bad)

@@ -1,16 +1,16 @@
 package symbolize_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 )
 
@@ -28,40 +28,20 @@ type scriptSample struct {
 	frames []frame
 }
 
-var (
-	hdrRE   = regexp.MustCompile(`^\S.*?\s+(\d+)/(\d+)\s+([\d.]+):\s+(\S+):`)
-	frameRE = regexp.MustCompile(`^\t\s*([0-9a-f]+) (.*) \((.*)\)$`)
-)
-
 // parseScript reads perf script text into samples with one frame per
 // address: perf prints an address's inlined functions first, then the real
 // one with its dso; sometimes (libdw) only the inlined line.
 func parseScript(t *testing.T, data []byte) []scriptSample {
 	t.Helper()
-	var out []scriptSample
-	var cur *scriptSample
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur != nil {
-				out = append(out, *cur)
-				cur = nil
-			}
-		case !strings.HasPrefix(line, "\t"):
-			m := hdrRE.FindStringSubmatch(line)
-			if m == nil {
-				t.Fatalf("unparsable header %q", line)
-			}
-			cur = &scriptSample{key: m[1] + "/" + m[2] + " " + m[3] + " " + m[4]}
-		case cur != nil:
-			m := frameRE.FindStringSubmatch(line)
-			if m == nil {
-				continue
-			}
-			f := frame{addr: m[1], sym: m[2], dso: m[3]}
+	samples, err := perftest.ParseScript(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]scriptSample, 0, len(samples))
+	for _, s := range samples {
+		cur := scriptSample{key: s.Key()}
+		for _, pf := range s.Frames {
+			f := frame{addr: strconv.FormatUint(pf.Addr, 16), sym: pf.Sym, dso: pf.DSO}
 			inl := f.dso == "inlined"
 			if n := len(cur.frames); n > 0 && cur.frames[n-1].addr == f.addr && cur.frames[n-1].inlinedOnly {
 				if !inl {
@@ -74,9 +54,7 @@ func parseScript(t *testing.T, data []byte) []scriptSample {
 			}
 			cur.frames = append(cur.frames, f)
 		}
-	}
-	if cur != nil {
-		out = append(out, *cur)
+		out = append(out, cur)
 	}
 	return out
 }
@@ -149,19 +127,27 @@ func compareStacks(t *testing.T, perf, ours []scriptSample) compareResult {
 // fixtureConfig finds the fixtures' binaries in testdata alone.
 var fixtureConfig = symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}
 
+// openSession opens a recording and a session over it with cfg's files;
+// both are closed when the test ends.
+func openSession(tb testing.TB, path string, cfg symbolize.Config) (*perfdata.Reader, *symbolize.Session) {
+	tb.Helper()
+	r, err := perfdata.Open(path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	sess, err := symbolize.NewSession(cfg, r.Meta())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { sess.Close() })
+	return r, sess
+}
+
 // runScript is `faultline script` of path, in-process, with cfg's files.
 func runScript(t *testing.T, path string, cfg symbolize.Config, inline bool) []byte {
 	t.Helper()
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(cfg, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	r, sess := openSession(t, path, cfg)
 	w := &symbolize.ScriptWriter{S: sess, Inline: inline}
 	for _, ev := range r.Events() {
 		w.NameWidth = max(w.NameWidth, len(ev.Name))
@@ -186,16 +172,13 @@ func runScript(t *testing.T, path string, cfg symbolize.Config, inline bool) []b
 // frame ours is the same in ≥ 99% of samples, and ours reaches a root at
 // least as often as perf's.
 func TestStacksMatchPerf(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/perf/*.data")
-	if len(files) == 0 {
-		t.Skip("no fixtures in testdata/perf (run testdata/gen.sh)")
-	}
+	files := perftest.Glob(t, "perf/*.data")
 	for _, f := range files {
 		base := strings.TrimSuffix(f, ".data")
 		t.Run(filepath.Base(base), func(t *testing.T) {
 			want, err := os.ReadFile(base + ".script.txt")
 			if err != nil {
-				t.Skip(err)
+				t.Fatal(err)
 			}
 			perf := parseScript(t, want)
 			ours := parseScript(t, runScript(t, f, fixtureConfig, true))

@@ -17,8 +17,14 @@ import (
 
 // Config says where to find binaries and debug info.
 type Config struct {
-	// Symfs is perf's --symfs: a directory holding the recording machine's files.
+	// Symfs is perf's --symfs: a directory holding the recording machine's
+	// files. With Symfs set, only it (and an explicit BuildIDDir) is
+	// searched unless SymfsFallback is set.
 	Symfs string
+	// SymfsFallback also searches this machine's files after Symfs, as
+	// perf does: the recorded paths, /usr/lib/debug, ~/.debug and the
+	// debuginfod cache.
+	SymfsFallback bool
 	// BuildIDDir is perf's --buildid-dir (default ~/.debug).
 	BuildIDDir string
 	// Kallsyms is a /proc/kallsyms copy to name kernel frames; "" names them [kernel].
@@ -102,7 +108,7 @@ type Session struct {
 
 	canon    map[mapIdentity]*Mapping
 	lines    map[lineKey][]binfile.Frame
-	warnings []string
+	warnings []error
 	warned   map[string]bool
 	stats    UnwindStats
 }
@@ -123,6 +129,11 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		loc = *cfg.Locator
 	} else {
 		loc = binfile.NewLocator(cfg.Symfs, getenv)
+		loc.HostFallback = cfg.SymfsFallback
+		if cfg.Symfs != "" && !cfg.SymfsFallback {
+			// The default caches are this machine's, not the recording's.
+			loc.BuildIDDir, loc.DebuginfodCache = "", ""
+		}
 		if cfg.BuildIDDir != "" {
 			loc.BuildIDDir = cfg.BuildIDDir
 		}
@@ -180,13 +191,15 @@ func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
 // Close releases the opened binaries.
 func (s *Session) Close() error { return s.cache.Close() }
 
-// Warnings returns what could not be found or used, each said once.
-func (s *Session) Warnings() []string { return s.warnings }
+// Warnings returns what could not be found or used, each said once: the
+// binaries' own warnings (a *binfile.NoDebugInfoError for each binary
+// without debug info, ...), binaries not found, unusable unwind tables.
+func (s *Session) Warnings() []error { return s.warnings }
 
-func (s *Session) warn(key, msg string) {
+func (s *Session) warn(key string, err error) {
 	if !s.warned[key] {
 		s.warned[key] = true
-		s.warnings = append(s.warnings, msg)
+		s.warnings = append(s.warnings, err)
 	}
 }
 
@@ -342,12 +355,12 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	if err != nil {
 		mi.err = err
 		if !errors.Is(err, binfile.ErrNotFile) {
-			s.warn("open "+m.File, err.Error())
+			s.warn("open "+m.File, err)
 		}
 		return mi
 	}
 	for _, w := range b.Warnings {
-		s.warn(w, w) // binfile's warnings name the file already
+		s.warn(w.Error(), w) // binfile's warnings name the file already
 	}
 	mi.bin = b
 	if t, ok := s.tables[b]; ok {
@@ -356,7 +369,7 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 		t, err := cfi.Load(b.ELF(), b.DebugELF())
 		if err != nil {
 			s.tableErr[b] = err
-			s.warn("cfi "+m.File, fmt.Sprintf("%s: no usable unwind info (%v); its frames are walked by frame pointers", m.File, err))
+			s.warn("cfi "+m.File, fmt.Errorf("%s: no usable unwind info (%w); its frames are walked by frame pointers", m.File, err))
 		} else {
 			s.tables[b] = t
 			mi.table = t

@@ -53,8 +53,14 @@ type Summary struct {
 	Unwind    symbolize.UnwindStats
 	TopSites  []report.SiteTotals
 	Fallbacks []string // approximations the run had to make
-	Warnings  []string
-	LostTotal uint64
+	// Warnings are the problems that did not stop the run, in the order
+	// found: the reader's (*perfdata.FormatError, ...), the symbolizer's
+	// (*binfile.NoDebugInfoError, ...) and the analysis's own. The command
+	// decides how to show them.
+	Warnings []error
+	// WarningsDropped counts the reader's warnings beyond those it keeps.
+	WarningsDropped int
+	LostTotal       uint64
 	// LostWindows: where allocation events were lost and how many faults
 	// fell in those windows (see lost.go for the rule).
 	LostWindows LostWindows
@@ -101,7 +107,7 @@ type run struct {
 	// threads are the names COMM records gave threads (tid → name).
 	threads map[uint32]string
 	// warnings are the run's own (formats inferred, ...), said once each.
-	warnings   []string
+	warnings   []error
 	lost       lostTracker
 	lostBuffer uint64
 	noPointer  uint64 // posix_memalign returns without the pointer
@@ -218,14 +224,11 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	} else if s.Tracker.MmapBySize > 0 {
 		s.Fallbacks = append(s.Fallbacks, "no anonymous mmap events (record with -d) and no chunk header: the mmap flag was judged by size ≥ the mmap threshold")
 	}
-	for _, w := range r.Warnings() {
-		s.Warnings = append(s.Warnings, w.Error())
-		if strings.Contains(w.Error(), "truncated") {
-			s.Truncated = true
-		}
-	}
+	s.Warnings = append(s.Warnings, r.Warnings()...)
+	s.WarningsDropped = r.WarningCount() - len(r.Warnings())
+	s.Truncated = r.Meta().Truncated
 	if decodeErr != nil {
-		s.Warnings = append(s.Warnings, fmt.Sprintf("decoding stopped: %v; the profile covers the records before it", decodeErr))
+		s.Warnings = append(s.Warnings, fmt.Errorf("decoding stopped: %w; the profile covers the records before it", decodeErr))
 		s.Truncated, s.DecodeError = true, decodeErr.Error()
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)

@@ -3,9 +3,11 @@ package analyze
 import (
 	"bufio"
 	"bytes"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -32,9 +35,9 @@ type expectRow struct {
 }
 
 func loadExpect(t *testing.T) []expectRow {
-	data, err := os.ReadFile("../../testdata/expect/expect.tsv")
+	data, err := os.ReadFile(perftest.Testdata(t, "expect", "expect.tsv"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	var rows []expectRow
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -65,44 +68,80 @@ func loadExpect(t *testing.T) []expectRow {
 // helpers fold into it) and the flag labels.
 type siteKey struct{ comm, site, flags string }
 
-type siteVal struct{ faults, allocs, space int64 }
+type siteVal = totals
 
-func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
+// totals is what a profile holds for a site: faults, allocations, bytes.
+type totals struct{ faults, allocs, bytes int64 }
+
+// unionKeys returns the keys of all the maps, sorted by cmp.
+func unionKeys[K comparable, V any](cmp func(a, b K) int, ms ...map[K]V) []K {
+	keys := map[K]bool{}
+	for _, m := range ms {
+		for k := range m {
+			keys[k] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(keys), cmp)
+}
+
+// groupSites sums the allocation samples of a by-alloc profile (not the
+// unattributed classes) by key; key's false leaves a sample out.
+func groupSites[K comparable](p *profile.Profile, key func(s *profile.Sample) (K, bool)) map[K]totals {
+	out := map[K]totals{}
+	for _, s := range p.Sample {
+		if len(s.Label[report.ClassLabel]) > 0 || len(s.Location) == 0 {
+			continue
+		}
+		k, ok := key(s)
+		if !ok {
+			continue
+		}
+		v := out[k]
+		v.faults += s.Value[0]
+		v.allocs += s.Value[1]
+		v.bytes += s.Value[2]
+		out[k] = v
+	}
+	return out
+}
+
+// fixtureFiles finds the fixtures' binaries in testdata alone.
+var fixtureFiles = symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}
+
+// analyzePath runs the analysis in-process on a recording with cfg's files
+// and checks the profile is valid.
+func analyzePath(t *testing.T, path string, cfg symbolize.Config, opts Options) *Result {
 	t.Helper()
 	r, err := perfdata.Open(path, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatal(err) // a missing committed fixture fails
 	}
 	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: mode})
+	res, err := Run(r, sess, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := res.Profile.CheckValid(); err != nil {
 		t.Fatalf("CheckValid: %v", err)
 	}
-	got := map[siteKey]siteVal{}
-	for _, s := range res.Profile.Sample {
-		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
-			continue
-		}
+	return res
+}
+
+func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
+	t.Helper()
+	res := analyzePath(t, path, fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: mode})
+	return res, groupSites(res.Profile, func(s *profile.Sample) (siteKey, bool) {
 		leaf := s.Location[0]
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) || len(leaf.Line) == 0 {
-			continue // an allocation libc or the loader made for itself
+			return siteKey{}, false // an allocation libc or the loader made for itself
 		}
-		k := siteKey{comm: s.Label["comm"][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label["flag"], ",")}
-		v := got[k]
-		v.faults += s.Value[0]
-		v.allocs += s.Value[1]
-		v.space += s.Value[2]
-		got[k] = v
-	}
-	return res, got
+		return siteKey{comm: s.Label[report.CommLabel][0], site: leaf.Line[len(leaf.Line)-1].Function.Name, flags: strings.Join(s.Label[report.FlagLabel], ",")}, true
+	})
 }
 
 // TestFixtureCounts: on every fixture recording, each allocation site's
@@ -112,10 +151,7 @@ func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[s
 // copy-on-write faults count against the parent's site.
 func TestFixtureCounts(t *testing.T) {
 	rows := loadExpect(t)
-	files, _ := filepath.Glob("../../testdata/perf/*.data")
-	if len(files) == 0 {
-		t.Skip("no recordings in testdata/perf")
-	}
+	files := perftest.Glob(t, "perf/*.data")
 	for _, path := range files {
 		name := filepath.Base(path)
 		prog, variant := strings.Split(name, ".")[0], strings.Split(name, ".")[1]
@@ -144,7 +180,7 @@ func TestFixtureCounts(t *testing.T) {
 				v := want[k]
 				v.faults += r.faults + r.inBlock
 				v.allocs += r.count
-				v.space += r.count * r.size
+				v.bytes += r.count * r.size
 				want[k] = v
 			}
 			var keys []siteKey
@@ -160,7 +196,7 @@ func TestFixtureCounts(t *testing.T) {
 			for _, k := range keys {
 				if got[k] != want[k] {
 					t.Errorf("%s %s [%s]: got faults=%d allocs=%d bytes=%d, want faults=%d allocs=%d bytes=%d",
-						k.comm, k.site, k.flags, got[k].faults, got[k].allocs, got[k].space, want[k].faults, want[k].allocs, want[k].space)
+						k.comm, k.site, k.flags, got[k].faults, got[k].allocs, got[k].bytes, want[k].faults, want[k].allocs, want[k].bytes)
 				}
 			}
 			st := res.Summary.Tracker

@@ -20,7 +20,7 @@ import (
 // command with perf script on large recordings.
 func BenchmarkAnalyze(b *testing.B) {
 	path := "../../testdata/perf/basic.plain.data"
-	cfg := symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}
+	cfg := fixtureFiles
 	if f := os.Getenv("ANALYZE_BENCH_FILE"); f != "" {
 		path, cfg = f, symbolize.Config{}
 	}

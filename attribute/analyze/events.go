@@ -43,8 +43,7 @@ type eventInfo struct {
 	// guess marks a tracepoint whose format the recording lacks (cut
 	// before its TRACING_DATA feature): its role is inferred from its
 	// first sample (guess.go).
-	guess                 bool
-	warnedMissingAddrFlag bool
+	guess bool
 
 	// Stack events (stacks.go): stackFor is the index of the range event
 	// whose hits this event's samples carry stacks for (RoleStack only);

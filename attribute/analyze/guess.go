@@ -79,11 +79,11 @@ func (ru *run) guessNote(in *eventInfo, fn, what string) {
 		ru.guessWarn(in, fmt.Sprintf("it probes %q (%s), not an allocator", fn, what))
 		return
 	}
-	ru.warnings = append(ru.warnings, fmt.Sprintf("event %s has no format in the recording (cut before its TRACING_DATA?): taken as the %s probe of %s from its samples", in.ev.Name, what, fn))
+	ru.warnings = append(ru.warnings, fmt.Errorf("event %s has no format in the recording (cut before its TRACING_DATA?): taken as the %s probe of %s from its samples", in.ev.Name, what, fn))
 }
 
 func (ru *run) guessWarn(in *eventInfo, why string) {
-	ru.warnings = append(ru.warnings, fmt.Sprintf("event %s has no format in the recording and is ignored: %s", in.ev.Name, why))
+	ru.warnings = append(ru.warnings, fmt.Errorf("event %s has no format in the recording and is ignored: %s", in.ev.Name, why))
 }
 
 // funcAt names the allocator function at a code address of pid: the ELF

@@ -1,12 +1,14 @@
 package analyze
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // A recording cut short has no TRACING_DATA or EVENT_DESC (perf writes them
@@ -17,9 +19,9 @@ import (
 // before the cut at 1.2 MB of the 1.6 MB file, which falls inside
 // make_matrix's touching).
 func TestTruncatedRecordingInfersProbes(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/perf/basic.plain.data")
+	data, err := os.ReadFile(perftest.Testdata(t, "perf", "basic.plain.data"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "cut.data")
 	if err := os.WriteFile(path, data[:1200000], 0o644); err != nil {
@@ -37,7 +39,7 @@ func TestTruncatedRecordingInfersProbes(t *testing.T) {
 			t.Errorf("%s: %d faults, want %d", site, n, want)
 		}
 	}
-	w := strings.Join(res.Summary.Warnings, "\n")
+	w := fmt.Sprint(res.Summary.Warnings)
 	for _, s := range []string{"truncated", "taken as the entry probe of malloc", "taken as the return probe of malloc"} {
 		if !strings.Contains(w, s) {
 			t.Errorf("warnings lack %q:\n%s", s, w)

@@ -22,6 +22,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
@@ -250,77 +251,14 @@ func (in *injector) report() {
 }
 
 // layout is where a recording keeps its parts.
-type layout struct {
-	pipe              bool
-	attrOff, attrSize int // file mode: the attr section
-	attrEntry         int // file mode: bytes per attr entry
-	dataOff, dataEnd  int
-	records           []int // offsets of the data section's records
-}
+type layout = perftest.Layout
 
 func parseLayout(t *testing.T, p []byte) layout {
-	le := binary.LittleEndian
-	var l layout
-	if le.Uint64(p[8:]) == 16 {
-		l.pipe = true
-		l.dataOff, l.dataEnd = 16, len(p)
-	} else {
-		l.attrEntry = int(le.Uint64(p[16:]))
-		l.attrOff, l.attrSize = int(le.Uint64(p[24:])), int(le.Uint64(p[32:]))
-		l.dataOff = int(le.Uint64(p[40:]))
-		l.dataEnd = l.dataOff + int(le.Uint64(p[48:]))
-	}
-	for off := l.dataOff; off+8 <= l.dataEnd; {
-		typ, size := le.Uint32(p[off:]), int(le.Uint16(p[off+6:]))
-		if size < 8 {
-			t.Fatalf("fixture record at %#x has size %d", off, size)
-		}
-		if typ == 66 { // pipe mode's HEADER_TRACING_DATA: the data follows the record
-			size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
-		}
-		if typ == 83 { // COMPRESSED2: data_size says the length
-			size = 16 + int(le.Uint64(p[off+8:]))
-			size = (size + 7) &^ 7
-		}
-		l.records = append(l.records, off)
-		off += size
+	l, err := perftest.ParseLayout(p)
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
 	}
 	return l
-}
-
-// withData returns p with its data section replaced by data, the header's
-// data size and feature offsets moved to match.
-func (l layout) withData(p []byte, data []byte) []byte {
-	out := append(append(append([]byte(nil), p[:l.dataOff]...), data...), p[l.dataEnd:]...)
-	if l.pipe {
-		return out
-	}
-	delta := uint64(len(data) - (l.dataEnd - l.dataOff))
-	le := binary.LittleEndian
-	le.PutUint64(out[48:], uint64(len(data)))
-	// The feature table follows the data; one 16-byte section per bit set
-	// in the header's feature bitmap, each with an absolute offset.
-	tab := l.dataOff + len(data)
-	n := 0
-	for i := range 4 {
-		n += popcount(le.Uint64(out[72+8*i:]))
-	}
-	for i := range n {
-		at := tab + 16*i
-		if at+8 > len(out) {
-			break
-		}
-		le.PutUint64(out[at:], le.Uint64(out[at:])+delta)
-	}
-	return out
-}
-
-func popcount(v uint64) int {
-	n := 0
-	for ; v != 0; v &= v - 1 {
-		n++
-	}
-	return n
 }
 
 func clone(p []byte) []byte { return append([]byte(nil), p...) }
@@ -332,9 +270,9 @@ func TestInjectFaults(t *testing.T) {
 	}
 	for _, name := range fixtures {
 		t.Run(strings.TrimSuffix(name, ".data"), func(t *testing.T) {
-			p, err := os.ReadFile(filepath.Join("../../testdata/perf", name))
+			p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
 			if err != nil {
-				t.Skip(err)
+				t.Fatal(err)
 			}
 			injectFixture(t, name, p)
 		})
@@ -364,13 +302,13 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	// and just after record boundaries through the data, inside the
 	// feature section.
 	cuts := []int{0, 1, 8, 15, 16, 17, 40, 64, 103, 104}
-	if !l.pipe {
-		cuts = append(cuts, l.attrOff+1, l.attrOff+l.attrSize/2, l.attrOff+l.attrSize-1, l.dataOff, l.dataEnd+1, l.dataEnd+24, (l.dataEnd+len(p))/2, len(p)-1)
+	if !l.Pipe {
+		cuts = append(cuts, l.AttrOff+1, l.AttrOff+l.AttrSize/2, l.AttrOff+l.AttrSize-1, l.DataOff, l.DataEnd+1, l.DataEnd+24, (l.DataEnd+len(p))/2, len(p)-1)
 	}
 	for i := range trials {
-		rec := l.records[(i*len(l.records))/trials]
+		rec := l.Records[(i*len(l.Records))/trials]
 		cuts = append(cuts, rec, rec+3) // at a record, mid-record-header
-		cuts = append(cuts, l.dataOff+rng.IntN(l.dataEnd-l.dataOff))
+		cuts = append(cuts, l.DataOff+rng.IntN(l.DataEnd-l.DataOff))
 	}
 	sort.Ints(cuts)
 	prevFaults, prevCut := uint64(0), 0
@@ -385,8 +323,8 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		}
 		s := &run.res.Summary
 		// A pipe cut exactly between records looks like the stream's end.
-		atBoundary := l.pipe && slices.Contains(l.records, cut)
-		if cut < l.dataEnd && !atBoundary && !s.Truncated {
+		atBoundary := l.Pipe && slices.Contains(l.Records, cut)
+		if cut < l.DataEnd && !atBoundary && !s.Truncated {
 			t.Errorf("%s: cut at %#x inside the data: summary does not say truncated", name, cut)
 		}
 		if s.Tracker.Faults > clean.res.Summary.Tracker.Faults {
@@ -403,7 +341,7 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		q := clone(p)
 		n := 1 + rng.IntN(8)
 		for range n {
-			q[l.dataOff+rng.IntN(l.dataEnd-l.dataOff)] ^= byte(1 + rng.IntN(255))
+			q[l.DataOff+rng.IntN(l.DataEnd-l.DataOff)] ^= byte(1 + rng.IntN(255))
 		}
 		in.check("flip", fmt.Sprintf("trial %d (%d bytes)", i, n), runBytes(t, "flip", q, cfg))
 	}
@@ -413,10 +351,10 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	// (rounds that claim an order the records may not have), then a round
 	// is duplicated or swapped with the next.
 	var recs [][]byte
-	for i, off := range l.records {
-		end := l.dataEnd
-		if i+1 < len(l.records) {
-			end = l.records[i+1]
+	for i, off := range l.Records {
+		end := l.DataEnd
+		if i+1 < len(l.Records) {
+			end = l.Records[i+1]
 		}
 		recs = append(recs, p[off:end])
 	}
@@ -444,7 +382,7 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		}
 		return b
 	}
-	in.check("round-insert", fmt.Sprintf("%d rounds", len(rounds)), runBytes(t, "round-insert", l.withData(p, join(rounds)), cfg))
+	in.check("round-insert", fmt.Sprintf("%d rounds", len(rounds)), runBytes(t, "round-insert", l.WithData(p, join(rounds)), cfg))
 	for i := range trials {
 		if len(rounds) < 6 {
 			break // compressed: a handful of COMPRESSED2 records
@@ -452,16 +390,16 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		// Skip the first rounds: in pipe mode they hold the attrs.
 		k := 2 + (i*(len(rounds)-4))/trials
 		dup := append(append(append([][][]byte{}, rounds[:k+1]...), rounds[k]), rounds[k+1:]...)
-		in.check("round-dup", fmt.Sprintf("round %d", k), runBytes(t, "round-dup", l.withData(p, join(dup)), cfg))
+		in.check("round-dup", fmt.Sprintf("round %d", k), runBytes(t, "round-dup", l.WithData(p, join(dup)), cfg))
 		swap := append([][][]byte{}, rounds...)
 		swap[k], swap[k+1] = swap[k+1], swap[k]
-		in.check("round-swap", fmt.Sprintf("rounds %d,%d", k, k+1), runBytes(t, "round-swap", l.withData(p, join(swap)), cfg))
+		in.check("round-swap", fmt.Sprintf("rounds %d,%d", k, k+1), runBytes(t, "round-swap", l.WithData(p, join(swap)), cfg))
 	}
 
 	// Record headers claiming zero, too small, slightly and hugely
 	// oversized lengths.
 	for i := range trials {
-		off := l.records[(i*len(l.records))/trials]
+		off := l.Records[(i*len(l.Records))/trials]
 		for _, size := range []uint16{0, 4, binary.LittleEndian.Uint16(p[off+6:]) + 8, 0xffff} {
 			q := clone(p)
 			binary.LittleEndian.PutUint16(q[off+6:], size)
@@ -471,14 +409,14 @@ func injectFixture(t *testing.T, name string, p []byte) {
 
 	// Attrs that disagree with the samples: sample_type bits flipped.
 	var attrs []int // offsets of perf_event_attr.sample_type
-	if l.pipe {
-		for _, off := range l.records {
+	if l.Pipe {
+		for _, off := range l.Records {
 			if binary.LittleEndian.Uint32(p[off:]) == 64 { // HEADER_ATTR
 				attrs = append(attrs, off+8+24)
 			}
 		}
-	} else if l.attrEntry > 0 {
-		for off := l.attrOff; off+l.attrEntry <= l.attrOff+l.attrSize; off += l.attrEntry {
+	} else if l.AttrEntry > 0 {
+		for off := l.AttrOff; off+l.AttrEntry <= l.AttrOff+l.AttrSize; off += l.AttrEntry {
 			attrs = append(attrs, off+24)
 		}
 	}
@@ -502,7 +440,7 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	mismatch := copySymfs(t, map[string][]byte{prog: otherData})
 	run := runBytes(t, "build-id mismatch", p, rootedConfig(mismatch))
 	in.check("symfs-buildid-mismatch", prog+" replaced by "+other, run)
-	if run.res != nil && !strings.Contains(strings.Join(run.res.Summary.Warnings, "\n"), "build ID mismatch") {
+	if run.res != nil && !strings.Contains(fmt.Sprint(run.res.Summary.Warnings), "build ID mismatch") {
 		if run.buildIDs > 0 {
 			t.Errorf("%s: a different binary at %s gave no build-ID mismatch warning: %q", name, prog, run.res.Summary.Warnings)
 		} else {

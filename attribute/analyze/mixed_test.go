@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
 
@@ -30,29 +28,12 @@ const mixedDir = "../../testdata/mixed"
 
 func analyzeMixed(t *testing.T, variant string, events map[string]string) *Result {
 	t.Helper()
-	r, err := perfdata.Open(filepath.Join(mixedDir, variant+".data"), nil)
-	if err != nil {
-		t.Fatal(err) // a missing committed fixture fails
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Events: events})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Profile.CheckValid(); err != nil {
-		t.Fatalf("CheckValid: %v", err)
-	}
-	return res
+	return analyzePath(t, filepath.Join(mixedDir, variant+".data"), fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Events: events})
 }
 
 // mixedRow is one (leaf, caller, stack kind) total, as check_mixed.py
 // prints it.
-type mixedRow struct{ allocs, faults, bytes int64 }
+type mixedRow = totals
 
 func outermost(l *profile.Location) string {
 	if len(l.Line) == 0 {
@@ -65,27 +46,17 @@ func outermost(l *profile.Location) string {
 // binary by leaf function, caller ("-" when the stack is the leaf alone)
 // and stack label.
 func mixedSites(p *profile.Profile) map[string]mixedRow {
-	got := map[string]mixedRow{}
-	for _, s := range p.Sample {
-		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
-			continue
-		}
+	return groupSites(p, func(s *profile.Sample) (string, bool) {
 		leaf := s.Location[0]
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) {
-			continue // libc's own allocations (none here) or the loader's
+			return "", false // libc's own allocations (none here) or the loader's
 		}
 		caller := "-"
 		if len(s.Location) > 1 {
 			caller = outermost(s.Location[1])
 		}
-		k := outermost(leaf) + "\t" + caller + "\t" + strings.Join(s.Label[report.StackLabel], ",")
-		v := got[k]
-		v.faults += s.Value[0]
-		v.allocs += s.Value[1]
-		v.bytes += s.Value[2]
-		got[k] = v
-	}
-	return got
+		return outermost(leaf) + "\t" + caller + "\t" + strings.Join(s.Label[report.StackLabel], ","), true
+	})
 }
 
 func loadMixedExpect(t *testing.T, variant string) (map[string]mixedRow, map[string]int64) {
@@ -131,16 +102,16 @@ func loadMixedExpect(t *testing.T, variant string) (map[string]mixedRow, map[str
 // each); reuse_old's malloc is the program's first brk-heap use, and the
 // heap's first page (sysmalloc's top header) is charged to it too (2).
 var mixedArithmetic = map[string]mixedRow{
-	"big_alloc\tmain\tsampled":     {1, 257, 1 << 20},
-	"node_alloc\tfrom_a\tsampled":  {3, 3 * 66, 3 * 266240},
-	"node_alloc\tfrom_b\tsampled":  {1, 66, 266240},
-	"node_alloc\tfrom_a\tinferred": {6, 6 * 65, 6 * 262144},
-	"node_alloc\tfrom_b\tinferred": {2, 2 * 65, 2 * 262144},
-	"reuse_old\t-\tleaf":           {1, 2, 65536},
-	"reuse_block\t-\tleaf":         {1, 0, 32},
-	"reuse_new\t-\tleaf":           {1, 15, 65536},
-	"uaf_alloc\t-\tleaf":           {1, 1, 65536},
-	"uaf_block\t-\tleaf":           {1, 0, 32},
+	"big_alloc\tmain\tsampled":     {allocs: 1, faults: 257, bytes: 1 << 20},
+	"node_alloc\tfrom_a\tsampled":  {allocs: 3, faults: 3 * 66, bytes: 3 * 266240},
+	"node_alloc\tfrom_b\tsampled":  {allocs: 1, faults: 66, bytes: 266240},
+	"node_alloc\tfrom_a\tinferred": {allocs: 6, faults: 6 * 65, bytes: 6 * 262144},
+	"node_alloc\tfrom_b\tinferred": {allocs: 2, faults: 2 * 65, bytes: 2 * 262144},
+	"reuse_old\t-\tleaf":           {allocs: 1, faults: 2, bytes: 65536},
+	"reuse_block\t-\tleaf":         {allocs: 1, faults: 0, bytes: 32},
+	"reuse_new\t-\tleaf":           {allocs: 1, faults: 15, bytes: 65536},
+	"uaf_alloc\t-\tleaf":           {allocs: 1, faults: 1, bytes: 65536},
+	"uaf_block\t-\tleaf":           {allocs: 1, faults: 0, bytes: 32},
 }
 
 func TestMixedFixture(t *testing.T) {
@@ -149,22 +120,7 @@ func TestMixedFixture(t *testing.T) {
 			res := analyzeMixed(t, v, nil)
 			got := mixedSites(res.Profile)
 			script, _ := loadMixedExpect(t, v)
-			keys := map[string]bool{}
-			for k := range got {
-				keys[k] = true
-			}
-			for k := range mixedArithmetic {
-				keys[k] = true
-			}
-			for k := range script {
-				keys[k] = true
-			}
-			var sorted []string
-			for k := range keys {
-				sorted = append(sorted, k)
-			}
-			sort.Strings(sorted)
-			for _, k := range sorted {
+			for _, k := range unionKeys(strings.Compare, got, mixedArithmetic, script) {
 				if got[k] != mixedArithmetic[k] || got[k] != script[k] {
 					t.Errorf("%q: analyze %+v, arithmetic %+v, check_mixed.py %+v", k, got[k], mixedArithmetic[k], script[k])
 				}

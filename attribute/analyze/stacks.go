@@ -42,9 +42,6 @@ import (
 // stackBits are the sample_type bits that give a sample a stack.
 const stackBits = perfdata.SampleStackUser | perfdata.SampleCallchain
 
-// attrFreq is perf_event_attr's freq bit: sample_period is a frequency.
-const attrFreq = 1 << 10
-
 func hasStacks(ev *perfdata.Event) bool { return ev.Attr.SampleType&stackBits != 0 }
 
 // sameEvent reports whether two attrs open the same event source (one
@@ -65,7 +62,7 @@ func pairStackEvents(infos []*eventInfo) {
 				continue
 			}
 			in.role, in.stackFor, r.twin = RoleStack, j, true
-			in.sampled = in.ev.Attr.SamplePeriod > 1 && in.ev.Attr.Flags&attrFreq == 0
+			in.sampled = in.ev.Attr.SamplePeriod > 1 && in.ev.Attr.Flags&perfdata.AttrFreq == 0
 			break
 		}
 	}

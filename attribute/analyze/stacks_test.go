@@ -31,9 +31,9 @@ func TestStackJoinSynthetic(t *testing.T) {
 	size := &perfdata.TraceField{Name: "size", Offset: 0, Size: 8}
 	ptr := &perfdata.TraceField{Name: "ptr", Offset: 0, Size: 8}
 	evs := []*perfdata.Event{
-		{Index: 0, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
-		{Index: 1, Name: "g:malloc", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
-		{Index: 2, Name: "g:malloc__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
+		{Index: 0, Name: "g:malloc", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Name: "g:malloc", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Name: "g:malloc__return", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 8, SampleType: perfdata.SampleRaw}},
 	}
 	infos := []*eventInfo{
 		{ev: evs[0], role: RoleAllocEntry, size: size},
@@ -107,11 +107,11 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
 	evs := []*perfdata.Event{
-		{Index: 0, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw}},
-		{Index: 1, Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
-		{Index: 2, Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw}},
-		{Index: 3, Attr: perfdata.Attr{Type: 2, Config: 9, SampleType: perfdata.SampleRaw}},
-		{Index: 4, Attr: perfdata.Attr{Type: 2, Config: 10, SampleType: perfdata.SampleRaw}},
+		{Index: 0, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw}},
+		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
+		{Index: 2, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 8, SampleType: perfdata.SampleRaw}},
+		{Index: 3, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 9, SampleType: perfdata.SampleRaw}},
+		{Index: 4, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 10, SampleType: perfdata.SampleRaw}},
 	}
 	// Event 4: an entry without a stack twin whose raw data carries the
 	// top of the stack (faultline record's fields): size, __probe_ip, sp,
@@ -186,8 +186,8 @@ func TestFaultStackJoin(t *testing.T) {
 	}
 	defer sess.Close()
 	evs := []*perfdata.Event{
-		{Index: 0, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr}},
-		{Index: 1, Attr: perfdata.Attr{Type: 1, Config: 2, SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
+		{Index: 0, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr}},
+		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
 	}
 	infos := []*eventInfo{faultInfo(&eventInfo{ev: evs[0]}), faultInfo(&eventInfo{ev: evs[1]})}
 	pairStackEvents(infos)
@@ -240,9 +240,9 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 		return &perfdata.TraceFormat{System: "g", Name: name, Fields: fields}
 	}
 	evs := []*perfdata.Event{
-		{Index: 0, Name: "g:posix_memalign", Attr: perfdata.Attr{Type: 2, Config: 7, SampleType: perfdata.SampleRaw},
+		{Index: 0, Name: "g:posix_memalign", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw},
 			Format: fmtOf("posix_memalign", f8("memptr", 0), f8("alignment", 8), f8("size", 16))},
-		{Index: 1, Name: "g:posix_memalign__return", Attr: perfdata.Attr{Type: 2, Config: 8, SampleType: perfdata.SampleRaw},
+		{Index: 1, Name: "g:posix_memalign__return", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 8, SampleType: perfdata.SampleRaw},
 			Format: fmtOf("posix_memalign__return", f8("ptr", 0))},
 	}
 	var infos []*eventInfo

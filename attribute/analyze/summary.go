@@ -1,8 +1,11 @@
 package analyze
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,15 +34,8 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	if len(s.Classes) > 0 {
-		var keys []string
-		for k := range s.Classes {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if s.Classes[keys[i]] != s.Classes[keys[j]] {
-				return s.Classes[keys[i]] > s.Classes[keys[j]]
-			}
-			return keys[i] < keys[j]
+		keys := slices.SortedFunc(maps.Keys(s.Classes), func(a, b string) int {
+			return cmp.Or(cmp.Compare(s.Classes[b], s.Classes[a]), cmp.Compare(a, b)) // most faults first
 		})
 		var parts []string
 		for i, k := range keys {
@@ -114,7 +110,7 @@ func (s *Summary) WriteText(w io.Writer) {
 			if flags == "" {
 				flags = "-"
 			}
-			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, humanBytes(t.Size), flags, t.Name)
+			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, report.FormatBytes(t.Size), flags, t.Name)
 		}
 	}
 }
@@ -157,18 +153,6 @@ func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
 			fmt.Fprintln(w, "give the stack events a larger buffer or a smaller --call-graph dwarf size")
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // lossComments carries the recording's per-event losses into the profile

@@ -7,20 +7,21 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/google/pprof/profile"
 )
 
 // Metrics are the sample types faultline profiles carry, in profile order.
-var Metrics = []string{"faults", "allocs", "alloc_space"}
+var Metrics = []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace}
 
 // DefaultMinDelta is the absolute growth a site needs before it can count as
 // a regression, per metric: 8 faults or allocations (a few pages' worth of
 // noise from THP, ASLR and loader timing does not fail a build), 64 KiB of
 // allocated space.
 func DefaultMinDelta(metric string) int64 {
-	if metric == "alloc_space" {
+	if metric == report.SampleAllocSpace {
 		return 64 << 10
 	}
 	return 8
@@ -50,8 +51,31 @@ type Row struct {
 	Base, New int64
 }
 
-// Delta is New-Base.
-func (r Row) Delta() int64 { return r.New - r.Base }
+// Delta is New-Base, saturated at the int64 limits: a crafted profile with
+// values near ±2^63 must not wrap around and turn growth into shrinkage.
+func (r Row) Delta() int64 { return satSub(r.New, r.Base) }
+
+// satAdd and satSub are a+b and a-b clamped to [MinInt64, MaxInt64].
+func satAdd(a, b int64) int64 {
+	c := a + b
+	if (c > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
+}
+
+func satSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b // a < 0: a+2^63 fits
+	}
+	return satAdd(a, -b)
+}
 
 // Growth is Delta relative to Base; +Inf when Base is zero and New is not,
 // 0 when both are zero.
@@ -146,7 +170,7 @@ func (r *Result) Regressed() bool { return r.Regressions > 0 }
 // Compare compares NEW against BASE in opts.Metric.
 func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	if opts.Metric == "" {
-		opts.Metric = "faults"
+		opts.Metric = report.SampleFaults
 	}
 	bi, unit, err := metricIndex(base, opts.Metric)
 	if err != nil {
@@ -167,25 +191,26 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 				continue
 			}
 			v := s.Value[idx]
-			*pick(&r.Total) += v
+			add := func(p *int64) { *p = satAdd(*p, v) }
+			add(pick(&r.Total))
 			site := siteOf(s, main, opts.RawSites)
 			if site.Class != "" {
-				*pick(&r.Unattributed) += v
+				add(pick(&r.Unattributed))
 			}
-			for _, f := range s.Label["flag"] {
+			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
 				if fr == nil {
 					fr = &Row{}
 					flags[f] = fr
 				}
-				*pick(fr) += v
+				add(pick(fr))
 			}
 			t := sites[site.Key]
 			if t == nil {
 				t = &site
 				sites[site.Key] = t
 			}
-			*pick(&t.Row) += v
+			add(pick(&t.Row))
 		}
 	}
 	add(base, bi, func(r *Row) *int64 { return &r.Base })
@@ -195,7 +220,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		if row.Base == 0 && row.New == 0 {
 			continue // a flag only on samples with none of this metric
 		}
-		r.Flags = append(r.Flags, FlagRow{Flag: f, Row: *row})
+		r.Flags = append(r.Flags, FlagRow{Flag: clipLabel(f), Row: *row})
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
 
@@ -222,6 +247,10 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		}
 		if s.Regressed {
 			r.Regressions++
+		}
+		s.Name, s.Class = clipLabel(s.Name), clipLabel(s.Class)
+		for i := range s.Frames {
+			s.Frames[i].Function, s.Frames[i].File = clipLabel(s.Frames[i].Function), clipLabel(s.Frames[i].File)
 		}
 		r.Sites = append(r.Sites, *s)
 	}
@@ -250,9 +279,26 @@ func regressed(r Row, opts Options) bool {
 
 func abs(v int64) int64 {
 	if v < 0 {
-		return -v
+		return satSub(0, v)
 	}
 	return v
+}
+
+// maxLabelWidth caps a name shown in the output (function, file, class,
+// flag): a crafted profile's 50 MB label must not become hundreds of MB of
+// report. Keys keep the full names, so sites are still told apart.
+const maxLabelWidth = 512
+
+// clipLabel cuts s to maxLabelWidth bytes, at a rune boundary, and says so.
+func clipLabel(s string) string {
+	if len(s) <= maxLabelWidth {
+		return s
+	}
+	cut := maxLabelWidth
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…[%d bytes cut]", s[:cut], len(s)-cut)
 }
 
 func metricIndex(p *profile.Profile, metric string) (int, string, error) {
@@ -290,7 +336,7 @@ const mainClassKey = "class\x00[file] (main executable)"
 // library function the code went through. raw keys by the whole stack and
 // names by the leaf.
 func siteOf(s *profile.Sample, main string, raw bool) Site {
-	if c := s.Label["class"]; len(c) > 0 {
+	if c := s.Label[report.ClassLabel]; len(c) > 0 {
 		if main != "" && c[0] == "[file] "+main {
 			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
 		}

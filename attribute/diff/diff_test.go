@@ -9,121 +9,49 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
 )
 
-// frame and sample describe a synthetic faultline profile: what
-// report.Builder writes in by-alloc mode.
-type frame struct {
-	fn, file string
-	line     int64
-}
+// frame and sample describe a synthetic faultline profile (reporttest).
+type (
+	frame  = reporttest.Frame
+	sample = reporttest.Sample
+)
 
-type sample struct {
-	stack  []frame // leaf first
-	class  string  // unattributed class; its pseudo location is the leaf
-	flags  []string
-	comm   string
-	values [3]int64 // faults, allocs, alloc_space
-}
-
-// build makes a profile the way one build of a program would: its binary
-// mapped at start, each distinct frame at its own address (stride apart),
-// source files under dir. Two builds differ in every address and path.
+// build makes one build's profile (reporttest.Build).
 func build(t *testing.T, start, stride uint64, dir string, samples []sample) *profile.Profile {
-	t.Helper()
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{
-			{Type: "faults", Unit: "count"}, {Type: "allocs", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
-		},
-		DefaultSampleType: "faults",
-		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
-		Period:            1,
-	}
-	m := &profile.Mapping{ID: 1, Start: start, Limit: start + 0x100000, File: dir + "/prog", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
-	p.Mapping = []*profile.Mapping{m}
-	funcs := map[string]*profile.Function{}
-	locs := map[frame]*profile.Location{}
-	function := func(name, file string) *profile.Function {
-		if f := funcs[name]; f != nil {
-			return f
-		}
-		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
-		funcs[name] = f
-		p.Function = append(p.Function, f)
-		return f
-	}
-	for _, s := range samples {
-		ps := &profile.Sample{Value: s.values[:], Label: map[string][]string{}}
-		if s.class != "" {
-			// report.Builder's classLocation: no mapping, no address.
-			k := frame{fn: s.class}
-			loc := locs[k]
-			if loc == nil {
-				loc = &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: function(s.class, "")}}}
-				locs[k] = loc
-				p.Location = append(p.Location, loc)
-			}
-			ps.Location = append(ps.Location, loc)
-			ps.Label["class"] = []string{s.class}
-		}
-		for _, f := range s.stack {
-			loc := locs[f]
-			if loc == nil {
-				id := uint64(len(p.Location) + 1)
-				file := f.file
-				if !filepath.IsAbs(file) { // system headers stay where they are
-					file = filepath.Join(dir, file)
-				}
-				loc = &profile.Location{ID: id, Mapping: m, Address: start + 0x1000 + id*stride,
-					Line: []profile.Line{{Function: function(f.fn, file), Line: f.line}}}
-				locs[f] = loc
-				p.Location = append(p.Location, loc)
-			}
-			ps.Location = append(ps.Location, loc)
-		}
-		if len(s.flags) > 0 {
-			ps.Label["flag"] = s.flags
-		}
-		if s.comm != "" {
-			ps.Label["comm"] = []string{s.comm}
-		}
-		p.Sample = append(p.Sample, ps)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return reporttest.Build(t, start, stride, dir, samples)
 }
 
 var (
-	mainF     = frame{"main", "main.c", 40}
-	readInput = frame{"read_input", "io.c", 12}
-	buildIdx  = frame{"build_index", "index.c", 88}
-	parseLine = frame{"parse_line", "parse.c", 30}
-	oldCache  = frame{"old_cache", "cache.c", 7}
-	newTable  = frame{"new_table", "table.c", 19}
+	mainF     = frame{Func: "main", File: "main.c", Line: 40}
+	readInput = frame{Func: "read_input", File: "io.c", Line: 12}
+	buildIdx  = frame{Func: "build_index", File: "index.c", Line: 88}
+	parseLine = frame{Func: "parse_line", File: "parse.c", Line: 30}
+	oldCache  = frame{Func: "old_cache", File: "cache.c", Line: 7}
+	newTable  = frame{Func: "new_table", File: "table.c", Line: 19}
 )
 
 func baseSamples() []sample {
 	return []sample{
-		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, comm: "prog", values: [3]int64{60, 6, 24576}},
-		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, comm: "prog:worker", values: [3]int64{40, 4, 16384}},
-		{stack: []frame{buildIdx, mainF}, flags: []string{"zero"}, values: [3]int64{50, 5, 5000}},
-		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{4, 2, 64}},
-		{stack: []frame{oldCache, mainF}, values: [3]int64{20, 1, 8192}},
-		{class: "[stack]", stack: []frame{mainF}, values: [3]int64{30, 0, 0}},
+		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Comm: "prog", Values: [3]int64{60, 6, 24576}},
+		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Comm: "prog:worker", Values: [3]int64{40, 4, 16384}},
+		{Stack: []frame{buildIdx, mainF}, Flags: []string{"zero"}, Values: [3]int64{50, 5, 5000}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
+		{Stack: []frame{oldCache, mainF}, Values: [3]int64{20, 1, 8192}},
+		{Class: "[stack]", Stack: []frame{mainF}, Values: [3]int64{30, 0, 0}},
 	}
 }
 
 func newSamples() []sample {
 	return []sample{
-		{stack: []frame{readInput, mainF}, flags: []string{"mmap"}, values: [3]int64{130, 10, 40960}},
-		{stack: []frame{buildIdx, mainF}, flags: []string{"zero"}, values: [3]int64{40, 5, 5000}},
-		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{6, 3, 96}},
-		{stack: []frame{newTable, mainF}, flags: []string{"fast", "zero"}, values: [3]int64{12, 12, 1200}},
-		{class: "[stack]", stack: []frame{buildIdx, mainF}, values: [3]int64{31, 0, 0}},
+		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
+		{Stack: []frame{buildIdx, mainF}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
+		{Stack: []frame{newTable, mainF}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
+		{Class: "[stack]", Stack: []frame{buildIdx, mainF}, Values: [3]int64{31, 0, 0}},
 	}
 }
 
@@ -371,20 +299,20 @@ func TestLoad(t *testing.T) {
 // the program's own file one class whatever the binary is called, no
 // all-zero flag rows, JSON without HTML escaping.
 func TestSitesClassesAndFlags(t *testing.T) {
-	vec := frame{"std::vector<int>::_M_realloc_insert", "/usr/include/c++/12/bits/vector.tcc", 453}
-	pushBack := frame{"std::vector::push_back", "/usr/include/c++/12/bits/stl_vector.h", 1294}
-	fill := frame{"app::Store::fill", "app.cpp", 31}
+	vec := frame{Func: "std::vector<int>::_M_realloc_insert", File: "/usr/include/c++/12/bits/vector.tcc", Line: 453}
+	pushBack := frame{Func: "std::vector::push_back", File: "/usr/include/c++/12/bits/stl_vector.h", Line: 1294}
+	fill := frame{Func: "app::Store::fill", File: "app.cpp", Line: 31}
 	base := build(t, 0x400000, 0x10, "/build/a/src", []sample{
-		{stack: []frame{vec, pushBack, fill, mainF}, values: [3]int64{100, 4, 4096}},
-		{class: "[heap]", stack: []frame{mainF}, values: [3]int64{10, 0, 0}},
-		{class: "[file] prog", stack: []frame{mainF}, values: [3]int64{5, 0, 0}},
-		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{0, 3, 96}}, // no faults: no flag row
+		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{100, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{10, 0, 0}},
+		{Class: "[file] prog", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}}, // no faults: no flag row
 	})
 	head := build(t, 0x555555554000, 0x24, "/ci/b/src", []sample{
-		{stack: []frame{vec, pushBack, fill, mainF}, values: [3]int64{105, 4, 4096}},
-		{class: "[heap]", stack: []frame{mainF}, values: [3]int64{50, 0, 0}},
-		{class: "[file] prog2", stack: []frame{mainF}, values: [3]int64{5, 0, 0}},
-		{stack: []frame{parseLine, mainF}, flags: []string{"fast"}, values: [3]int64{0, 3, 96}},
+		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{105, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{50, 0, 0}},
+		{Class: "[file] prog2", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}},
 	})
 	head.Mapping[0].File = "/ci/b/src/prog2" // the binary was renamed
 	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/faultline/faultline/attribute/report"
 )
 
 // Formats are the output formats Render accepts.
@@ -50,16 +52,16 @@ func (r *Result) Verdict() string {
 
 // quantity formats an absolute amount with its unit, e.g. "8 faults".
 func (r *Result) quantity(v int64) string {
-	if r.Unit == "bytes" {
-		return bytesString(v)
+	if r.Unit == report.UnitBytes {
+		return report.FormatBytes(v)
 	}
 	return fmt.Sprintf("%d %s", v, r.Metric)
 }
 
 // value formats one cell.
 func (r *Result) value(v int64) string {
-	if r.Unit == "bytes" {
-		return bytesString(v)
+	if r.Unit == report.UnitBytes {
+		return report.FormatBytes(v)
 	}
 	return strconv.FormatInt(v, 10)
 }
@@ -69,6 +71,8 @@ func (r *Result) delta(v int64) string {
 	switch {
 	case v > 0:
 		return "+" + r.value(v)
+	case v == math.MinInt64:
+		return r.value(v)
 	case v < 0:
 		return "-" + r.value(-v)
 	}
@@ -87,25 +91,6 @@ func growthString(row Row) string {
 // percent formats a threshold fraction: 0.1 → "10%".
 func percent(f float64) string {
 	return strconv.FormatFloat(math.Round(f*1e6)/1e4, 'f', -1, 64) + "%"
-}
-
-// bytesString formats a byte count in IEC units, one decimal above 1 KiB.
-func bytesString(v int64) string {
-	sign := ""
-	if v < 0 {
-		sign, v = "-", -v
-	}
-	if v < 1024 {
-		return fmt.Sprintf("%s%d B", sign, v)
-	}
-	f := float64(v)
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	u := -1
-	for f >= 1024 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
 }
 
 // ungatedNote says how many unattributed classes grew past the rule

@@ -12,6 +12,7 @@
 package report
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -171,17 +172,34 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	b.add(k, 1, 0, 0)
 }
 
+// The sample types of a faultline profile, in value order, with their
+// units, and the labels its samples carry. diff reads what Builder writes
+// by these names.
+const (
+	SampleFaults     = "faults"      // page faults (the default sample type)
+	SampleAllocs     = "allocs"      // allocations made
+	SampleAllocSpace = "alloc_space" // bytes allocated
+	UnitCount        = "count"
+	UnitBytes        = "bytes"
+
+	FlagLabel      = "flag"       // fast, mmap, zero
+	CommLabel      = "comm"       // the process's command name
+	AccessLabel    = "access"     // read, write, exec (tracepoint faults)
+	AllocSiteLabel = "alloc_site" // by-touch mode: the allocation's caller
+	ClassLabel     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
+)
+
 // Profile builds the pprof profile. Every ID is unique and non-zero;
 // locations and functions are deduplicated.
 func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
-			{Type: "faults", Unit: "count"},
-			{Type: "allocs", Unit: "count"},
-			{Type: "alloc_space", Unit: "bytes"},
+			{Type: SampleFaults, Unit: UnitCount},
+			{Type: SampleAllocs, Unit: UnitCount},
+			{Type: SampleAllocSpace, Unit: UnitBytes},
 		},
-		DefaultSampleType: "faults",
-		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
+		DefaultSampleType: SampleFaults,
+		PeriodType:        &profile.ValueType{Type: SampleFaults, Unit: UnitCount},
 		Period:            1,
 	}
 	pb := &builder{
@@ -233,22 +251,22 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		s.Label = map[string][]string{}
 		if names := k.flags.Names(); len(names) > 0 {
-			s.Label["flag"] = names
+			s.Label[FlagLabel] = names
 		}
 		if k.comm != "" {
-			s.Label["comm"] = []string{k.comm}
+			s.Label[CommLabel] = []string{k.comm}
 		}
 		if k.thread != "" {
 			s.Label[ThreadLabel] = []string{k.thread}
 		}
 		if k.access != attribute.AccessUnknown {
-			s.Label["access"] = []string{k.access.String()}
+			s.Label[AccessLabel] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label["alloc_site"] = []string{SiteName(allocStack(k.allocSite), false)}
+			s.Label[AllocSiteLabel] = []string{SiteName(allocStack(k.allocSite), false)}
 		}
 		if k.class != "" {
-			s.Label["class"] = []string{k.class}
+			s.Label[ClassLabel] = []string{k.class}
 		}
 		if k.inAlloc {
 			s.Label[InsideLabel] = []string{"allocator"}
@@ -417,7 +435,7 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 	by := map[string]*SiteTotals{}
 	flags := map[string]map[string]bool{}
 	for _, s := range p.Sample {
-		if len(s.Label["class"]) > 0 {
+		if len(s.Label[ClassLabel]) > 0 {
 			continue
 		}
 		name := SiteName(s.Location, raw)
@@ -430,7 +448,7 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 		t.Faults += s.Value[0]
 		t.Allocs += s.Value[1]
 		t.Size += s.Value[2]
-		for _, f := range s.Label["flag"] {
+		for _, f := range s.Label[FlagLabel] {
 			flags[name][f] = true
 		}
 	}
@@ -452,4 +470,25 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 		out = out[:n]
 	}
 	return out
+}
+
+// FormatBytes formats a byte count in IEC units, one decimal from 1 KiB on:
+// "512 B", "1.5 KiB", "-2.0 MiB".
+func FormatBytes(v int64) string {
+	sign := ""
+	u64 := uint64(v)
+	if v < 0 {
+		sign, u64 = "-", -uint64(v) // also right for MinInt64, whose -v overflows
+	}
+	if u64 < 1024 {
+		return fmt.Sprintf("%s%d B", sign, u64)
+	}
+	f := float64(u64)
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	u := -1
+	for f >= 1024 && u < len(units)-1 {
+		f /= 1024
+		u++
+	}
+	return fmt.Sprintf("%s%.1f %s", sign, f, units[u])
 }

@@ -9,26 +9,22 @@ package binfile
 // testdata (written with -update, which records the exact command).
 
 import (
-	"bufio"
 	"bytes"
 	"debug/elf"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/symbolize/internal/a2l"
 )
 
 var update = flag.Bool("update", false, "rewrite the addr2line golden files in testdata")
 
-type a2lFrame struct {
-	Func, Loc string
-}
+type a2lFrame = a2l.Frame
 
 // sampleText returns every step-th address of the .text section of f.
 func sampleText(t testing.TB, f *elf.File, step uint64) []uint64 {
@@ -70,71 +66,17 @@ func runSymbolizer(tool string, base []string, addrs []uint64) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// parseAddr2line reads addr2line -a -f -i output: an address line, then
-// function/location pairs, innermost first.
+// parseAddr2line reads addr2line -a -f -i output for one file.
 func parseAddr2line(data []byte) (map[uint64][]a2lFrame, error) {
+	m, err := a2l.Parse(data)
 	res := map[uint64][]a2lFrame{}
-	var cur uint64
-	var pending string
-	havePending := false
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		if strings.HasPrefix(line, "0x") && !havePending {
-			a, err := strconv.ParseUint(line[2:], 16, 64)
-			if err != nil {
-				return nil, err
-			}
-			cur = a
-			res[cur] = nil
-			continue
-		}
-		if !havePending {
-			pending, havePending = line, true
-			continue
-		}
-		res[cur] = append(res[cur], a2lFrame{Func: pending, Loc: line})
-		havePending = false
+	for k, v := range m {
+		res[k.Addr] = v
 	}
-	return res, sc.Err()
+	return res, err
 }
 
-var discriminator = regexp.MustCompile(` \(discriminator \d+\)$`)
-
-func normLoc(loc string) string {
-	loc = discriminator.ReplaceAllString(loc, "")
-	if loc == "??:0" {
-		return "??:?"
-	}
-	// binutils joins DW_AT_comp_dir, the directory entry and the file name
-	// without cleaning ("./csu/./csu/init-first.c"); debug/dwarf cleans.
-	// binutils 2.40 also joins comp_dir with DWARF 5 directory entry 0,
-	// which already is the compilation directory ("./csu/./csu/x.c"); undo
-	// that doubling.
-	if i := strings.LastIndexByte(loc, ':'); i > 0 && loc[:i] != "??" {
-		p := path.Clean(loc[:i])
-		if j := strings.IndexByte(p, '/'); j > 0 && strings.HasPrefix(p[j+1:], p[:j+1]) {
-			p = p[j+1:]
-		}
-		loc = p + loc[i:]
-	}
-	return loc
-}
-
-func ourLoc(f Frame) string {
-	file, line := f.File, "?"
-	if file == "" {
-		file = "??"
-	}
-	if f.Line != 0 {
-		line = strconv.Itoa(f.Line)
-	}
-	return file + ":" + line
-}
+func ourLoc(f Frame) string { return a2l.Loc(f.File, f.Line) }
 
 func ourFunc(f Frame) string {
 	if f.Func == Unknown {
@@ -181,12 +123,12 @@ func compareWithAddr2line(b *Binary, want map[uint64][]a2lFrame, addrs []uint64)
 		} else {
 			a.badNames = append(a.badNames, fmt.Sprintf("%#x: got %q want %q", addr, ourFunc(got[len(got)-1]), exp[len(exp)-1].Func))
 		}
-		if ourLoc(got[0]) == normLoc(exp[0].Loc) {
+		if ourLoc(got[0]) == a2l.NormLoc(exp[0].Loc) {
 			a.locs++
 		}
 		same := len(got) == len(exp)
 		for i := 0; same && i < len(got); i++ {
-			same = ourFunc(got[i]) == exp[i].Func && ourLoc(got[i]) == normLoc(exp[i].Loc)
+			same = ourFunc(got[i]) == exp[i].Func && ourLoc(got[i]) == a2l.NormLoc(exp[i].Loc)
 		}
 		if same {
 			a.chains++
@@ -196,7 +138,7 @@ func compareWithAddr2line(b *Binary, want map[uint64][]a2lFrame, addrs []uint64)
 				g = append(g, ourFunc(f)+" "+ourLoc(f))
 			}
 			for _, f := range exp {
-				e = append(e, f.Func+" "+normLoc(f.Loc))
+				e = append(e, f.Func+" "+a2l.NormLoc(f.Loc))
 			}
 			a.bad = append(a.bad, fmt.Sprintf("%#x:\n\tgot  %s\n\twant %s", addr, strings.Join(g, " <- "), strings.Join(e, " <- ")))
 		}
@@ -228,7 +170,7 @@ func addr2lineExpect(t *testing.T, file, golden, what string, addrs []uint64) ma
 	}
 	data, err := os.ReadFile(golden)
 	if err != nil {
-		t.Skipf("no addr2line and no golden file: %v", err)
+		t.Fatalf("committed golden file missing (addr2line would regenerate it): %v", err)
 	}
 	m, err := parseAddr2line(data)
 	if err != nil {

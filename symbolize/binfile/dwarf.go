@@ -62,10 +62,12 @@ type inode struct {
 	entry    uint64 // lowest address, for SymOffset without an ELF symbol
 }
 
-const (
-	attrMIPSLinkageName dwarf.Attr = 0x2007
-	maxRefChain                    = 16
-)
+// attrMIPSLinkageName is DW_AT_MIPS_linkage_name, which older GCCs write
+// for DW_AT_linkage_name.
+const attrMIPSLinkageName dwarf.Attr = 0x2007
+
+// maxRefChain bounds the abstract_origin/specification links followed.
+const maxRefChain = 16
 
 // newDWARFIndex indexes the compile units of d by their address ranges.
 func newDWARFIndex(path string, d *dwarf.Data) (x *dwarfIndex, err error) {

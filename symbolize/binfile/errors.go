@@ -3,6 +3,7 @@ package binfile
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -36,6 +37,9 @@ type NotFoundError struct {
 	BuildID  string   // as recorded, lowercase hex; "" if unknown
 	Searched []string // candidates tried, in order
 	Rejected []string // candidates that existed but could not be used, with why
+	// SymfsOnly: only the symfs (and an explicit build-id cache) was
+	// searched, not the host's files (Locator.HostFallback unset).
+	SymfsOnly bool
 }
 
 func (e *NotFoundError) Error() string {
@@ -55,7 +59,62 @@ func (e *NotFoundError) Error() string {
 		b.WriteString("; rejected ")
 		b.WriteString(strings.Join(e.Rejected, "; "))
 	}
+	if e.SymfsOnly {
+		b.WriteString(". Put the recording machine's file under the --symfs directory at its recorded path," +
+			" or pass --symfs-fallback to search this machine's files too")
+		return b.String()
+	}
 	b.WriteString(". Copy the recording machine's binaries under a directory and pass --symfs DIR," +
 		" or run 'perf archive' there and unpack it into ~/.debug (or pass --buildid-dir)")
 	return b.String()
+}
+
+// NoDebugInfoError is the warning a Binary carries when no DWARF was found
+// for it: frames in it are named from its symbol table, without inline
+// frames or file:line. Error spells out where faultline looked and how to
+// fix it; Fix alone says the fix.
+type NoDebugInfoError struct {
+	Path       string   // the binary as recorded
+	File       string   // the file opened for it
+	DynsymOnly bool     // no .symtab either: only exported symbols name frames
+	Searched   []string // where debug files were looked for, in order
+}
+
+func (e *NoDebugInfoError) Error() string {
+	sym := "ELF symbols only"
+	if e.DynsymOnly {
+		sym = "exported (.dynsym) symbols only"
+	}
+	// The places searched are many and follow perf's documented order,
+	// so only the first is named.
+	where := "nowhere"
+	if len(e.Searched) > 0 {
+		where = fmt.Sprintf("%d places (first %s)", len(e.Searched), e.Searched[0])
+	}
+	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s; to fix: %s", e.Path, sym, where, e.Fix())
+}
+
+// System reports whether the binary was installed by the system (under
+// /usr, /lib, /bin, /sbin, /opt not included): its debug info comes from a
+// package, whereas a binary of the user's own is rebuilt with -g.
+func (e *NoDebugInfoError) System() bool {
+	for _, dir := range []string{"/usr/", "/lib/", "/lib32/", "/lib64/", "/bin/", "/sbin/"} {
+		if strings.HasPrefix(e.Path, dir) && !strings.HasPrefix(e.Path, "/usr/local/") {
+			return true
+		}
+	}
+	return false
+}
+
+// Fix says how to give the binary debug info.
+func (e *NoDebugInfoError) Fix() string {
+	base := path.Base(e.Path)
+	switch {
+	case strings.HasPrefix(base, "libc.so") || strings.HasPrefix(base, "ld-linux"):
+		return "install libc6-dbg (apt-get install libc6-dbg) on the machine running faultline, or pass --symfs DIR holding the recording machine's /usr/lib/debug"
+	case !e.System():
+		return "rebuild it with -g (the profile names its functions, not their lines, until then), or pass --symfs DIR holding a build with debug info"
+	}
+	return "install the package's debug symbols (Debian: the -dbg or -dbgsym package; see https://wiki.debian.org/HowToGetABacktrace)," +
+		" put them under --symfs DIR, or fetch them with debuginfod-find debuginfo " + e.File
 }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // compressedClaim rewrites section name of an ELF64 little-endian file as
@@ -42,9 +44,9 @@ func compressedClaim(t *testing.T, data []byte, name string, size uint64) []byte
 // maxDWARFSection (a zlib bomb's header) is refused before anything is
 // inflated; the binary still opens and names frames from its symbols.
 func TestDWARFSizeClaimCapped(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
+	data, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "basic")
@@ -59,7 +61,7 @@ func TestDWARFSizeClaimCapped(t *testing.T) {
 	if b.HasDWARF() {
 		t.Error("DWARF loaded from a section claiming 8 GiB")
 	}
-	if w := strings.Join(b.Warnings, "\n"); !strings.Contains(w, "claims 8589934592 bytes") {
+	if w := warningText(b.Warnings); !strings.Contains(w, "claims 8589934592 bytes") {
 		t.Errorf("warnings do not name the claim:\n%s", w)
 	}
 }
@@ -78,7 +80,7 @@ func TestLineHeaderGuardAcceptsReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := &elfFile{path: path, ef: ef}
-		d, line, err := dwarfData(f)
+		d, line, _, err := dwarfData(f, nil)
 		if err != nil || line == nil {
 			t.Fatalf("%s: %v", path, err)
 		}

@@ -14,10 +14,6 @@ import (
 // and the "binary" perf prints for kernel frames.
 const Kernel = "[kernel]"
 
-// IsKernelAddr reports whether addr is in the x86-64 kernel half of the
-// address space.
-func IsKernelAddr(addr uint64) bool { return addr >= 0xffff800000000000 }
-
 // ErrKallsymsRestricted says a kallsyms file has only zero addresses: it
 // was read by a user that kernel.kptr_restrict hides addresses from.
 var ErrKallsymsRestricted = errors.New("kallsyms addresses are all zero (kernel.kptr_restrict): copy /proc/kallsyms as root, or run 'sysctl kernel.kptr_restrict=0' first")

@@ -5,16 +5,23 @@ import (
 	"testing"
 )
 
-func benchTable(b *testing.B) (*Table, []uint64) {
-	f, err := elf.Open("../unwind/testdata/prog")
+// loadTable loads the CFI of the ELF file at path (no separate debug file).
+func loadTable(tb testing.TB, path string) *Table {
+	tb.Helper()
+	f, err := elf.Open(path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer f.Close()
 	tab, err := Load(f, nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatalf("%s: %v", path, err)
 	}
+	return tab
+}
+
+func benchTable(b *testing.B) (*Table, []uint64) {
+	tab := loadTable(b, "../unwind/testdata/prog")
 	var pcs []uint64
 	for _, r := range tab.FDEs() {
 		pcs = append(pcs, r.Begin+(r.End-r.Begin)/2)

@@ -7,15 +7,17 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestFrameSizeClaimCapped: an .eh_frame marked SHF_COMPRESSED whose header
 // claims 8 GiB (a zlib bomb's header) is refused before anything is
 // inflated.
 func TestFrameSizeClaimCapped(t *testing.T) {
-	data, err := os.ReadFile("../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
+	data, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {

@@ -248,10 +248,10 @@ func crossCheckTable(t *testing.T, path string, tab *Table, fdes []readelfFDE) {
 	t.Logf("%s (hdr=%v): %d FDEs, %d rows compared with readelf, %d mismatches", path, tab.hdrN > 0, len(fdes), nrows, bad)
 }
 
-// symfsOrSystem returns a fixture from testdata/symfs (written by the
-// fixtures engineer) or, until that exists, the system file. The
-// comparison does not depend on which libc it is: both sides read the same
-// file.
+// symfsOrSystem returns the file called name from the committed
+// testdata/symfs or, for a file the fixtures do not include (python3.11),
+// this system's copy, skipping when it has none. The comparison does not
+// depend on which file it is: both sides read the same one.
 func symfsOrSystem(t *testing.T, name, system string) string {
 	t.Helper()
 	var found string

@@ -1,7 +1,6 @@
 package cfi
 
 import (
-	"debug/elf"
 	"testing"
 )
 
@@ -15,15 +14,7 @@ var sigcontextOffsets = map[int]uint64{
 }
 
 func checkRestoreRT(t *testing.T, path string) {
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Skip(err)
-	}
-	defer f.Close()
-	tab, err := Load(f, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tab := loadTable(t, path)
 	var row Row
 	found := 0
 	for _, r := range tab.FDEs() {

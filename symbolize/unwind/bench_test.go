@@ -51,13 +51,22 @@ func loadFixture(tb testing.TB) (*Mappings, []benchSample) {
 func BenchmarkUnwind(b *testing.B) {
 	maps, samples := loadFixture(b)
 	u := New(ArchX86_64)
+	benchUnwind(b, len(samples), func(i int, frames []Frame) []Frame {
+		s := &samples[i]
+		frames, _ = u.Unwind(s.regs, s.sp, s.stack, maps, nil, frames)
+		return frames
+	})
+}
+
+// benchUnwind runs one(i, frames) over samples 0..n-1 round-robin, reusing
+// the frames slice as the unwinder's callers do, and reports frames per op.
+func benchUnwind(b *testing.B, n int, one func(i int, frames []Frame) []Frame) {
 	frames := make([]Frame, 0, DefaultMaxDepth)
 	nframes := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s := &samples[i%len(samples)]
-		frames, _ = u.Unwind(s.regs, s.sp, s.stack, maps, nil, frames)
+		frames = one(i%n, frames)
 		nframes += len(frames)
 	}
 	b.ReportMetric(float64(nframes)/float64(b.N), "frames/op")

@@ -32,7 +32,8 @@
 // computes from the file's program headers and the MMAP2 record's address
 // and page offset. Mappings is a ready-made Resolver over a sorted slice.
 // A PC in no known mapping — JIT code, or the `[uprobes]` return
-// trampoline that a uretprobe leaves on the stack (see NOTES.md) — ends the
+// trampoline that a uretprobe leaves on the stack in place of the
+// probed function's return address — ends the
 // walk with StopUnknownMapping unless the frame-pointer chain leads back
 // into known code; the trampoline frame itself is still reported. A
 // Resolver that also implements TrampolineResolver can hand back the real

@@ -100,7 +100,7 @@ func TestUnwindLivePerf(t *testing.T) {
 			if out, err := exec.Command("perf", args...).CombinedOutput(); err != nil {
 				t.Skipf("perf record failed (perf_event_paranoid?): %v\n%s", err, out)
 			}
-			script, err := exec.Command("perf", "script", "-i", data, "--ns", "--no-inline", "-F", "tid,time,ip,sym,dso").Output()
+			script, err := exec.Command("perf", "script", "-i", data, "--ns", "--no-inline", "-F", "comm,pid,tid,time,event,ip,sym,dso").Output()
 			if err != nil {
 				t.Fatalf("perf script: %v", err)
 			}

@@ -1,19 +1,19 @@
 package unwind
 
 import (
-	"bufio"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize/cfi"
 )
 
@@ -29,54 +29,65 @@ type scriptSample struct {
 	frames []perfFrame // user frames only
 }
 
-// readScript parses `perf script -F comm,pid,tid,time,event,addr,ip,sym,dso,trace --no-inline`.
+// readScript reads `perf script -F comm,pid,tid,time,event,addr,ip,sym,dso,trace --no-inline`
+// and keeps each sample's user frames.
 func readScript(t *testing.T, path string) []scriptSample {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []scriptSample
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			continue
-		}
-		if line[0] != '\t' && line[0] != ' ' {
-			fs := strings.Fields(line)
-			s := scriptSample{header: line}
-			for _, x := range fs {
-				if i := strings.IndexByte(x, '/'); i > 0 {
-					if tid, err := strconv.ParseUint(x[i+1:], 10, 32); err == nil {
-						s.tid = uint32(tid)
-						break
-					}
-				}
+	for _, s := range perftest.ReadScript(t, path) {
+		ss := scriptSample{header: s.Header, tid: s.Tid}
+		for _, f := range s.Frames {
+			if f.Addr != ^uint64(0) && f.DSO != "[kernel.kallsyms]" {
+				ss.frames = append(ss.frames, perfFrame{f.Addr, f.DSO})
 			}
-			out = append(out, s)
-			continue
 		}
-		if len(out) == 0 {
-			continue
-		}
-		fs := strings.Fields(line)
-		a, err := strconv.ParseUint(fs[0], 16, 64)
-		if err != nil || a == ^uint64(0) || strings.HasSuffix(line, "([kernel.kallsyms])") {
-			continue
-		}
-		dso := ""
-		if i := strings.LastIndex(line, "("); i >= 0 {
-			dso = strings.TrimSuffix(line[i+1:], ")")
-		}
-		s := &out[len(out)-1]
-		s.frames = append(s.frames, perfFrame{a, dso})
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
+		out = append(out, ss)
 	}
 	return out
+}
+
+// testPerfData is what the unwinder tests need of a recording: its MMAP2
+// records and samples, copied out of perfdata's reused records.
+type testPerfData struct {
+	Samples []testSample
+	Mmaps   []testMmap
+}
+
+type testSample struct {
+	Pid, Tid  uint32
+	Time      uint64
+	IP        uint64
+	Callchain []uint64
+	RegsMask  uint64
+	Regs      []uint64
+	Stack     []byte
+}
+
+type testMmap struct {
+	Pid              uint32
+	Addr, Len, Pgoff uint64
+	Prot             uint32
+	Filename         string
+}
+
+func readTestPerfData(path string) (*testPerfData, error) {
+	r, err := perfdata.Open(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var pd testPerfData
+	for r.Next() {
+		switch rec := r.Record().(type) {
+		case *perfdata.Mmap:
+			if rec.Type == perfdata.RecordMmap2 {
+				pd.Mmaps = append(pd.Mmaps, testMmap{rec.Pid, rec.Addr, rec.Len, rec.Pgoff, rec.Prot, rec.Filename})
+			}
+		case *perfdata.Sample:
+			pd.Samples = append(pd.Samples, testSample{rec.Pid, rec.Tid, rec.Time, rec.IP,
+				slices.Clone(rec.Callchain), rec.RegsMask, slices.Clone(rec.Regs), slices.Clone(rec.Stack)})
+		}
+	}
+	return &pd, r.Err()
 }
 
 // symfsBinaries opens ELF files from testdata/symfs (and the vdso from the
@@ -179,15 +190,8 @@ func (p *tdProc) find(pc uint64) *tdMap {
 // TestUnwindTestdata unwinds every sample of the shared fixture recordings
 // and compares with perf script wherever perf printed a stack.
 func TestUnwindTestdata(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdataDir, "perf", "*.plain.data"))
-	tp, _ := filepath.Glob(filepath.Join(testdataDir, "perf", "*.tp.data"))
-	files = append(files, tp...)
-	if len(files) == 0 {
-		t.Skip("no testdata/perf recordings")
-	}
-	if _, err := os.Stat(filepath.Join(testdataDir, "symfs", "usr")); err != nil {
-		t.Skip("testdata/symfs missing (being regenerated?)")
-	}
+	files := append(perftest.Glob(t, "perf/*.plain.data"), perftest.Glob(t, "perf/*.tp.data")...)
+	perftest.Testdata(t, "symfs", "usr")
 	for _, data := range files {
 		t.Run(filepath.Base(data), func(t *testing.T) {
 			unwindTestdata(t, data, false)
@@ -199,11 +203,7 @@ func TestUnwindTestdata(t *testing.T) {
 }
 
 func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
-	sp := strings.TrimSuffix(data, ".data") + ".noinline.script.txt"
-	if _, err := os.Stat(sp); err != nil {
-		t.Skip(err)
-	}
-	script := readScript(t, sp)
+	script := readScript(t, strings.TrimSuffix(data, ".data")+".noinline.script.txt")
 	r, err := perfdata.Open(data, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +233,7 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 	for r.Next() {
 		switch rec := r.Record().(type) {
 		case *perfdata.Mmap:
-			if rec.Prot&4 == 0 && rec.Type == 10 {
+			if !rec.Executable() {
 				continue
 			}
 			f, tab := bins.open(rec.Filename)
@@ -385,13 +385,11 @@ func (p *tdProc) findFile(f perfFrame) *tdMap {
 // shared basic.plain recording (PIE + libc.so.6 + ld.so, 2–12 frames)
 // round-robin.
 func BenchmarkUnwindTestdata(b *testing.B) {
-	data := filepath.Join(testdataDir, "perf", "basic.plain.data")
-	if _, err := os.Stat(filepath.Join(testdataDir, "symfs", "usr")); err != nil {
-		b.Skip("testdata/symfs missing")
-	}
+	data := perftest.Testdata(b, "perf", "basic.plain.data")
+	perftest.Testdata(b, "symfs", "usr")
 	r, err := perfdata.Open(data, nil)
 	if err != nil {
-		b.Skip(err)
+		b.Fatal(err)
 	}
 	defer r.Close()
 	t := &testing.T{}
@@ -432,17 +430,12 @@ func BenchmarkUnwindTestdata(b *testing.B) {
 		}
 	}
 	if len(samples) == 0 {
-		b.Skip("no samples")
+		b.Fatal("no samples in basic.plain.data")
 	}
 	u := New(ArchX86_64)
-	frames := make([]Frame, 0, DefaultMaxDepth)
-	nframes := 0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		s := &samples[i%len(samples)]
+	benchUnwind(b, len(samples), func(i int, frames []Frame) []Frame {
+		s := &samples[i]
 		frames, _ = u.Unwind(s.regs, s.sp, s.stack, &s.proc.res, nil, frames)
-		nframes += len(frames)
-	}
-	b.ReportMetric(float64(nframes)/float64(b.N), "frames/op")
+		return frames
+	})
 }

@@ -1,15 +1,13 @@
 package unwind
 
 import (
-	"bufio"
 	"debug/elf"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize/cfi"
 )
 
@@ -48,44 +46,28 @@ func (s *symtab) name(vaddr uint64) string {
 	return fmt.Sprintf("?%x", vaddr)
 }
 
-// perfScriptStacks parses `perf script --ns --no-inline -F tid,time,ip,sym,dso`:
-// per sample, the frame addresses perf printed (map-relative, return
-// addresses already minus one), keyed by "tid time".
+// perfFrame is a frame as perf script printed it: the address
+// (map-relative, return addresses already minus one) and the file.
 type perfFrame struct {
 	Addr uint64
 	DSO  string
 }
 
+// perfScriptStacks reads `perf script --ns --no-inline -F
+// comm,pid,tid,time,event,ip,sym,dso`: per sample, the frames perf printed,
+// keyed by timeKey. perf prints ffffffffffffffff [unknown] where libdw
+// failed; those are dropped.
 func perfScriptStacks(t testing.TB, path string) map[string][]perfFrame {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	out := map[string][]perfFrame{}
-	key := ""
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.TrimSpace(line) == "" {
-			continue
+	for _, s := range perftest.ReadScript(t, path) {
+		key := fmt.Sprintf("%d %s", s.Tid, s.Time)
+		out[key] = nil
+		for _, f := range s.Frames {
+			if f.Addr != ^uint64(0) {
+				out[key] = append(out[key], perfFrame{f.Addr, f.DSO})
+			}
 		}
-		fs := strings.Fields(line)
-		if !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, " ") || len(fs) == 2 && strings.HasSuffix(fs[1], ":") {
-			key = fs[0] + " " + strings.TrimSuffix(fs[1], ":")
-			out[key] = nil
-			continue
-		}
-		a, err := strconv.ParseUint(fs[0], 16, 64)
-		if err != nil || a == ^uint64(0) {
-			continue // perf prints ffffffffffffffff [unknown] where libdw failed
-		}
-		dso := ""
-		if i := strings.LastIndex(line, "("); i >= 0 {
-			dso = strings.TrimSuffix(line[i+1:], ")")
-		}
-		out[key] = append(out[key], perfFrame{a, dso})
 	}
 	return out
 }

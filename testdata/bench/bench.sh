@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh — issue 6: is faultline analyze faster than perf can print the
+# bench.sh: is faultline analyze faster than perf can print the
 # same stacks, and is its memory flat in the size of the recording?
 #
 #   sudo testdata/bench/bench.sh DIR            # record (once) and measure
@@ -23,7 +23,7 @@
 # peak RSS (/usr/bin/time -f %M) of faultline on both recordings.
 #
 # perf script with inline frames runs addr2line for the frames it prints:
-# on the 2-core VM of issue 6 one run over large.data took 80-85 s on a quiet
+# on a 2-core VM one run over large.data took 80-85 s on a quiet
 # machine and 337 s under load (small.data: 262 s under load). INLINE_RUNS
 # (default 3) and INLINE_ON (default large; small or none to save time)
 # bound that part.

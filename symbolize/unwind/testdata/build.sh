@@ -13,4 +13,4 @@ gcc -O2 -static -pthread -ffile-prefix-map="$(pwd)"=. -o prog prog.c
 perf record -q -o prog.data --call-graph dwarf -e page-faults:u -c 1 -- ./prog
 rm -f prog.data.old
 chmod 644 prog.data
-perf script -i prog.data --ns --no-inline -F tid,time,ip,sym,dso > prog.script
+perf script -i prog.data --ns --no-inline -F comm,pid,tid,time,event,ip,sym,dso > prog.script

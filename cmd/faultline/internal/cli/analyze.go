@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -91,7 +90,7 @@ Flags:
 
 type analyzeFlags struct {
 	out, by             string
-	quiet               bool
+	quiet, verbose      bool
 	fastMax, mmapThresh uint64
 	window              time.Duration
 	maxLive             int
@@ -112,7 +111,8 @@ func runAnalyze(env *Env, args []string) error {
 	def := defaultAnalyzeOptions()
 	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
 	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary and no progress bar")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
@@ -120,7 +120,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	f.sym = addSymbolizeFlags(fs)
-	// For profiling faultline itself (testdata/bench/bench.sh, issue 6).
+	// For profiling faultline itself (testdata/bench/bench.sh).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
 	fs.MarkHidden("cpuprofile")
@@ -170,10 +170,11 @@ func runAnalyze(env *Env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var nt notes
 	if f.memProfile != "" {
 		opts.Done = func() {
 			if err := writeHeapProfile(f.memProfile); err != nil {
-				fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", err)
+				nt.add(err)
 			}
 		}
 	}
@@ -181,7 +182,7 @@ func runAnalyze(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeProfile(f.out, res.Profile); err != nil {
+	if err := writeProfile(env, f.out, res.Profile); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
 	if !f.quiet {
@@ -189,8 +190,10 @@ func runAnalyze(env *Env, args []string) error {
 		res.Summary.WriteText(env.Stdout)
 		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}
-	for _, w := range res.Summary.Warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", w)
+	if !f.quiet {
+		nt.add(res.Summary.Warnings...)
+		nt.drop(res.Summary.WarningsDropped)
+		nt.write(env.Stderr, f.verbose)
 	}
 	return nil
 }
@@ -237,19 +240,24 @@ func displayName(name string) string {
 	return name
 }
 
-func writeProfile(path string, p *profile.Profile) error {
-	var w io.Writer
+// writeProfile writes p gzipped to path, or to the command's standard
+// output for "-"; an error closing the file (a full disk) is an error.
+func writeProfile(env *Env, path string, p *profile.Profile) error {
 	if path == "-" {
-		w = os.Stdout
-	} else {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+		if err := p.Write(env.Stdout); err != nil {
+			return fmt.Errorf("writing the profile to standard output: %w", err)
 		}
-		defer f.Close()
-		w = f
+		return nil
 	}
-	if err := p.Write(w); err != nil {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil

@@ -67,6 +67,11 @@ func commands() []*command {
 	}
 }
 
+// helpTopics are the subjects of 'faultline help TOPIC' that are not commands.
+var helpTopics = map[string]string{
+	"debuginfo": debuginfoHelp,
+}
+
 // lookup returns the subcommand called name.
 func lookup(name string) (*command, bool) {
 	for _, c := range commands() {
@@ -118,9 +123,13 @@ func Main(args []string, env *Env) int {
 			printUsage(env.Stdout)
 			return ExitOK
 		}
+		if topic, ok := helpTopics[args[1]]; ok {
+			fmt.Fprint(env.Stdout, topic)
+			return ExitOK
+		}
 		c, ok := lookup(args[1])
 		if !ok {
-			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q; run 'faultline --help' for the list\n", args[1])
+			fmt.Fprintf(env.Stderr, "faultline: help: unknown command %q (nor a help topic); run 'faultline --help' for the list\n", args[1])
 			return ExitFailure
 		}
 		return finish(env, c.run(env, []string{"--help"}))
@@ -194,6 +203,10 @@ Commands:
 	for _, c := range commands() {
 		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
 	}
+	b.WriteString(`
+Help topics (faultline help TOPIC):
+  debuginfo what names frames, where faultline looks for debug info
+`)
 	b.WriteString(`
 Example (a recording shipped with faultline; no root or perf needed):
 

@@ -82,6 +82,7 @@ func runCorrelate(env *Env, args []string) error {
 	pageSize := fs.Uint64("page-size", 4096, "page size in `BYTES`")
 	maps := fs.String("maps", "", "name access instructions from `FILE`, a copy of the traced program's /proc/PID/maps")
 	quiet := fs.BoolP("quiet", "q", false, "no summary and no warnings")
+	verbose := fs.BoolP("verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	symOpts := addSymbolizeFlags(fs)
 	if done, err := parseFlags(env, fs, correlateHelp, args); done {
 		return err
@@ -202,7 +203,7 @@ func runCorrelate(env *Env, args []string) error {
 		}
 	}
 	if *out != "" {
-		if err := writeProfile(*out, correlate.Profile(res, sym)); err != nil {
+		if err := writeProfile(env, *out, correlate.Profile(res, sym)); err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
 	}
@@ -219,13 +220,14 @@ func runCorrelate(env *Env, args []string) error {
 	if *quiet {
 		return nil
 	}
-	warnings := append(flog.Warnings, res.Warnings...)
+	var nt notes
+	for _, w := range append(flog.Warnings, res.Warnings...) {
+		nt.add(errors.New(w))
+	}
 	if *out != "" {
-		warnings = append(warnings, sess.Warnings()...)
+		nt.add(sess.Warnings()...)
 	}
-	for _, wn := range warnings {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
-	}
+	nt.write(env.Stderr, *verbose)
 	return nil
 }
 

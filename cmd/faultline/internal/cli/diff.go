@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/faultline/faultline/attribute/diff"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -47,8 +49,8 @@ Exit status: 0 no regression (improvements included); 1 a site regressed;
 Example (recordings shipped with faultline: one program on an input and on
 one three times larger; no root or perf needed):
 
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/large.data -o head.pb.gz
   faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
 
 A CI job that records the base branch and the head, comments on the pull
@@ -83,7 +85,7 @@ type diffFlags struct {
 func runDiff(env *Env, args []string) error {
 	var f diffFlags
 	fs := newFlagSet("diff")
-	fs.StringVar(&f.metric, "metric", "faults", "compare `NAME`: faults, allocs or alloc_space")
+	fs.StringVar(&f.metric, "metric", report.SampleFaults, "compare `NAME`: faults, allocs or alloc_space")
 	fs.StringVar(&f.threshold, "threshold", "10%", "relative growth `T` that fails a site: 10% or 0.1 (a bare number must be below 1)")
 	fs.Int64Var(&f.minDelta, "min-delta", -1, "absolute growth `N` a site needs before it can fail, so tiny sites cannot trip the threshold (default 8 for faults and allocs, 65536 for alloc_space)")
 	hideDefault(fs, "min-delta")
@@ -101,10 +103,10 @@ func runDiff(env *Env, args []string) error {
 	if fs.NArg() != 2 {
 		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
 	}
-	if !contains(diff.Metrics, f.metric) {
+	if !slices.Contains(diff.Metrics, f.metric) {
 		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
 	}
-	if !contains(diff.Formats, f.format) {
+	if !slices.Contains(diff.Formats, f.format) {
 		return usageError("diff: unknown --format %q (want %s)", f.format, strings.Join(diff.Formats, ", "))
 	}
 	threshold, err := diff.ParseThreshold(f.threshold)
@@ -137,7 +139,7 @@ func runDiff(env *Env, args []string) error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
 	if f.output != "" {
-		if err := writeDiffProfile(f.output, base, head); err != nil {
+		if err := writeDiffProfile(env, f.output, base, head); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
@@ -162,46 +164,40 @@ func runDiff(env *Env, args []string) error {
 }
 
 // loadForDiff reads a profile, or analyzes a perf.data recording through
-// analyzeForDiff.
+// analyzeForDiff. The input is opened once and its format sniffed from a
+// buffered reader, so pipes work (diff <(cat p.pb.gz) ...).
 func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
-	perf, err := diff.IsPerfData(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if perf {
-		p, err := analyzeForDiff(env, path, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("analyzing %s: %w", path, err)
-		}
-		return p, nil
+	defer f.Close()
+	br, perf, err := diff.Sniff(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return diff.Load(path)
+	if !perf {
+		return diff.Read(path, br)
+	}
+	name := path
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		// A recording in a pipe: its sniffed bytes are in br, so analyze
+		// reads it as a stream, the way it reads standard input.
+		sub := *env
+		sub.Stdin = br
+		env, name = &sub, "-"
+	}
+	p, err := analyzeForDiff(env, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+	}
+	return p, nil
 }
 
-func writeDiffProfile(path string, base, head *profile.Profile) error {
+func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {
 	p, err := diff.Profile(base, head)
 	if err != nil {
 		return err
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := p.Write(out); err != nil {
-		out.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
+	return writeProfile(env, path, p)
 }

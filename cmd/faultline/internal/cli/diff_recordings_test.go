@@ -1,12 +1,12 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // diffFixtures is testdata/diff: two real recordings of one program,
@@ -18,12 +18,11 @@ const diffFixtures = "../../../../testdata/diff"
 // with the fixtures' symfs, as a user would before diffing.
 func analyzeFixture(t *testing.T, dir, name string) string {
 	t.Helper()
-	data := filepath.Join(diffFixtures, name+".data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skipf("%v (run testdata/diff/gen.sh)", err)
-	}
+	data := perftest.Testdata(t, "diff", name+".data")
 	out := filepath.Join(dir, name+".pb.gz")
-	code, stdout, stderr := runCLI("analyze", "-q", "--symfs", filepath.Join(diffFixtures, "symfs"), "-o", out, data)
+	// The fixtures' symfs holds only grow: libc (whose CFI unwinds malloc
+	// to its caller) comes from this machine, which --symfs-fallback allows.
+	code, stdout, stderr := runCLI("analyze", "-q", "--symfs", filepath.Join(diffFixtures, "symfs"), "--symfs-fallback", "-o", out, data)
 	if code != ExitOK {
 		t.Fatalf("analyze %s: exit %d\nstdout: %s\nstderr: %s", data, code, stdout, stderr)
 	}
@@ -36,14 +35,7 @@ func analyzeFixture(t *testing.T, dir, name string) string {
 // siteFaults sums the faults of the allocation sites whose leaf function is fn.
 func siteFaults(t *testing.T, path, fn string) int64 {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, path)
 	var n int64
 	for _, s := range p.Sample {
 		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 && s.Location[0].Line[0].Function.Name == fn {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/google/pprof/profile"
 )
@@ -15,78 +16,15 @@ import (
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // synthFrame and synthSample describe a synthetic by-alloc faultline
-// profile, as report.Builder writes it.
-type synthFrame struct {
-	fn, file string
-	line     int64
-}
+// profile (reporttest).
+type (
+	synthFrame  = reporttest.Frame
+	synthSample = reporttest.Sample
+)
 
-type synthSample struct {
-	stack  []synthFrame // leaf first
-	class  string
-	flags  []string
-	values [3]int64 // faults, allocs, alloc_space
-}
-
-// synthProfile builds one "build" of a program: mapped at start, each frame
-// at its own address stride apart, sources under dir.
+// synthProfile builds one "build" of a program (reporttest.Build).
 func synthProfile(t *testing.T, start, stride uint64, dir string, samples []synthSample) *profile.Profile {
-	t.Helper()
-	p := &profile.Profile{
-		SampleType: []*profile.ValueType{
-			{Type: "faults", Unit: "count"}, {Type: "allocs", Unit: "count"}, {Type: "alloc_space", Unit: "bytes"},
-		},
-		DefaultSampleType: "faults",
-		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
-		Period:            1,
-	}
-	m := &profile.Mapping{ID: 1, Start: start, Limit: start + 0x100000, File: dir + "/prog", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
-	p.Mapping = []*profile.Mapping{m}
-	funcs := map[string]*profile.Function{}
-	locs := map[synthFrame]*profile.Location{}
-	fn := func(name, file string) *profile.Function {
-		if f := funcs[name]; f != nil {
-			return f
-		}
-		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
-		funcs[name] = f
-		p.Function = append(p.Function, f)
-		return f
-	}
-	loc := func(f synthFrame, class bool) *profile.Location {
-		if l := locs[f]; l != nil {
-			return l
-		}
-		id := uint64(len(p.Location) + 1)
-		l := &profile.Location{ID: id}
-		if class {
-			l.Line = []profile.Line{{Function: fn(f.fn, "")}}
-		} else {
-			l.Mapping, l.Address = m, start+0x1000+id*stride
-			l.Line = []profile.Line{{Function: fn(f.fn, filepath.Join(dir, f.file)), Line: f.line}}
-		}
-		locs[f] = l
-		p.Location = append(p.Location, l)
-		return l
-	}
-	for _, s := range samples {
-		ps := &profile.Sample{Value: append([]int64(nil), s.values[:]...), Label: map[string][]string{}}
-		if s.class != "" {
-			ps.Location = append(ps.Location, loc(synthFrame{fn: s.class}, true))
-			ps.Label["class"] = []string{s.class}
-		}
-		for _, f := range s.stack {
-			ps.Location = append(ps.Location, loc(f, false))
-		}
-		if len(s.flags) > 0 {
-			ps.Label["flag"] = s.flags
-		}
-		p.Sample = append(p.Sample, ps)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return reporttest.Build(t, start, stride, dir, samples)
 }
 
 func writeTestProfile(t *testing.T, path string, p *profile.Profile) {
@@ -101,13 +39,13 @@ func writeTestProfile(t *testing.T, path string, p *profile.Profile) {
 }
 
 var (
-	sMain   = synthFrame{"main", "main.c", 40}
-	sRead   = synthFrame{"read_input", "io.c", 12}
-	sIndex  = synthFrame{"build_index", "index.c", 88}
-	sParse  = synthFrame{"parse_line", "parse.c", 30}
-	sCache  = synthFrame{"old_cache", "cache.c", 7}
-	sTable  = synthFrame{"new_table", "table.c", 19}
-	sHelper = synthFrame{"xmalloc", "xmalloc.c", 20}
+	sMain   = synthFrame{Func: "main", File: "main.c", Line: 40}
+	sRead   = synthFrame{Func: "read_input", File: "io.c", Line: 12}
+	sIndex  = synthFrame{Func: "build_index", File: "index.c", Line: 88}
+	sParse  = synthFrame{Func: "parse_line", File: "parse.c", Line: 30}
+	sCache  = synthFrame{Func: "old_cache", File: "cache.c", Line: 7}
+	sTable  = synthFrame{Func: "new_table", File: "table.c", Line: 19}
+	sHelper = synthFrame{Func: "xmalloc", File: "xmalloc.c", Line: 20}
 )
 
 // The scenario, faults (allocs, bytes) per site:
@@ -123,19 +61,19 @@ var (
 func synthPair(t *testing.T, dir string) (base, head string) {
 	t.Helper()
 	bp := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
-		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{60, 6, 24576}},
-		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{40, 4, 16384}},
-		{stack: []synthFrame{sIndex, sMain}, flags: []string{"zero"}, values: [3]int64{50, 5, 5000}},
-		{stack: []synthFrame{sParse, sMain}, flags: []string{"fast"}, values: [3]int64{4, 2, 64}},
-		{stack: []synthFrame{sHelper, sCache, sMain}, values: [3]int64{20, 1, 8192}},
-		{class: "[stack]", stack: []synthFrame{sMain}, values: [3]int64{30, 0, 0}},
+		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{60, 6, 24576}},
+		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{40, 4, 16384}},
+		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{50, 5, 5000}},
+		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
+		{Stack: []synthFrame{sHelper, sCache, sMain}, Values: [3]int64{20, 1, 8192}},
+		{Class: "[stack]", Stack: []synthFrame{sMain}, Values: [3]int64{30, 0, 0}},
 	})
 	np := synthProfile(t, 0x555555554000, 0x24, "/ci/b/src", []synthSample{
-		{stack: []synthFrame{sRead, sMain}, flags: []string{"mmap"}, values: [3]int64{130, 10, 40960}},
-		{stack: []synthFrame{sIndex, sMain}, flags: []string{"zero"}, values: [3]int64{40, 5, 5000}},
-		{stack: []synthFrame{sParse, sMain}, flags: []string{"fast"}, values: [3]int64{6, 3, 96}},
-		{stack: []synthFrame{sHelper, sTable, sMain}, flags: []string{"fast", "zero"}, values: [3]int64{12, 12, 1200}},
-		{class: "[stack]", stack: []synthFrame{sIndex, sMain}, values: [3]int64{31, 0, 0}},
+		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
+		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
+		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
+		{Stack: []synthFrame{sHelper, sTable, sMain}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
+		{Class: "[stack]", Stack: []synthFrame{sIndex, sMain}, Values: [3]int64{31, 0, 0}},
 	})
 	base, head = filepath.Join(dir, "base.pb.gz"), filepath.Join(dir, "head.pb.gz")
 	writeTestProfile(t, base, bp)
@@ -283,17 +221,7 @@ func TestDiffOutputProfile(t *testing.T) {
 	if code, _, errOut := runCLI("diff", "-o", out, base, head); code != ExitRegression {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, out)
 	// What pprof -diff_base would show: per leaf function NEW-BASE.
 	byLeaf := map[string][3]int64{}
 	for _, s := range p.Sample {

@@ -1,17 +1,19 @@
 package cli
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -214,7 +216,7 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	}
 	if m.Compression.Type != 0 || st.Compressed > 0 {
 		c := &infoCompression{Type: "zstd", Level: m.Compression.Level, Ratio: m.Compression.Ratio, Records: st.Compressed}
-		if m.Compression.Type > 1 {
+		if t := m.Compression.Type; t != 0 && t != perfdata.CompressZstd {
 			c.Type = fmt.Sprintf("type %d", m.Compression.Type)
 		}
 		rep.Compression = c
@@ -236,18 +238,6 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	return rep, nil
 }
 
-func humanBytes(n uint64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
-
 func fmtTime(ns uint64) string { return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3) }
 
 func writeInfoText(w io.Writer, rep *infoReport) {
@@ -266,7 +256,7 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 		mode += ", big endian"
 	}
 	if rep.Size > 0 {
-		mode = humanBytes(uint64(rep.Size)) + ", " + mode
+		mode = report.FormatBytes(rep.Size) + ", " + mode
 	}
 	fmt.Fprintf(tw, "file\t%s (%s)\n", rep.File, mode)
 	fmt.Fprintf(tw, "command\t%s\n", or(strings.Join(rep.Cmdline, " ")))
@@ -284,7 +274,7 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 	fmt.Fprintf(tw, "cpus\t%s\n", cpus)
 	mem := "(not recorded)"
 	if rep.TotalMemKB > 0 {
-		mem = humanBytes(rep.TotalMemKB << 10)
+		mem = report.FormatBytes(int64(rep.TotalMemKB << 10))
 	}
 	fmt.Fprintf(tw, "memory\t%s\n", mem)
 	dur := "(no sample times)"
@@ -312,15 +302,8 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 		fmt.Fprintf(w, "(LOST records: %d events dropped from full ring buffers; the same losses as above, counted per buffer)\n", rep.LostEvents)
 	}
 
-	var names []string
-	for n := range rep.Records {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if rep.Records[names[i]] != rep.Records[names[j]] {
-			return rep.Records[names[i]] > rep.Records[names[j]]
-		}
-		return names[i] < names[j]
+	names := slices.SortedFunc(maps.Keys(rep.Records), func(a, b string) int {
+		return cmp.Or(cmp.Compare(rep.Records[b], rep.Records[a]), cmp.Compare(a, b)) // most records first
 	})
 	var parts []string
 	for _, n := range names {

@@ -1,14 +1,14 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 func runMain(t *testing.T, stdin []byte, args ...string) (string, string, int) {
@@ -19,24 +19,13 @@ func runMain(t *testing.T, stdin []byte, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-var scriptSampleLine = regexp.MustCompile(`^.*?\s\d+/\d+\s+\d+\.\d{6}:\s+(\S+):`)
-
 // perfScriptCounts counts samples per event in a perf script text, the
 // independent reference testdata/gen.sh wrote next to each recording.
 func perfScriptCounts(t *testing.T, path string) map[string]uint64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	counts := map[string]uint64{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if m := scriptSampleLine.FindStringSubmatch(sc.Text()); m != nil && !strings.HasPrefix(sc.Text(), "\t") {
-			counts[m[1]]++
-		}
+	for _, s := range perftest.ReadScript(t, path) {
+		counts[s.Event]++
 	}
 	return counts
 }
@@ -65,10 +54,7 @@ func checkInfoJSON(t *testing.T, out string, want map[string]uint64) *infoReport
 }
 
 func TestInfoFixtures(t *testing.T) {
-	files, _ := filepath.Glob("../../../../testdata/perf/*.data")
-	if len(files) == 0 {
-		t.Skip("no recordings in testdata/perf (run testdata/gen.sh)")
-	}
+	files := perftest.Glob(t, "perf/*.data")
 	for _, f := range files {
 		script := strings.TrimSuffix(f, ".data") + ".script.txt"
 		if _, err := os.Stat(script); err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // injectAnalyze runs `faultline analyze` in-process on data (a file, or
@@ -42,9 +42,9 @@ func injectAnalyze(t *testing.T, data []byte, stdin bool) (code int, stdout, std
 // TestAnalyzeHostileInputs: inputs that are not recordings at all get a
 // one-line error naming what they are and exit status 2.
 func TestAnalyzeHostileInputs(t *testing.T) {
-	elfBin, err := os.ReadFile("../../../../testdata/symfs/tmp/faultline-fixtures/bin/basic")
+	elfBin, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	random := make([]byte, 64<<10)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -93,9 +93,9 @@ func TestAnalyzeHostileInputs(t *testing.T) {
 // formats (kept after the data), and the one error says the file was
 // truncated.
 func TestAnalyzeTruncated(t *testing.T) {
-	pipe, err := os.ReadFile("../../../../testdata/perf/threads.pipe.data")
+	pipe, err := os.ReadFile(perftest.Testdata(t, "perf", "threads.pipe.data"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	for _, stdin := range []bool{false, true} {
 		code, stdout, stderr := injectAnalyze(t, pipe[:len(pipe)*2/3+5], stdin)
@@ -109,9 +109,9 @@ func TestAnalyzeTruncated(t *testing.T) {
 			t.Errorf("no warning naming the offset:\n%s", stderr)
 		}
 	}
-	file, err := os.ReadFile("../../../../testdata/perf/threads.plain.data")
+	file, err := os.ReadFile(perftest.Testdata(t, "perf", "threads.plain.data"))
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	// A file cut inside its data loses the feature section (event names,
 	// probe formats): either the events are inferred and the profile of
@@ -134,10 +134,7 @@ func TestAnalyzeTruncated(t *testing.T) {
 // TestAnalyzeMaxLive: the live-set guard is a flag; at the cap the summary
 // says how many allocations were not tracked.
 func TestAnalyzeMaxLive(t *testing.T) {
-	data := "../../../../testdata/perf/basic.z.data"
-	if _, err := os.Stat(data); err != nil {
-		t.Skip(err)
-	}
+	data := perftest.Testdata(t, "perf", "basic.z.data")
 	out := filepath.Join(t.TempDir(), "out.pb.gz")
 	var stdout, stderr bytes.Buffer
 	code := Main([]string{"analyze", "--symfs", "../../../../testdata/symfs", "--max-live", "5", "-o", out, data}, &Env{Stdout: &stdout, Stderr: &stderr})
@@ -159,26 +156,11 @@ func TestAnalyzeMaxLive(t *testing.T) {
 // warning names the offset.
 func TestAnalyzeCorruptRecord(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile("../../../../testdata/perf/" + name)
+		p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
 		if err != nil {
-			t.Skip(err)
+			t.Fatal(err)
 		}
-		le := binary.LittleEndian
-		off, end := 16, len(p)
-		if le.Uint64(p[8:]) != 16 {
-			off = int(le.Uint64(p[40:]))
-			end = off + int(le.Uint64(p[48:]))
-		}
-		start := off
-		for off < start+(end-start)*2/3 {
-			size := int(le.Uint16(p[off+6:]))
-			if le.Uint32(p[off:]) == 66 { // pipe mode's HEADER_TRACING_DATA: the data follows
-				size += (int(le.Uint32(p[off+8:])) + 7) &^ 7
-			}
-			off += size
-		}
-		q := append([]byte(nil), p...)
-		le.PutUint16(q[off+6:], 0)
+		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		code, stdout, stderr := injectAnalyze(t, q, false)
 		if code != ExitOK {
 			t.Fatalf("%s with a size-0 record at %#x: exit %d; stderr:\n%s", name, off, code, stderr)

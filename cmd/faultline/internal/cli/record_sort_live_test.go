@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
 // TestRecordAnalyzeSortLive is the acceptance test of record and analyze
@@ -76,17 +76,7 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 
 	// Per allocation site (leaf location of a by-alloc sample): faults,
 	// allocations, bytes.
-	raw, err := os.ReadFile(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := profile.ParseData(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, prof)
 	type site struct{ faults, allocs, bytes int64 }
 	sites := map[uint64]*site{}
 	var total int64

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"fmt"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
@@ -34,6 +33,8 @@ func runScript(env *Env, args []string) error {
 	event := fs.String("event", "", "print only samples of event `NAME` (as faultline info names it)")
 	symOpts := addSymbolizeFlags(fs)
 	fileOrder := fs.Bool("file-order", false, "print records in file order instead of time order")
+	quiet := fs.BoolP("quiet", "q", false, "no progress bar and no warnings: only errors on standard error")
+	verbose := fs.BoolP("verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
 	if done, err := parseFlags(env, fs, scriptHelp, args); done {
 		return err
 	}
@@ -55,7 +56,7 @@ func runScript(env *Env, args []string) error {
 	}
 	defer sess.Close()
 
-	progress, done := newProgress(env, fs.Arg(0), false, "unwinding")
+	progress, done := newProgress(env, fs.Arg(0), *quiet, "unwinding")
 	defer done()
 	var n uint64
 	out := bufio.NewWriterSize(env.Stdout, 1<<20)
@@ -90,11 +91,12 @@ func runScript(env *Env, args []string) error {
 	if err := out.Flush(); err != nil {
 		return err
 	}
-	for _, wn := range r.Warnings() {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %v\n", wn)
-	}
-	for _, wn := range sess.Warnings() {
-		fmt.Fprintf(env.Stderr, "faultline: warning: %s\n", wn)
+	if !*quiet {
+		var nt notes
+		nt.add(r.Warnings()...)
+		nt.drop(r.WarningCount() - len(r.Warnings()))
+		nt.add(sess.Warnings()...)
+		nt.write(env.Stderr, *verbose)
 	}
 	if err := r.Err(); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}

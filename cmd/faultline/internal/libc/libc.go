@@ -150,10 +150,7 @@ func ForBinary(sys System, path string) (string, error) {
 	}
 	cache := ldCache(sys)
 	seen := map[string]bool{}
-	queue := []string{}
-	for _, n := range bi.needed {
-		queue = append(queue, n)
-	}
+	queue := append([]string{}, bi.needed...)
 	// Breadth first, as the loader orders them; a program that needs libc
 	// only through a library (libstdc++) still finds it.
 	for len(queue) > 0 && len(seen) < 256 {
