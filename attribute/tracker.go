@@ -264,7 +264,10 @@ func (t *Tracker) Return(r *Return) {
 	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
 	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
 	if a.Site == 0 {
-		a.Site = r.Leaf // an entry without a stack: the exact leaf
+		a.Site = call.Leaf // an entry without a stack: the exact leaf
+	}
+	if a.Site == 0 {
+		a.Site = r.Leaf // the return address, when the entry could not tell
 	}
 	a.returned = true
 	if a.Size <= t.cfg.FastMax {
@@ -512,6 +515,9 @@ func (t *Tracker) windowEntry(th *thread, e *Entry) {
 	}
 	a := t.newAlloc()
 	a.Pid, a.Tid, a.Time, a.Kind, a.Size, a.Site = e.Pid, e.Tid, e.Time, e.Kind, e.Size, e.Stack
+	if a.Site == 0 {
+		a.Site = e.Leaf
+	}
 	if a.Size <= t.cfg.FastMax {
 		a.Flags |= FlagFast
 	}

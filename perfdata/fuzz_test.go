@@ -84,3 +84,51 @@ func fuzzDecode(t *testing.T, p []byte, order Order, stream bool) {
 		_ = fmt.Sprintf("%+v", *ev)
 	}
 }
+
+// FuzzPipeStream feeds input through the pipe (stream) path in time order
+// with a small time-order queue and inflate limit, so that the bounds are
+// in play on every input: any input gives an error or records, and the
+// queue never holds more than its bound and one record.
+func FuzzPipeStream(f *testing.F) {
+	for _, name := range []string{"../testdata/perf/basic.pipe.data", craftedDir + "endless.data", craftedDir + "zbomb.data"} {
+		p, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatalf("seed %s missing: %v", name, err)
+		}
+		f.Add(p[:min(len(p), 16<<10)])
+	}
+	s := newSynth(false)
+	s.addEvent(Attr{Type: TypeSoftware, Config: 2, SampleType: SampleIdentifier | SampleTime | SampleAddr | SampleTID, Flags: AttrSampleIDAll}, "page-faults:u", 1)
+	for i := 9; i > 0; i-- {
+		sampleAt(s, 0, uint64(i), 1)
+	}
+	f.Add(s.pipe())
+	z := newSynthDWARF(4)
+	z.compress([]int{z.data.Len() / 3, z.data.Len() / 2}, false)
+	f.Add(z.pipe())
+
+	const bound = 4 << 10
+	f.Fuzz(func(t *testing.T, p []byte) {
+		r, err := NewStream(bytes.NewReader(p), &Options{QueueSize: bound, MaxInflated: 1 << 20})
+		if err != nil {
+			_ = err.Error()
+			return
+		}
+		defer r.Close()
+		for r.Next() {
+			_ = fmtRecord(r.Record())
+		}
+		if r.Err() != nil {
+			_ = r.Err().Error()
+		}
+		for _, w := range r.Warnings() {
+			_ = w.Error()
+		}
+		if peak := r.Stats().QueuePeak; peak > bound+1<<16+uint64(qentCost) {
+			t.Fatalf("time-order queue held %d bytes, bound %d", peak, bound)
+		}
+		if r.queued != 0 {
+			t.Fatalf("%d bytes still queued after the end", r.queued)
+		}
+	})
+}

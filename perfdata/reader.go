@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"unsafe"
 )
 
 // RecordType is perf_event_header.type (include/uapi/linux/perf_event.h and
@@ -84,7 +85,26 @@ const (
 // Options configures a Reader.
 type Options struct {
 	Order Order
+	// QueueSize bounds the bytes held back for time ordering (record
+	// bytes plus a per-record overhead), like perf report --queue-size;
+	// 0 means DefaultQueueSize. perf orders records only up to each
+	// FINISHED_ROUND; a recording without them (or an endless pipe) would
+	// otherwise be held in memory whole. When the queue is full its oldest
+	// records are delivered early; records that arrive later with earlier
+	// times are then delivered out of order and counted in Stats.Unordered.
+	QueueSize int64
+	// MaxInflated caps the bytes decompressed from COMPRESSED records of
+	// one input; 0 means DefaultMaxInflated. Beyond the first GiB the
+	// data must also not expand more than maxInflateRatio times the
+	// compressed bytes read (perf's zstd reaches about 100×).
+	MaxInflated int64
 }
+
+// Defaults for Options.
+const (
+	DefaultQueueSize   = 64 << 20
+	DefaultMaxInflated = 64 << 30
+)
 
 // Stats counts what the reader has delivered (like perf report --stats).
 type Stats struct {
@@ -94,9 +114,13 @@ type Stats struct {
 	LostSamples uint64 // samples lost, summed over LOST_SAMPLES records
 	Compressed  uint64 // COMPRESSED/COMPRESSED2 records expanded
 	Unordered   uint64 // timed records that arrived after a later time had been flushed
-	BadRecords  uint64 // records whose contents did not parse (delivered as *Raw)
-	FirstSample uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
-	LastSample  uint64
+	// QueueFlushes counts the times the time-order queue reached
+	// Options.QueueSize and its oldest records were delivered early.
+	QueueFlushes uint64
+	QueuePeak    uint64 // most bytes the time-order queue held: at most Options.QueueSize and one record
+	BadRecords   uint64 // records whose contents did not parse (delivered as *Raw)
+	FirstSample  uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
+	LastSample   uint64
 }
 
 // RecordCounts yields the number of records delivered per record type, in
@@ -137,6 +161,20 @@ func (e *FormatError) Unwrap() error { return e.Err }
 type qent struct {
 	time uint64
 	rec  rawRec
+}
+
+// qentCost is what one queued record costs besides its bytes: its entry in
+// pending and, when flushed, in ready (both slices grow by doubling).
+const qentCost = 3 * int64(unsafe.Sizeof(qent{}))
+
+// cost is what a queued record holds in memory. Records in a file mapping
+// cost only their entry: their pages are the mapping's (see residency).
+func (e *qent) cost() int64 {
+	c := qentCost + int64(len(e.rec.extra))
+	if e.rec.ch != nil {
+		c += int64(len(e.rec.data))
+	}
+	return c
 }
 
 // maxWarnings bounds the warnings kept; later ones are counted.
@@ -182,6 +220,8 @@ type Reader struct {
 	maxTime   uint64
 	lastFlush uint64
 	eof       bool
+	queued    int64 // summed cost of pending
+	queueMax  int64
 
 	err       error
 	warnings  []error
@@ -193,6 +233,14 @@ func newReader(opts *Options) *Reader {
 	r := &Reader{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1, sorted: true}
 	if opts != nil {
 		r.opts = *opts
+	}
+	r.queueMax = r.opts.QueueSize
+	if r.queueMax <= 0 {
+		r.queueMax = DefaultQueueSize
+	}
+	r.src.maxInflated = r.opts.MaxInflated
+	if r.src.maxInflated <= 0 {
+		r.src.maxInflated = DefaultMaxInflated
 	}
 	r.src.r = r
 	return r
@@ -657,6 +705,7 @@ func (r *Reader) Close() error {
 	r.src.mem = nil
 	r.src.res.mapping = nil
 	r.pending, r.ready = nil, nil
+	r.queued = 0
 	r.eof = true
 	return first
 }
@@ -691,6 +740,9 @@ func (r *Reader) Next() bool {
 			// discard the round). Err reports the error afterwards.
 			r.eof = true
 			r.flush(^uint64(0), rawRec{})
+			if r.stats.QueueFlushes > 0 && r.stats.Unordered > 0 {
+				r.warn(fmt.Errorf("%d records were delivered out of time order after the time-order queue filled up %d times (bound %d MiB): the recording has no FINISHED_ROUND records where it needs them; results near those records may be misordered", r.stats.Unordered, r.stats.QueueFlushes, r.queueMax>>20))
+			}
 			continue
 		}
 		typ := RecordType(r.bo.Uint32(rec.data))
@@ -739,6 +791,40 @@ func (r *Reader) queue(t uint64, rec rawRec) {
 	}
 	r.lastPend = t
 	r.pending = append(r.pending, qent{t, rec})
+	r.queued += r.pending[len(r.pending)-1].cost()
+	r.stats.QueuePeak = max(r.stats.QueuePeak, uint64(r.queued))
+	// Chunks pinned by a few queued records count too: a record with a
+	// late time in every arena chunk would keep them all.
+	if r.queued > r.queueMax || r.src.arena.live > r.queueMax {
+		r.flushOldest(rec.off)
+	}
+}
+
+// flushOldest delivers the oldest queued records early, as perf's
+// ordered_events does with OE_FLUSH__HALF when --queue-size is reached:
+// down to half the queue's bound, or everything when arena chunks pinned by
+// queued records are what ran over.
+func (r *Reader) flushOldest(off int64) {
+	if r.stats.QueueFlushes == 0 {
+		r.warn(&FormatError{Offset: off, Msg: fmt.Sprintf("time-order queue reached its bound (%d MiB) without a FINISHED_ROUND record: delivering the oldest records early; later records with earlier times are delivered out of order", r.queueMax>>20)})
+	}
+	r.stats.QueueFlushes++
+	if !r.sorted {
+		slices.SortStableFunc(r.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
+		r.sorted = true
+	}
+	limit := ^uint64(0)
+	if r.src.arena.live <= r.queueMax {
+		left := r.queued
+		for i := range r.pending {
+			if left <= r.queueMax/2 {
+				break
+			}
+			left -= r.pending[i].cost()
+			limit = r.pending[i].time
+		}
+	}
+	r.flush(limit, rawRec{})
 }
 
 // flush moves every pending record with time <= limit to the ready list, in
@@ -752,6 +838,9 @@ func (r *Reader) flush(limit uint64, marker rawRec) {
 	k := sort.Search(len(r.pending), func(i int) bool { return r.pending[i].time > limit })
 	r.ready = append(r.ready[:0], r.pending[:k]...)
 	r.readyPos = 0
+	for i := range r.ready {
+		r.queued -= r.ready[i].cost()
+	}
 	if k > 0 {
 		r.lastFlush = r.pending[k-1].time
 	}

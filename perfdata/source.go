@@ -1,6 +1,7 @@
 package perfdata
 
 import (
+	"errors"
 	"fmt"
 	"io"
 )
@@ -35,6 +36,7 @@ type arena struct {
 	cur       *chunk
 	free      []*chunk
 	nextChunk int
+	live      int64 // bytes of chunks holding records not yet released
 }
 
 func (a *arena) alloc(n int) ([]byte, *chunk) {
@@ -64,11 +66,17 @@ func (a *arena) alloc(n int) ([]byte, *chunk) {
 	l := len(c.b)
 	c.b = c.b[:l+n]
 	c.refs++
+	if c.refs == 1 {
+		a.live += int64(cap(c.b))
+	}
 	return c.b[l : l+n : l+n], c
 }
 
 func (a *arena) release(c *chunk) {
 	c.refs--
+	if c.refs == 0 {
+		a.live -= int64(cap(c.b))
+	}
 	if c.refs == 0 && c != a.cur {
 		c.b = c.b[:0]
 		a.free = append(a.free, c)
@@ -97,6 +105,9 @@ type source struct {
 	dpos int
 	dOff int64 // offset of the COMPRESSED record the data at dpos came from
 	eof  bool
+
+	inflated, deflated int64 // bytes decompressed so far, and compressed bytes they came from
+	maxInflated        int64
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
@@ -157,9 +168,41 @@ func (s *source) decompress(payload []byte, off int64) error {
 	}
 	s.dOff = off
 	var err error
-	s.dbuf, err = s.z.feed(payload, s.dbuf, maxDecompressed+len(s.dbuf))
+	had := len(s.dbuf)
+	// One record may add maxDecompressed bytes, and never more than the
+	// file's budget has left.
+	limit := int64(maxDecompressed)
+	budget := s.maxInflated - s.inflated
+	if budget < limit {
+		limit = max(budget, 0)
+	}
+	s.dbuf, err = s.z.feed(payload, s.dbuf, int(limit)+len(s.dbuf))
+	if errors.Is(err, errDecompressedTooBig) && limit == budget {
+		s.inflated = s.maxInflated + 1
+		return s.checkInflated(off)
+	}
 	if err != nil {
 		return zstdError(off, err)
+	}
+	s.inflated += int64(len(s.dbuf) - had)
+	s.deflated += int64(len(payload))
+	return s.checkInflated(off)
+}
+
+// maxInflateRatio bounds how much compressed records may expand once more
+// than inflateFloor bytes came out of them. perf's zstd shrinks DWARF-stack
+// recordings about 100×; a few MB that inflate to tens of GB are a bomb.
+const (
+	maxInflateRatio = 1000
+	inflateFloor    = 1 << 30
+)
+
+func (s *source) checkInflated(off int64) error {
+	switch {
+	case s.inflated > s.maxInflated:
+		return &FormatError{Offset: off, Msg: fmt.Sprintf("compressed records expand to more than %d MiB in all, the limit for one input; split the recording (perf record --switch-output) or record without -z", s.maxInflated>>20)}
+	case s.inflated > inflateFloor && s.inflated/maxInflateRatio > s.deflated:
+		return &FormatError{Offset: off, Msg: fmt.Sprintf("compressed records expand %d× (%d bytes to %d MiB so far), more than the %d× perf's zstd output can reach: the file is corrupt or crafted", s.inflated/max(s.deflated, 1), s.deflated, s.inflated>>20, maxInflateRatio)}
 	}
 	return nil
 }

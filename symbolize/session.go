@@ -17,8 +17,14 @@ import (
 
 // Config says where to find binaries and debug info.
 type Config struct {
-	// Symfs is perf's --symfs: a directory holding the recording machine's files.
+	// Symfs is perf's --symfs: a directory holding the recording machine's
+	// files. With Symfs set, only it (and an explicit BuildIDDir) is
+	// searched unless SymfsFallback is set.
 	Symfs string
+	// SymfsFallback also searches this machine's files after Symfs, as
+	// perf does: the recorded paths, /usr/lib/debug, ~/.debug and the
+	// debuginfod cache.
+	SymfsFallback bool
 	// BuildIDDir is perf's --buildid-dir (default ~/.debug).
 	BuildIDDir string
 	// Kallsyms is a /proc/kallsyms copy to name kernel frames; "" names them [kernel].
@@ -123,6 +129,11 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		loc = *cfg.Locator
 	} else {
 		loc = binfile.NewLocator(cfg.Symfs, getenv)
+		loc.HostFallback = cfg.SymfsFallback
+		if cfg.Symfs != "" && !cfg.SymfsFallback {
+			// The default caches are this machine's, not the recording's.
+			loc.BuildIDDir, loc.DebuginfodCache = "", ""
+		}
 		if cfg.BuildIDDir != "" {
 			loc.BuildIDDir = cfg.BuildIDDir
 		}
@@ -435,6 +446,51 @@ func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
 	id := s.intern(Loc{PC: pc, Map: m, Return: true, Kind: unwind.FrameSample})
 	var one [1]LocID
 	one[0] = id
+	return s.internStack(one[:])
+}
+
+// perf's x86-64 sample_regs_user bits of BP, SP and IP (NOTES.md).
+const (
+	perfRegBP = 6
+	perfRegSP = 7
+	perfRegIP = 8
+)
+
+// UnwindTop walks the top of a stack known only by a few words: an entry
+// probe's fetch arguments (faultline record's sp=%sp bp=%bp s0=+0(%sp) …)
+// give the probed PC, SP, BP (hasBP) and the words from SP up, in
+// stack. It returns the frames' locations, leaf first, as far as the walk
+// got before the words ran out; the slice is reused by the next call of
+// UnwindTop or Unwind. Nothing is interned as a stack and the unwind
+// statistics do not count it: it is a leaf finder, not a sample's stack.
+func (s *Session) UnwindTop(pid, tid uint32, ip, sp, bp uint64, hasBP bool, stack []byte) []LocID {
+	var vals [3]uint64
+	mask := uint64(1)<<perfRegSP | 1<<perfRegIP
+	n := 0
+	if hasBP {
+		mask |= 1 << perfRegBP
+		vals[n] = bp
+		n++
+	}
+	vals[n], vals[n+1] = sp, ip
+	regs := unwind.RegsFromPerf(unwind.ArchX86_64, mask, vals[:n+2])
+	s.res.pid, s.res.tid = pid, tid
+	s.frames, _ = s.unw.Unwind(regs, sp, stack, &s.res, nil, s.frames[:0])
+	s.ids = s.ids[:0]
+	for _, f := range s.frames {
+		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
+	}
+	return s.ids
+}
+
+// CallerStackOf interns the one-frame stack of a caller location (a frame
+// of an unwound stack with Return set): the same StackID CallerStack gives
+// its return address.
+func (s *Session) CallerStackOf(id LocID) StackID {
+	l := s.locs[id]
+	var one [1]LocID
+	one[0] = s.intern(Loc{PC: l.PC, Map: l.Map, Return: true, Kind: unwind.FrameSample})
 	return s.internStack(one[:])
 }
 

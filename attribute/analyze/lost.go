@@ -43,17 +43,31 @@ type LostWindows struct {
 }
 
 // lostTracker implements the rule above in one pass over records in time
-// order, keeping only the fault times of the last lostMaxWindow.
+// order, keeping only the faults of the last lostMaxWindow, and those in at
+// most lostMaxRuns runs: faults at one time are one run, and when there are
+// more distinct times than that, runs widen to res nanoseconds (res doubles
+// until the runs fit in half the bound). A run counts as in a window when
+// its latest fault is, so past lostMaxRuns distinct times in a second,
+// Faults may also count faults up to res before a window: it errs towards
+// calling attribution uncertain. Memory is bounded whatever the number of
+// faults.
 type lostTracker struct {
 	LostWindows
 	haveFirst  bool
 	first      uint64
 	last       [][]uint64 // [event index + 1][cpu+1]: last sample time; event 0 = any, cpu 0 = any
 	seen       [][]bool
-	recent     []uint64 // times of faults in no window yet, in arrival order
-	head       int      // recent[head:] is live
-	coverUntil uint64   // faults up to this time are in a window
+	recent     []faultRun // faults in no window yet, in arrival order
+	head       int        // recent[head:] is live
+	coverUntil uint64     // faults up to this time are in a window
+	res        uint64     // a run spans less than res ns; 0: one time per run
 }
+
+// faultRun is n faults, in no window yet, at times lo through hi.
+type faultRun struct{ lo, hi, n uint64 }
+
+// lostMaxRuns bounds the runs of faults the tracker keeps (24 B each).
+const lostMaxRuns = 1 << 14
 
 func lostCPU(id *perfdata.SampleID) int {
 	if id.Has&perfdata.SampleCPU == 0 || id.CPU >= lostMaxCPU {
@@ -102,15 +116,47 @@ func (l *lostTracker) fault(t uint64) {
 		l.Faults++
 		return
 	}
+	if n := len(l.recent); n > l.head && l.joins(&l.recent[n-1], t) {
+		r := &l.recent[n-1]
+		r.hi, r.n = max(r.hi, t), r.n+1
+		return
+	}
 	// Forget faults no future window can reach.
-	for l.head < len(l.recent) && l.recent[l.head]+lostMaxWindow < t {
+	for l.head < len(l.recent) && l.recent[l.head].hi+lostMaxWindow < t {
 		l.head++
 	}
-	if l.head > 1024 && l.head > len(l.recent)/2 {
+	if l.head > 1024 && l.head > len(l.recent)/2 || len(l.recent) == cap(l.recent) && l.head > 0 {
 		n := copy(l.recent, l.recent[l.head:])
 		l.recent, l.head = l.recent[:n], 0
 	}
-	l.recent = append(l.recent, t)
+	if len(l.recent)-l.head >= lostMaxRuns {
+		l.coarsen()
+	}
+	l.recent = append(l.recent, faultRun{t, t, 1})
+}
+
+// joins reports whether a fault at t belongs to run r.
+func (l *lostTracker) joins(r *faultRun, t uint64) bool {
+	return t == r.hi || l.res > 0 && t >= r.lo && t-r.lo < l.res
+}
+
+// coarsen doubles res and merges the runs it joins until at most half of
+// lostMaxRuns are left.
+func (l *lostTracker) coarsen() {
+	for len(l.recent)-l.head > lostMaxRuns/2 {
+		l.res = max(2*l.res, 1024)
+		live := l.recent[l.head:]
+		k := 0
+		for _, r := range live {
+			if k > 0 && l.joins(&live[k-1], r.hi) && r.lo >= live[k-1].lo {
+				live[k-1].hi, live[k-1].n = max(live[k-1].hi, r.hi), live[k-1].n+r.n
+				continue
+			}
+			live[k] = r
+			k++
+		}
+		l.recent = l.recent[:l.head+k]
+	}
 }
 
 // lost handles a LOST (samples false) or LOST_SAMPLES record with sample id
@@ -141,9 +187,9 @@ func (l *lostTracker) lost(id *perfdata.SampleID, count uint64, samples bool, ev
 	}
 	l.Windows++
 	l.Span += T - S
-	for len(l.recent) > l.head && l.recent[len(l.recent)-1] >= S {
+	for len(l.recent) > l.head && l.recent[len(l.recent)-1].hi >= S {
+		l.Faults += l.recent[len(l.recent)-1].n
 		l.recent = l.recent[:len(l.recent)-1]
-		l.Faults++
 	}
 	l.coverUntil = max(l.coverUntil, T+lostGrace)
 }

@@ -103,15 +103,24 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
 		{Index: 2, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 8, SampleType: perfdata.SampleRaw}},
 		{Index: 3, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 9, SampleType: perfdata.SampleRaw}},
+		{Index: 4, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 10, SampleType: perfdata.SampleRaw}},
+	}
+	// Event 4: an entry without a stack twin whose raw data carries the
+	// top of the stack (faultline record's fields): size, __probe_ip, sp,
+	// bp and 4 words.
+	top := &eventInfo{ev: evs[4], role: RoleAllocEntry, size: f8("size", 0), probeIP: f8("__probe_ip", 8), topSP: f8(TopStackSP, 16), topBP: f8(TopStackBP, 24)}
+	for i := 0; i < 4; i++ {
+		top.topWords = append(top.topWords, f8(TopStackWord(i), 32+8*i))
 	}
 	infos := []*eventInfo{
 		{ev: evs[0], role: RoleAllocEntry, size: f8("size", 0)},
 		{ev: evs[1], role: RoleAllocEntry, size: f8("size", 0)},
 		{ev: evs[2], role: RoleAllocReturn, ptr: f8("ptr", 0), retIP: f8("__probe_ret_ip", 8)},
 		{ev: evs[3], role: RoleFree, ptr: f8("ptr", 0)},
+		top,
 	}
 	pairStackEvents(infos)
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 4), classes: map[string]uint64{},
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 5), classes: map[string]uint64{},
 		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
 		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}, leafMode: true}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
@@ -126,9 +135,14 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	stack.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
 	ret := mk(2, le.AppendUint64(le.AppendUint64(nil, 0x600010), 0x401005))
 	free := mk(3, le.AppendUint64(nil, 0x600010))
+	topRaw := le.AppendUint64(nil, 64)
+	for _, v := range []uint64{0x7f0000001000, 0x7ffc0000f000, 0x7ffc0000f100, 0x401005, 0, 0x402000, 0} {
+		topRaw = le.AppendUint64(topRaw, v)
+	}
+	topEntry := mk(4, topRaw)
 	var now uint64
 	cycle := func() {
-		for _, s := range []*perfdata.Sample{entry, stack, ret, free} {
+		for _, s := range []*perfdata.Sample{entry, stack, ret, free, topEntry, ret, free} {
 			now++
 			s.Time = now
 			ru.sample(s)
@@ -138,7 +152,10 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		cycle()
 	}
 	if n := testing.AllocsPerRun(200, cycle); n != 0 {
-		t.Errorf("%v allocations per call (entry, stack, return, free), want 0", n)
+		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
+	}
+	if ru.top.User+ru.top.Library+ru.top.Short < 210 {
+		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.top)
 	}
 	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
 		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/google/pprof/profile"
@@ -50,8 +51,31 @@ type Row struct {
 	Base, New int64
 }
 
-// Delta is New-Base.
-func (r Row) Delta() int64 { return r.New - r.Base }
+// Delta is New-Base, saturated at the int64 limits: a crafted profile with
+// values near ±2^63 must not wrap around and turn growth into shrinkage.
+func (r Row) Delta() int64 { return satSub(r.New, r.Base) }
+
+// satAdd and satSub are a+b and a-b clamped to [MinInt64, MaxInt64].
+func satAdd(a, b int64) int64 {
+	c := a + b
+	if (c > a) != (b > 0) {
+		if b > 0 {
+			return math.MaxInt64
+		}
+		return math.MinInt64
+	}
+	return c
+}
+
+func satSub(a, b int64) int64 {
+	if b == math.MinInt64 {
+		if a >= 0 {
+			return math.MaxInt64
+		}
+		return a - b // a < 0: a+2^63 fits
+	}
+	return satAdd(a, -b)
+}
 
 // Growth is Delta relative to Base; +Inf when Base is zero and New is not,
 // 0 when both are zero.
@@ -167,10 +191,11 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 				continue
 			}
 			v := s.Value[idx]
-			*pick(&r.Total) += v
+			add := func(p *int64) { *p = satAdd(*p, v) }
+			add(pick(&r.Total))
 			site := siteOf(s, main, opts.RawSites)
 			if site.Class != "" {
-				*pick(&r.Unattributed) += v
+				add(pick(&r.Unattributed))
 			}
 			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
@@ -178,14 +203,14 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 					fr = &Row{}
 					flags[f] = fr
 				}
-				*pick(fr) += v
+				add(pick(fr))
 			}
 			t := sites[site.Key]
 			if t == nil {
 				t = &site
 				sites[site.Key] = t
 			}
-			*pick(&t.Row) += v
+			add(pick(&t.Row))
 		}
 	}
 	add(base, bi, func(r *Row) *int64 { return &r.Base })
@@ -195,7 +220,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		if row.Base == 0 && row.New == 0 {
 			continue // a flag only on samples with none of this metric
 		}
-		r.Flags = append(r.Flags, FlagRow{Flag: f, Row: *row})
+		r.Flags = append(r.Flags, FlagRow{Flag: clipLabel(f), Row: *row})
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
 
@@ -222,6 +247,10 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		}
 		if s.Regressed {
 			r.Regressions++
+		}
+		s.Name, s.Class = clipLabel(s.Name), clipLabel(s.Class)
+		for i := range s.Frames {
+			s.Frames[i].Function, s.Frames[i].File = clipLabel(s.Frames[i].Function), clipLabel(s.Frames[i].File)
 		}
 		r.Sites = append(r.Sites, *s)
 	}
@@ -250,9 +279,26 @@ func regressed(r Row, opts Options) bool {
 
 func abs(v int64) int64 {
 	if v < 0 {
-		return -v
+		return satSub(0, v)
 	}
 	return v
+}
+
+// maxLabelWidth caps a name shown in the output (function, file, class,
+// flag): a crafted profile's 50 MB label must not become hundreds of MB of
+// report. Keys keep the full names, so sites are still told apart.
+const maxLabelWidth = 512
+
+// clipLabel cuts s to maxLabelWidth bytes, at a rune boundary, and says so.
+func clipLabel(s string) string {
+	if len(s) <= maxLabelWidth {
+		return s
+	}
+	cut := maxLabelWidth
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s…[%d bytes cut]", s[:cut], len(s)-cut)
 }
 
 func metricIndex(p *profile.Profile, metric string) (int, string, error) {

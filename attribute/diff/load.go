@@ -10,6 +10,7 @@
 package diff
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -22,19 +23,32 @@ import (
 )
 
 // IsPerfData reports whether the file at path is a perf.data recording
-// rather than a profile, judging by its magic.
+// rather than a profile, judging by its magic. It opens path: for a pipe,
+// use Sniff on the one open file instead.
 func IsPerfData(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	var magic [perfdata.MagicLen]byte
-	n, err := io.ReadFull(f, magic[:])
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	_, perf, err := Sniff(f)
+	if err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	return perfdata.IsPerfData(magic[:n]), nil
+	return perf, nil
+}
+
+// Sniff reports whether r starts with a perf.data magic without losing
+// those bytes: read the input through the returned reader. Use it instead
+// of IsPerfData for inputs that cannot be opened twice, such as a pipe
+// (diff <(cat p.pb.gz) ...).
+func Sniff(r io.Reader) (io.Reader, bool, error) {
+	br := bufio.NewReader(r)
+	magic, err := br.Peek(perfdata.MagicLen)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return br, false, err
+	}
+	return br, perfdata.IsPerfData(magic), nil
 }
 
 // NotProfileError reports an input that is neither a pprof profile nor a
@@ -53,36 +67,82 @@ func (e *NotProfileError) Unwrap() error { return e.Err }
 // Load reads a pprof profile (gzipped or not) from path. A file that is not
 // a profile yields a *NotProfileError naming it.
 func Load(path string) (*profile.Profile, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if perfdata.IsPerfData(data) {
-		return nil, &NotProfileError{Path: path, Err: errors.New("this is a perf.data recording; analyze it first")}
-	}
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		// Decompress here, bounded: profile.ParseData would inflate a
-		// gzip bomb (1000× per member) without limit.
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err != nil {
-			return nil, &NotProfileError{Path: path, Err: err}
-		}
-		raw, err := io.ReadAll(io.LimitReader(zr, maxProfileSize+1))
-		if err != nil {
-			return nil, &NotProfileError{Path: path, Err: fmt.Errorf("decompressing: %w", err)}
-		}
-		if len(raw) > maxProfileSize {
-			return nil, &NotProfileError{Path: path, Err: fmt.Errorf("decompresses to more than %d MiB, more than any faultline profile holds", maxProfileSize>>20)}
-		}
-		data = raw
-	}
-	p, err := profile.ParseData(data)
+	defer f.Close()
+	return Read(path, f)
+}
+
+// Read reads a pprof profile from r, named name in errors. Everything is
+// bounded: at most maxInputSize bytes are read from r, every gzip layer
+// (profiles gzipped twice included: pprof's parser would inflate an inner
+// layer itself, without limit) inflates to at most maxProfileSize, and the
+// parser gets only plain protobuf of at most that size.
+func Read(name string, r io.Reader) (*profile.Profile, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxInputSize+1))
 	if err != nil {
-		return nil, &NotProfileError{Path: path, Err: err}
+		return nil, err
+	}
+	if len(data) > maxInputSize {
+		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("more than %d MiB, larger than any faultline profile; is it a device or a stream that never ends?", maxInputSize>>20)}
+	}
+	if perfdata.IsPerfData(data) {
+		return nil, &NotProfileError{Path: name, Err: errors.New("this is a perf.data recording; analyze it first")}
+	}
+	for layer := 1; len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b; layer++ {
+		if layer > maxGzipLayers {
+			return nil, &NotProfileError{Path: name, Err: fmt.Errorf("gzip inside gzip more than %d times: not a profile pprof or faultline writes", maxGzipLayers)}
+		}
+		if data, err = gunzip(data); err != nil {
+			return nil, &NotProfileError{Path: name, Err: fmt.Errorf("gzip layer %d: %w", layer, err)}
+		}
+	}
+	cost, err := loadCost(data)
+	if err != nil {
+		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("not a pprof protobuf: %w", err)}
+	}
+	if cost > maxLoadCost {
+		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("loading it would take about %d MiB, more than the %d MiB a faultline profile needs", cost>>20, maxLoadCost>>20)}
+	}
+	// ParseUncompressed, not ParseData: no second gunzip and no legacy
+	// text formats, which faultline never writes.
+	p, err := profile.ParseUncompressed(data)
+	if err == nil {
+		err = p.CheckValid()
+	}
+	if err != nil {
+		return nil, &NotProfileError{Path: name, Err: err}
 	}
 	return p, nil
 }
 
-// maxProfileSize caps a profile's decompressed size. faultline's profiles
-// aggregate by site and stay in the megabytes.
-const maxProfileSize = 256 << 20
+// maxGzipLayers is how deep gzip may nest: pprof writes one layer, and a
+// profile gzipped once more by hand or by a web server still loads.
+const maxGzipLayers = 2
+
+// gunzip inflates one gzip layer (all its members) to at most
+// maxProfileSize bytes.
+func gunzip(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, maxProfileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("decompressing: %w", err)
+	}
+	if len(raw) > maxProfileSize {
+		return nil, fmt.Errorf("decompresses to more than %d MiB, more than any faultline profile holds", maxProfileSize>>20)
+	}
+	return raw, nil
+}
+
+// maxInputSize caps the bytes read from an input, maxProfileSize what
+// every gzip layer inflates to. faultline's profiles aggregate by site and
+// stay in the megabytes (gzipped, as analyze writes them, far less).
+const (
+	maxInputSize   = 64 << 20
+	maxProfileSize = 128 << 20
+)

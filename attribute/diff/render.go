@@ -71,6 +71,8 @@ func (r *Result) delta(v int64) string {
 	switch {
 	case v > 0:
 		return "+" + r.value(v)
+	case v == math.MinInt64:
+		return r.value(v)
 	case v < 0:
 		return "-" + r.value(-v)
 	}

@@ -477,13 +477,14 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 // "512 B", "1.5 KiB", "-2.0 MiB".
 func FormatBytes(v int64) string {
 	sign := ""
+	u64 := uint64(v)
 	if v < 0 {
-		sign, v = "-", -v
+		sign, u64 = "-", -uint64(v) // also right for MinInt64, whose -v overflows
 	}
-	if v < 1024 {
-		return fmt.Sprintf("%s%d B", sign, v)
+	if u64 < 1024 {
+		return fmt.Sprintf("%s%d B", sign, u64)
 	}
-	f := float64(v)
+	f := float64(u64)
 	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
 	u := -1
 	for f >= 1024 && u < len(units)-1 {

@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"debug/elf"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -47,10 +48,13 @@ type Binary struct {
 	syms symtab
 	dw   *dwarfIndex
 	buf  []int32
+
+	budget    *DWARFBudget // where dwarfCost is reserved, released by Close
+	dwarfCost int64
 }
 
 // newBinary indexes an opened binary and/or debug file.
-func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error) (*Binary, error) {
+func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
 	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
 	main := bin
 	if main == nil {
@@ -75,7 +79,8 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error) (*B
 		b.Warnings = append(b.Warnings, err)
 	}
 	if dbg != nil && dbg.hasDWARF() {
-		d, line, err := dwarfData(dbg)
+		d, line, cost, err := dwarfData(dbg, budget)
+		b.budget, b.dwarfCost = budget, cost
 		if err == nil {
 			b.dw, err = newDWARFIndex(dbg.path, d)
 		}
@@ -91,56 +96,73 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error) (*B
 	return b, nil
 }
 
-// maxDWARFSection caps one DWARF section's (decompressed) size.
-const maxDWARFSection = 1 << 30
-
 // dwarfData loads the DWARF sections symbolization needs, with panics
 // turned into errors. It leaves out what it never reads (location lists,
 // .debug_frame, aranges, pubnames, type units): decompressing them was a
 // fifth of the time to open libc. Relocatable files and legacy .zdebug
 // compression go through elf.File.DWARF.
-func dwarfData(f *elfFile) (d *dwarf.Data, line []byte, err error) {
+//
+// Before anything is read, dwarfCost checks what the sections claim
+// against budget's per-binary bound, and the total is reserved in budget
+// (returned as cost: release it when the data is dropped).
+func dwarfData(f *elfFile, budget *DWARFBudget) (d *dwarf.Data, line []byte, cost int64, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			d, line, err = nil, nil, &FormatError{Path: f.path, Msg: "loading DWARF", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
 		}
+		if err != nil {
+			budget.release(cost)
+			cost = 0
+		}
 	}()
-	if f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil {
+	legacy := f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil
+	var want func(string) bool // legacy: elf.File.DWARF reads every debug section
+	if !legacy {
+		want = func(name string) bool { return dwarfSections[strings.TrimPrefix(name, ".debug_")] }
+	}
+	n, err := dwarfCost(f.ef, want, budget.perBinary())
+	if err == nil {
+		err = budget.reserve(n)
+	}
+	if err != nil {
+		return nil, nil, 0, &FormatError{Path: f.path, Msg: "loading DWARF", Err: err}
+	}
+	cost = n
+	if legacy {
 		// No raw .debug_line here (relocated or legacy-compressed): the
 		// line headers go unchecked (see checkLineHeader).
 		d, err = f.ef.DWARF()
-		return d, nil, err
+		return d, nil, cost, err
 	}
 	sect := map[string][]byte{}
-	for _, name := range []string{"abbrev", "info", "line", "ranges", "str", "addr", "line_str", "str_offsets", "rnglists"} {
+	for name := range dwarfSections {
 		s := f.ef.Section(".debug_" + name)
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		if s.Size > maxDWARFSection {
-			// A compressed section's size is its header's claim: a
-			// zlib bomb would inflate to it.
-			return nil, nil, &FormatError{Path: f.path, Msg: fmt.Sprintf(".debug_%s claims %d bytes, more than the %d MiB faultline loads", name, s.Size, maxDWARFSection>>20)}
-		}
 		data, err := s.Data()
 		if err != nil {
-			return nil, nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
+			return nil, nil, cost, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
 		}
 		sect[name] = data
 	}
 	d, err = dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
 	if err != nil {
-		return nil, nil, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
+		return nil, nil, cost, &FormatError{Path: f.path, Msg: "parsing DWARF", Err: err}
 	}
 	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
 		if data := sect[name]; data != nil {
 			if err := d.AddSection(".debug_"+name, data); err != nil {
-				return nil, nil, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
+				return nil, nil, cost, &FormatError{Path: f.path, Msg: "parsing .debug_" + name, Err: err}
 			}
 		}
 	}
-	return d, sect["line"], nil
+	return d, sect["line"], cost, nil
 }
+
+// dwarfSections are the DWARF sections symbolization reads.
+var dwarfSections = map[string]bool{"abbrev": true, "info": true, "line": true, "ranges": true, "str": true,
+	"addr": true, "line_str": true, "str_offsets": true, "rnglists": true}
 
 // ELF returns the binary's ELF file (for .eh_frame, .text, program
 // headers), or nil when only a debug file was found. Owned by the Binary.
@@ -166,6 +188,8 @@ func (b *Binary) HasDWARF() bool { return b.dw != nil }
 
 // Close closes the files the Binary opened.
 func (b *Binary) Close() error {
+	b.budget.release(b.dwarfCost)
+	b.dwarfCost = 0
 	var err error
 	if b.bin != nil && b.bin.f != nil {
 		err = b.bin.f.Close()

@@ -40,6 +40,9 @@ type cacheEntry struct {
 
 // NewCache returns a Cache that finds files with l.
 func NewCache(l Locator) *Cache {
+	if l.DWARF == nil {
+		l.DWARF = &DWARFBudget{}
+	}
 	return &Cache{loc: l, m: map[Key]*cacheEntry{}}
 }
 

@@ -14,15 +14,21 @@
 //	  BuildIDDir/.build-id/xx/<rest>       (old cache layout: the link is the file)
 //	  BuildIDDir/.build-id/xx/<rest>/elf   (perf's build-id cache, ~/.debug; [vdso]: .../vdso)
 //	  Symfs/<path>, Symfs/<basename>       (--symfs; only when set)
-//	  <path>
+//	  <path>                               (without Symfs, or with HostFallback)
 //	its debug file, unless the binary carries DWARF itself:
-//	  .gnu_debuglink: <bindir>/<link>, <bindir>/.debug/<link>, DebugDir/<dir>/<link>  (CRC32 checked)
+//	  .gnu_debuglink: <bindir>/<link>, <bindir>/.debug/<link>, DebugDir/<dir>/<link>  (build ID, size, CRC32 checked)
 //	  BuildIDDir/.build-id/xx/<rest>/debug
 //	  DebugDir/.build-id/xx/<rest>.debug   (Debian's libc6-dbg, -dbgsym packages)
 //	  DebugDir/<path>.debug, DebugDir/<path>
 //	  DebuginfodCache/<bid>/debuginfo      (what debuginfod-find already fetched)
 //
-// where every DebugDir is tried under Symfs first. A file whose build ID
+// where every DebugDir is tried under Symfs, and outside it only without
+// Symfs or with HostFallback (--symfs-fallback): a recording names the
+// paths, so with a symfs nothing of this machine's is read unless asked
+// for, and recorded paths are cleaned so none climbs out of the symfs.
+// The session leaves the default BuildIDDir and DebuginfodCache (this
+// machine's) out too. DWARF is charged against a DWARFBudget before it is
+// decompressed. A file whose build ID
 // differs from the recording's is passed over for a later candidate; if
 // only mismatching binaries exist the first is used and Binary.Warnings
 // says so (perf would refuse it). Names that are not files ([stack],

@@ -5,7 +5,9 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // elfFile is one opened ELF file with what the search needs to know.
@@ -49,11 +51,29 @@ func newELF(name string, r interface {
 			ef, err = nil, &FormatError{Path: name, Msg: "reading ELF headers", Err: fmt.Errorf("debug/elf panicked: %v", p)}
 		}
 	}()
+	// Check the magic first: debug/elf's error quotes the bytes it found,
+	// and a recording can name any file (the first bytes of /etc/shadow
+	// must not end up in a warning).
+	var magic [4]byte
+	if n, _ := r.ReadAt(magic[:], 0); n < 4 || string(magic[:]) != elf.ELFMAG {
+		return nil, &FormatError{Path: name, Msg: "not an ELF file (no ELF magic number)"}
+	}
 	ef, err = elf.NewFile(r)
 	if err != nil {
-		return nil, &FormatError{Path: name, Msg: "not a readable ELF file", Err: err}
+		return nil, &FormatError{Path: name, Msg: "not a readable ELF file", Err: errors.New(withoutValues(err.Error()))}
 	}
 	return ef, nil
+}
+
+// withoutValues drops what debug/elf's FormatError quotes from the file
+// (" 'VALUE' ") from its message, keeping what was wrong and where.
+func withoutValues(msg string) string {
+	i := strings.Index(msg, " '")
+	j := strings.LastIndex(msg, "' ")
+	if i < 0 || j <= i {
+		return msg
+	}
+	return msg[:i] + msg[j+1:]
 }
 
 // sectionData reads a section's contents, refusing NOBITS sections (a debug

@@ -37,6 +37,9 @@ type NotFoundError struct {
 	BuildID  string   // as recorded, lowercase hex; "" if unknown
 	Searched []string // candidates tried, in order
 	Rejected []string // candidates that existed but could not be used, with why
+	// SymfsOnly: only the symfs (and an explicit build-id cache) was
+	// searched, not the host's files (Locator.HostFallback unset).
+	SymfsOnly bool
 }
 
 func (e *NotFoundError) Error() string {
@@ -55,6 +58,11 @@ func (e *NotFoundError) Error() string {
 	if len(e.Rejected) > 0 {
 		b.WriteString("; rejected ")
 		b.WriteString(strings.Join(e.Rejected, "; "))
+	}
+	if e.SymfsOnly {
+		b.WriteString(". Put the recording machine's file under the --symfs directory at its recorded path," +
+			" or pass --symfs-fallback to search this machine's files too")
+		return b.String()
 	}
 	b.WriteString(". Copy the recording machine's binaries under a directory and pass --symfs DIR," +
 		" or run 'perf archive' there and unpack it into ~/.debug (or pass --buildid-dir)")

@@ -80,7 +80,7 @@ func TestLineHeaderGuardAcceptsReal(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := &elfFile{path: path, ef: ef}
-		d, line, err := dwarfData(f)
+		d, line, _, err := dwarfData(f, nil)
 		if err != nil || line == nil {
 			t.Fatalf("%s: %v", path, err)
 		}

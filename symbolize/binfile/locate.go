@@ -14,16 +14,26 @@ import (
 // recorded path on the real file system; NewLocator fills in perf's defaults.
 type Locator struct {
 	// Symfs is perf's --symfs: a directory holding a copy of the recording
-	// machine's files. Recorded paths are looked up as Symfs+path, then as
-	// Symfs+"/"+basename (a flat directory), and only then as themselves.
+	// machine's files. Recorded paths are cleaned (they may not climb out
+	// of it with "..") and looked up as Symfs+path, then as
+	// Symfs+"/"+basename (a flat directory). With Symfs set, the host's
+	// own files (the recorded path itself, DebugDirs outside Symfs) are
+	// searched only when HostFallback is set; the session leaves the host's
+	// build-id and debuginfod caches out too unless asked for.
 	Symfs string
+	// HostFallback also searches the host's files after Symfs, as perf
+	// does (faultline's --symfs-fallback). A recording names the paths:
+	// without Symfs, or with HostFallback, it can make faultline open any
+	// file on this machine (only ever read as ELF, never echoed).
+	HostFallback bool
 	// BuildIDDir is perf's build-id cache (--buildid-dir; default ~/.debug),
 	// holding .build-id/xx/<rest> symlinks to <path>/<bid>/{elf,debug,vdso}.
 	// Empty disables the cache.
 	BuildIDDir string
 	// DebugDirs are the global debug directories (default /usr/lib/debug),
 	// searched as DIR/.build-id/xx/<rest>.debug, DIR/<dir>/<debuglink>,
-	// DIR/<path>.debug and DIR/<path>; under Symfs first when it is set.
+	// DIR/<path>.debug and DIR/<path>; under Symfs when it is set (and
+	// then outside it only with HostFallback).
 	DebugDirs []string
 	// DebuginfodCache is the debuginfod client cache
 	// (DIR/<bid>/debuginfo, DIR/<bid>/executable). Empty disables it. Nothing is
@@ -31,6 +41,10 @@ type Locator struct {
 	DebuginfodCache string
 	// FS is the file system; nil means OSFS.
 	FS FS
+	// DWARF bounds the DWARF loaded per binary and, shared by pointer, in
+	// all; nil bounds each binary by the defaults (NewCache makes one
+	// budget for everything it opens).
+	DWARF *DWARFBudget
 }
 
 // NewLocator returns a Locator with perf's defaults for a user whose
@@ -86,7 +100,16 @@ func buildIDLink(dir, bid string) string {
 	return dir + "/.build-id/" + bid[:2] + "/" + bid[2:]
 }
 
+// symfsJoin puts a recorded path under Symfs. p must be clean and
+// absolute (cleanPath): "/../../etc/shadow" stays inside as /etc/shadow.
 func (l *Locator) symfsJoin(p string) string { return l.Symfs + p }
+
+// cleanPath makes a recorded path absolute and lexically clean, so that no
+// ".." can climb out of the directory it is joined to.
+func cleanPath(p string) string { return path.Clean("/" + p) }
+
+// host reports whether the host's own files may be searched.
+func (l *Locator) host() bool { return l.Symfs == "" || l.HostFallback }
 
 // Open finds, opens and indexes the binary recorded as recPath with build
 // ID buildID (lowercase hex; "" when the recording has none). A build-ID
@@ -100,6 +123,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 		return nil, fmt.Errorf("binfile: %s: %w", recPath, ErrNotFile)
 	}
 	recPath = strings.TrimSuffix(recPath, " (deleted)")
+	clean := cleanPath(recPath)
 	s := &search{l: l, fsys: l.fs(), want: buildID}
 	defer s.closeRest()
 
@@ -117,9 +141,11 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	}
 	if recPath != "[vdso]" {
 		if l.Symfs != "" {
-			cands = append(cands, l.symfsJoin(recPath), l.Symfs+"/"+path.Base(recPath))
+			cands = append(cands, l.symfsJoin(clean), l.Symfs+"/"+path.Base(clean))
 		}
-		cands = append(cands, recPath)
+		if l.host() {
+			cands = append(cands, path.Clean(recPath))
+		}
 	}
 	bin := s.first(cands, false, nil)
 
@@ -132,13 +158,13 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 		if bid == "" && bin != nil {
 			bid = bin.buildID
 		}
-		dbg = s.findDebug(recPath, bid, bin)
+		dbg = s.findDebug(clean, bid, bin)
 		if dbg == nil {
 			dbg = s.symOnly
 		}
 	}
 	if bin == nil && dbg == nil {
-		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected}
+		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected, SymfsOnly: !l.host()}
 	}
 	var warns []error
 	warns = append(warns, s.warnings...)
@@ -148,7 +174,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 	} else if (dbg == nil || !dbg.hasDWARF()) && recPath != "[vdso]" {
 		warns = append(warns, &NoDebugInfoError{Path: recPath, File: bin.path, DynsymOnly: !bin.hasSymtab(), Searched: s.debugSearched})
 	}
-	b, err := newBinary(recPath, buildID, bin, dbg, warns)
+	b, err := newBinary(recPath, buildID, bin, dbg, warns, l.DWARF)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +273,7 @@ func (s *search) first(cands []string, debug bool, accept func(*elfFile) string)
 
 // findDebug searches for a separate debug file in perf's order: debuglink,
 // build-id cache "debug", DIR/.build-id, the Fedora and Ubuntu layouts, and
-// the debuginfod client cache.
+// the debuginfod client cache. recPath is clean (cleanPath).
 func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	l := s.l
 	saved := s.want
@@ -257,9 +283,11 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	var dirs []string // debug dirs, symfs-joined first
 	for _, d := range l.DebugDirs {
 		if l.Symfs != "" {
-			dirs = append(dirs, l.symfsJoin(d))
+			dirs = append(dirs, l.symfsJoin(cleanPath(d)))
 		}
-		dirs = append(dirs, d)
+		if l.host() {
+			dirs = append(dirs, d)
+		}
 	}
 	if bin != nil && bin.debuglink != "" {
 		link := bin.debuglink
@@ -269,17 +297,7 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 		for _, d := range dirs {
 			cands = append(cands, d+recDir+"/"+link)
 		}
-		crc := bin.debuglinkCRC
-		if f := s.first(cands, true, func(f *elfFile) string {
-			got, err := fileCRC32(f.f)
-			if err != nil {
-				return err.Error()
-			}
-			if got != crc {
-				return fmt.Sprintf(".gnu_debuglink CRC %08x, file has %08x", crc, got)
-			}
-			return ""
-		}); f != nil {
+		if f := s.first(cands, true, func(f *elfFile) string { return debuglinkMatch(bin, f) }); f != nil {
 			return f
 		}
 	}
@@ -303,11 +321,44 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	return s.first(cands, true, nil)
 }
 
+// maxDebuglinkCRC bounds the file a .gnu_debuglink CRC is computed over:
+// the CRC covers the whole file, and a sparse file can claim any size.
+const maxDebuglinkCRC = 4 << 30
+
+// debuglinkMatch vets a .gnu_debuglink candidate f for bin ("" when it
+// matches). Cheap checks come first: build IDs that differ reject it, and
+// a file too large to checksum is accepted only when its build ID matches;
+// otherwise the CRC decides, as in gdb.
+func debuglinkMatch(bin, f *elfFile) string {
+	sameID := bin.buildID != "" && f.buildID != ""
+	if sameID && f.buildID != bin.buildID {
+		return fmt.Sprintf("build ID %s, the binary's is %s", f.buildID, bin.buildID)
+	}
+	fi, err := f.f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	if fi.Size() > maxDebuglinkCRC {
+		if sameID {
+			return "" // the build ID vouches for it
+		}
+		return fmt.Sprintf("%d GiB, too large to check its .gnu_debuglink CRC (and no build ID to match instead)", fi.Size()>>30)
+	}
+	got, err := fileCRC32(f.f, fi.Size())
+	if err != nil {
+		return err.Error()
+	}
+	if got != bin.debuglinkCRC {
+		return fmt.Sprintf(".gnu_debuglink CRC %08x, file has %08x", bin.debuglinkCRC, got)
+	}
+	return ""
+}
+
 // fileCRC32 is the CRC gdb and objcopy --add-gnu-debuglink use (IEEE,
-// over the whole file).
-func fileCRC32(f File) (uint32, error) {
+// over the whole file of the given size).
+func fileCRC32(f File, size int64) (uint32, error) {
 	h := crc32.NewIEEE()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, 1<<62)); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, size)); err != nil {
 		return 0, err
 	}
 	return h.Sum32(), nil

@@ -106,12 +106,14 @@ func TestLocate(t *testing.T) {
 		{name: "old build-id cache", loc: Locator{BuildIDDir: "/c"},
 			files: memFS{"/c/.build-id/" + bidPath: full}, buildID: bid,
 			wantFile: "/c/.build-id/" + bidPath, wantDebug: "/c/.build-id/" + bidPath},
-		{name: "mismatch skipped for a later match", loc: Locator{Symfs: "/sym"},
+		{name: "mismatch skipped for a later match", loc: Locator{Symfs: "/sym", HostFallback: true},
 			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: rec, wantDebug: rec},
 		{name: "mismatch used with warning", files: memFS{rec: other}, buildID: bid,
 			wantFile: rec, wantDebug: rec, wantWarn: "build ID mismatch"},
 		{name: "no recorded build ID", files: memFS{rec: full}, wantFile: rec, wantDebug: rec},
-		{name: "padded build ID", loc: Locator{Symfs: "/sym"}, files: memFS{"/sym" + rec: other, rec: full}, buildID: strings.ToUpper(bid) + "00000000",
+		{name: "symfs only: mismatch used, host not searched", loc: Locator{Symfs: "/sym"},
+			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: "/sym" + rec, wantDebug: "/sym" + rec, wantWarn: "build ID mismatch"},
+		{name: "padded build ID", loc: Locator{Symfs: "/sym", HostFallback: true}, files: memFS{"/sym" + rec: other, rec: full}, buildID: strings.ToUpper(bid) + "00000000",
 			wantFile: rec, wantDebug: rec},
 		{name: "debuglink same dir", files: memFS{rec: stripped, "/opt/app/bin/inline.debug": debug}, buildID: bid,
 			wantFile: rec, wantDebug: "/opt/app/bin/inline.debug"},
@@ -219,7 +221,9 @@ func TestLocateMissing(t *testing.T) {
 			t.Errorf("error %q does not mention %q", msg, want)
 		}
 	}
-	// libc found but not its debug file: the warning says what to install.
+	// libc found (on the host: HostFallback) but not its debug file: the
+	// warning says what to install.
+	l.HostFallback = true
 	l.FS = memFS{libcPath: readFixture(t, "inline.stripped")}
 	b, err := l.Open(libcPath, "")
 	if err != nil {

@@ -93,6 +93,10 @@ func Load(exe, debug *elf.File) (*Table, error) {
 // maxFrameSection caps an unwind section's (decompressed) size.
 const maxFrameSection = 1 << 30
 
+// maxInflateRatio bounds what a compressed section may claim to expand to:
+// zlib shrinks frame tables a few times, a bomb claims up to 1032×.
+const maxInflateRatio = 100
+
 // elfSections extracts what New needs from ELF files, turning debug/elf
 // panics on hostile input into errors.
 func elfSections(exe, debug *elf.File) (s Sections, err error) {
@@ -118,6 +122,9 @@ func elfSections(exe, debug *elf.File) (s Sections, err error) {
 			// A compressed section's size is its header's claim: a zlib
 			// bomb would inflate to it.
 			return nil, 0, fmt.Errorf("cfi: %s claims %d bytes, more than the %d MiB faultline loads", name, sec.Size, maxFrameSection>>20)
+		}
+		if sec.Flags&elf.SHF_COMPRESSED != 0 && sec.Size > maxInflateRatio*sec.FileSize+4096 {
+			return nil, 0, fmt.Errorf("cfi: %s claims %d bytes from %d compressed: corrupt or crafted (a zlib bomb)", name, sec.Size, sec.FileSize)
 		}
 		d, err := sec.Data()
 		if err != nil {

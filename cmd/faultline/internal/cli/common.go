@@ -20,18 +20,20 @@ import (
 // perf's spellings.
 type symbolizeFlags struct {
 	symfs, buildIDDir, kallsyms string
+	symfsFallback               bool
 }
 
 func addSymbolizeFlags(fs *pflag.FlagSet) *symbolizeFlags {
 	o := &symbolizeFlags{}
-	fs.StringVar(&o.symfs, "symfs", "", "look for binaries and debug files under `DIR` first (perf's --symfs)")
+	fs.StringVar(&o.symfs, "symfs", "", "look for binaries and debug files only under `DIR`, a copy of the recording machine's files (perf's --symfs); see --symfs-fallback")
+	fs.BoolVar(&o.symfsFallback, "symfs-fallback", false, "with --symfs, also search this machine's files after DIR (the recorded paths, /usr/lib/debug, ~/.debug), as perf does")
 	fs.StringVar(&o.buildIDDir, "buildid-dir", "", "perf's build-id cache `DIR` (default $PERF_BUILDID_DIR or ~/.debug)")
 	fs.StringVar(&o.kallsyms, "kallsyms", "", "name kernel frames from `FILE`, a copy of /proc/kallsyms")
 	return o
 }
 
 func (o *symbolizeFlags) config() symbolize.Config {
-	return symbolize.Config{Symfs: o.symfs, BuildIDDir: o.buildIDDir, Kallsyms: o.kallsyms}
+	return symbolize.Config{Symfs: o.symfs, SymfsFallback: o.symfsFallback, BuildIDDir: o.buildIDDir, Kallsyms: o.kallsyms}
 }
 
 // openRecording opens a perf.data file, or reads a pipe-mode recording from

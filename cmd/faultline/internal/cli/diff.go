@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -48,8 +49,8 @@ Exit status: 0 no regression (improvements included); 1 a site regressed;
 Example (recordings shipped with faultline: one program on an input and on
 one three times larger; no root or perf needed):
 
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/small.data -o base.pb.gz
-  faultline analyze -q --symfs testdata/diff/symfs testdata/diff/large.data -o head.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/small.data -o base.pb.gz
+  faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/large.data -o head.pb.gz
   faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
 
 A CI job that records the base branch and the head, comments on the pull
@@ -163,20 +164,34 @@ func runDiff(env *Env, args []string) error {
 }
 
 // loadForDiff reads a profile, or analyzes a perf.data recording through
-// analyzeForDiff.
+// analyzeForDiff. The input is opened once and its format sniffed from a
+// buffered reader, so pipes work (diff <(cat p.pb.gz) ...).
 func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile, error) {
-	perf, err := diff.IsPerfData(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	if perf {
-		p, err := analyzeForDiff(env, path, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("analyzing %s: %w", path, err)
-		}
-		return p, nil
+	defer f.Close()
+	br, perf, err := diff.Sniff(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return diff.Load(path)
+	if !perf {
+		return diff.Read(path, br)
+	}
+	name := path
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		// A recording in a pipe: its sniffed bytes are in br, so analyze
+		// reads it as a stream, the way it reads standard input.
+		sub := *env
+		sub.Stdin = br
+		env, name = &sub, "-"
+	}
+	p, err := analyzeForDiff(env, name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("analyzing %s: %w", path, err)
+	}
+	return p, nil
 }
 
 func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {

@@ -33,13 +33,19 @@ report read too:
     reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc)
     and free, with their arguments, returned pointer and chunk header, and
     every user page fault with its address: no stacks, so they are cheap and
-    one ring per CPU (-m) holds them without loss;
+    one ring per CPU (-m) holds them without loss. On x86-64 the allocating
+    entries also carry the top of the stack (fields sp, bp and s0..s15, the
+    16 words from the stack pointer up: 144 bytes a call), enough to step
+    through operator new and its variants to the line that allocated;
   - a DWARF stack (user registers and --stack-size bytes of stack) for every
     allocation of at least --stack-min bytes (they own whole pages, so their
     stacks are exact) and for 1 in --stack-every of the smaller ones, in
     rings of their own (--stack-mmap-pages): losing a stack never loses a
-    call. analyze gives an allocation without a stack its exact return
-    address and callers inferred from the sampled stacks at that place;
+    call. analyze gives an allocation without a stack its exact leaf (the
+    first caller in the program's own code, found from those top words;
+    where they do not reach past the allocator's wrappers, the address the
+    allocator returned to) and callers inferred from the stacks sampled at
+    that leaf;
   - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT).
 
 record does the setup for you:

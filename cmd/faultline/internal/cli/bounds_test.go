@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets tests run faultline in a child process (see runBounded):
+// with FAULTLINE_CLI_CHILD set, the test binary is faultline.
+func TestMain(m *testing.M) {
+	if os.Getenv("FAULTLINE_CLI_CHILD") != "" {
+		os.Exit(Main(os.Args[1:], StdEnv()))
+	}
+	os.Exit(m.Run())
+}
+
+// boundedRun is one faultline run in a child process.
+type boundedRun struct {
+	code           int
+	stdout, stderr string
+	rss            int64 // peak RSS, bytes
+	took           time.Duration
+}
+
+// runBounded runs faultline with args in a child process and fails the
+// test unless it stayed under 1 GiB of RSS and 60 s (issue 15's bounds).
+func runBounded(t *testing.T, args ...string) boundedRun {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "FAULTLINE_CLI_CHILD=1")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	err = cmd.Wait()
+	timer.Stop()
+	r := boundedRun{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatal(err)
+	}
+	r.code = cmd.ProcessState.ExitCode()
+	r.rss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	t.Logf("faultline %s: exit %d, max RSS %d MiB, %v", strings.Join(args, " "), r.code, r.rss>>20, r.took.Round(time.Millisecond))
+	if r.rss >= 1<<30 || r.took >= 60*time.Second {
+		t.Errorf("faultline %s: max RSS %d MiB, %v: want under 1 GiB and 60 s", strings.Join(args, " "), r.rss>>20, r.took)
+	}
+	return r
+}
+
+// craftedPath names a file of testdata/crafted (made by its gen.sh).
+func craftedPath(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "testdata", "crafted", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("crafted input missing (regenerate with testdata/crafted/gen.sh): %v", err)
+	}
+	return p
+}
+
+// diff on hostile inputs: each stops with a clear message and exit 2, or
+// (values near ±2^63, huge labels) answers correctly in little output.
+func TestDiffBounds(t *testing.T) {
+	sat := craftedPath(t, "diff-sat-new.pb.gz")
+	for _, c := range []struct {
+		base, head string
+		code       int
+		msg        string
+	}{
+		{craftedPath(t, "diff-nested.pb.gz"), sat, ExitFailure, "gzip layer 2: decompresses to more than 128 MiB"},
+		{"/dev/zero", sat, ExitFailure, "/dev/zero: not a faultline profile (gzipped pprof) or perf.data recording: more than 64 MiB"},
+		{craftedPath(t, "diff-sat-base.pb.gz"), sat, ExitRegression, "REGRESSION: 1 site grew"},
+		{craftedPath(t, "diff-wide.pb.gz"), craftedPath(t, "diff-wide.pb.gz"), ExitOK, ""},
+	} {
+		r := runBounded(t, "diff", c.base, c.head)
+		if r.code != c.code || !strings.Contains(r.stderr, c.msg) || strings.Count(r.stderr, "\n") > 1 {
+			t.Errorf("diff %s %s: exit %d, stderr %q; want exit %d and %q", c.base, c.head, r.code, r.stderr, c.code, c.msg)
+		}
+		if len(r.stdout) > 16<<10 {
+			t.Errorf("diff %s %s: %d bytes of output", c.base, c.head, len(r.stdout))
+		}
+	}
+}
+
+// fifos serves each file through a named pipe that can be read once, as
+// diff <(cat FILE) ... does.
+func fifos(t *testing.T, files ...string) []string {
+	dir := t.TempDir()
+	var names []string
+	for i, src := range files {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(dir, fmt.Sprint(i))
+		if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Write(data)
+				f.Close()
+			}
+		}()
+		names = append(names, fifo)
+	}
+	return names
+}
+
+// diff <(cat base.pb.gz) <(cat new.pb.gz), and the same with pipe-mode
+// recordings: the format is sniffed without reopening the pipe.
+func TestDiffPipes(t *testing.T) {
+	names := fifos(t, craftedPath(t, "diff-sat-base.pb.gz"), craftedPath(t, "diff-sat-new.pb.gz"))
+	code, stdout, stderr := runCLI("diff", names[0], names[1])
+	if code != ExitRegression || !strings.Contains(stdout, "+9223372036854775807") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	rec := "../../../../testdata/perf/basic.pipe.data"
+	names = fifos(t, rec, rec)
+	code, stdout, stderr = runCLI("diff", "--symfs", "../../../../testdata/symfs", names[0], names[1])
+	if code != ExitOK || !strings.Contains(stdout, "OK: no site grew") {
+		t.Errorf("pipe-mode recordings through pipes: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// A recording naming /../../../../../../../etc/shadow
+// (testdata/crafted/escape.data): with --symfs the file looked at is
+// DIR/etc/shadow, and no message shows what it holds.
+func TestSymfsEscape(t *testing.T) {
+	symfs := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(symfs, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(symfs, "etc", "shadow"), []byte("root:$y$secret:19000::::::\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("script", "--symfs", symfs, craftedPath(t, "escape.data"))
+	if code != ExitOK || !strings.Contains(stdout, "[unknown] (/../../../../../../../etc/shadow)") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, symfs+"/etc/shadow: not an ELF file") || strings.Contains(stderr, "searched /etc") || strings.Contains(stderr, ", /etc/shadow") {
+		t.Errorf("stderr does not show the search confined to the symfs:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "root") || strings.Contains(stderr, "114 111 111 116") || strings.Contains(stderr, "secret") {
+		t.Errorf("stderr echoes the file's contents:\n%s", stderr)
+	}
+}
+
+// zbomb.data (121 KB expanding over 10000×) stops with a clear message and
+// exit 2, in bounded memory, whichever command reads it.
+func TestZbombCommands(t *testing.T) {
+	zbomb := craftedPath(t, "zbomb.data")
+	for _, args := range [][]string{{"info", zbomb}, {"script", zbomb}} {
+		r := runBounded(t, args...)
+		if r.code != ExitFailure || !strings.Contains(r.stderr, "compressed records expand") || !strings.Contains(r.stderr, "corrupt or crafted") {
+			t.Errorf("%s: exit %d, stderr %q", args[0], r.code, r.stderr)
+		}
+	}
+}
