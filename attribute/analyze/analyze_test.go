@@ -549,28 +549,12 @@ func TestLossAgreesWithPerfStats(t *testing.T) {
 
 var threadLabel = regexp.MustCompile(`^[1-9][0-9]* heapgrow$`)
 
-// analyzeHeapgrow analyzes one recording of testdata/heapgrow (see its
-// README) with the committed symfs.
-func analyzeHeapgrow(t *testing.T, name string, mode report.Mode) *Result {
+// analyzeDir analyzes the recording testdata/DIR/NAME.data with the symfs
+// committed next to it (testdata/DIR/gen.sh makes both; see its README).
+func analyzeDir(t *testing.T, dir, name string, mode report.Mode) *Result {
 	t.Helper()
-	r, err := perfdata.Open("../../testdata/heapgrow/"+name+".data", nil)
-	if err != nil {
-		t.Fatalf("%v (the committed fixture: regenerate with sudo testdata/heapgrow/gen.sh)", err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/heapgrow/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Profile.CheckValid(); err != nil {
-		t.Fatalf("CheckValid: %v", err)
-	}
-	return res
+	files := symbolize.Config{Symfs: "../../testdata/" + dir + "/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}
+	return analyzePath(t, "../../testdata/"+dir+"/"+name+".data", files, Options{Attr: attribute.DefaultConfig(), Mode: mode})
 }
 
 // TestHeapGrowthChargedToCaller: the faults malloc takes while carving
@@ -583,7 +567,7 @@ func analyzeHeapgrow(t *testing.T, name string, mode report.Mode) *Result {
 // mmap'd: header page inside malloc + pages 1..2047 touched after return =
 // exactly 2048, flag mmap.
 func TestHeapGrowthChargedToCaller(t *testing.T) {
-	res := analyzeHeapgrow(t, "heapgrow", report.ByAlloc)
+	res := analyzeDir(t, "heapgrow", "heapgrow", report.ByAlloc)
 	type site struct {
 		faults, allocs int64
 		flags          map[string]bool
@@ -646,7 +630,7 @@ func TestHeapGrowthChargedToCaller(t *testing.T) {
 // items.push_back, 34: m[...] =) and the binary's bytes (an x86 `call
 // rel32`, opcode 0xe8, ends right after the leaf address).
 func TestContainersNamedInUserCode(t *testing.T) {
-	res := analyzeHeapgrow(t, "containers", report.ByAlloc)
+	res := analyzeDir(t, "heapgrow", "containers", report.ByAlloc)
 	src, err := os.ReadFile("../../testdata/heapgrow/src/containers.cpp")
 	if err != nil {
 		t.Fatal(err)

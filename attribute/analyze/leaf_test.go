@@ -4,35 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
-	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/symbolize"
 )
-
-// analyzeLeaf analyzes one recording of testdata/leaf (see its README)
-// with the committed symfs.
-func analyzeLeaf(t *testing.T, name string) *Result {
-	t.Helper()
-	r, err := perfdata.Open("../../testdata/leaf/"+name+".data", nil)
-	if err != nil {
-		t.Fatalf("%v (the committed fixture: regenerate with sudo testdata/leaf/gen.sh)", err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/leaf/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Profile.CheckValid(); err != nil {
-		t.Fatalf("CheckValid: %v", err)
-	}
-	return res
-}
 
 // TestLeafFromTopStack: calls recorded without a stack get their exact
 // leaf in the user's code from the entry probe's top stack words, through
@@ -45,8 +18,8 @@ func analyzeLeaf(t *testing.T, name string) *Result {
 // counts per site are the loop counts in testdata/leaf/src/leaf.cpp; faults
 // per site must equal the reference's within 1 fault or 1% (two runs).
 func TestLeafFromTopStack(t *testing.T) {
-	def := analyzeLeaf(t, "default")
-	ref := analyzeLeaf(t, "every")
+	def := analyzeDir(t, "leaf", "default", report.ByAlloc)
+	ref := analyzeDir(t, "leaf", "every", report.ByAlloc)
 
 	ts := def.Summary.TopStacks
 	if ts == nil {
