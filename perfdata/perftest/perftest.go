@@ -12,12 +12,15 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Sample is one sample of `perf script` output: its header line and the
@@ -253,4 +256,21 @@ func ZeroRecordSize(tb testing.TB, p []byte, frac float64) (q []byte, off int) {
 	q = append([]byte(nil), p...)
 	binary.LittleEndian.PutUint16(q[off+6:], 0)
 	return q, off
+}
+
+// RunChild reruns this test binary with FAULTLINE_CHILD=mode, running only
+// test, and returns its output, its peak RSS (bytes) and its run time: for
+// tests that bound what one hostile input may cost, measured in a fresh
+// process.
+func RunChild(tb testing.TB, test, mode string) (string, int64, time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), "FAULTLINE_CHILD="+mode)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		tb.Fatalf("child: %v\n%s", err, out)
+	}
+	return string(out), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, took
 }
