@@ -102,7 +102,7 @@ record() { # variant events...
 		echo "== ${cmd[*]}"
 		"${cmd[@]}"
 	}
-	record_until_no_loss "$v" "$f" run
+	record_until_no_loss "$v" "$f" errors_on_failure run
 	CMDS+=("${cmd[*]}")
 }
 record stack-first "${RANGE[@]}" "${STACKS[@]}"

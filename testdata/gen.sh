@@ -113,7 +113,7 @@ record() { # prog variant
 		*) "${base[@]}" -o "$f" -- "$BIN/launch" "$BIN/$prog" ;;
 		esac
 	}
-	record_until_no_loss "$prog/$v" "$f" run
+	record_until_no_loss "$prog/$v" "$f" errors_on_failure run
 	RECORD_CMDS+=("$cmd")
 }
 

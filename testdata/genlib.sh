@@ -1,6 +1,7 @@
 # genlib.sh — shell functions shared by the fixture generators (gen.sh,
-# gen-real.sh, gen-mixed.sh), which source it. Each of them sets LIBC,
-# TRACEFS, ADDED=() and, for record_until_no_loss, MAX_TRIES and BUILD.
+# gen-real.sh, gen-mixed.sh, heapgrow/gen.sh, leaf/gen.sh), which source it.
+# The probe functions want LIBC, TRACEFS and ADDED=(); record_until_no_loss
+# wants MAX_TRIES and a lost_count (this one, or the generator's own).
 
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
@@ -67,18 +68,28 @@ lost_count() { # FILE -> number of samples lost (PERF_RECORD_LOST + LOST_SAMPLES
 		     END { print n + 0 }'
 }
 
-# record_until_no_loss NAME FILE COMMAND...: runs COMMAND (which prints what
-# it runs and writes FILE; its stderr goes to $BUILD/perf.err) again until
-# FILE has lost no samples, at most MAX_TRIES times.
+# errors_on_failure COMMAND...: runs COMMAND with its standard error held
+# back, shown only if COMMAND fails.
+errors_on_failure() {
+	local err rc=0
+	err=$(mktemp)
+	"$@" 2>"$err" || rc=$?
+	[ "$rc" = 0 ] || cat "$err" >&2
+	rm -f "$err"
+	return "$rc"
+}
+
+# record_until_no_loss NAME FILE COMMAND...: runs COMMAND (which writes FILE)
+# again until lost_count says FILE lost nothing, at most MAX_TRIES times.
 record_until_no_loss() {
 	local name=$1 f=$2 try lost
 	shift 2
 	for ((try = 1; try <= MAX_TRIES; try++)); do
 		rm -f "$f"
-		"$@" 2>"$BUILD/perf.err" || { cat "$BUILD/perf.err" >&2; die "perf record failed for $name"; }
+		"$@" || die "recording $name failed"
 		lost=$(lost_count "$f")
 		[ "$lost" = 0 ] && break
-		echo "   lost $lost samples, retrying ($try/$MAX_TRIES)"
+		echo "${0##*/}: $name lost $lost samples (try $try of $MAX_TRIES)" >&2
 	done
 	[ "$lost" = 0 ] || die "$name still lost $lost samples after $MAX_TRIES tries"
 	chmod 0644 "$f"

@@ -24,6 +24,8 @@ set -euo pipefail
 export LC_ALL=C
 
 TD=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../genlib.sh
+. "$TD/../genlib.sh"
 ROOT=$(cd "$TD/../.." && pwd)
 BIN=/tmp/faultline-leaf/bin
 LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
@@ -34,7 +36,6 @@ MAX_TRIES=5
 # through std::string's constructor in libstdc++ and operator new).
 STACK_SIZE=2048
 
-die() { echo "gen.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
 for t in go g++ readelf; do command -v $t >/dev/null || die "$t not found"; done
 
@@ -52,23 +53,17 @@ mkdir -p "$BIN"
 install -m 0755 "$WORK/leaf" "$BIN/leaf"
 
 # --- 2. record -----------------------------------------------------------------------
-lost_count() { # FILE -> samples lost, every event (LOST_SAMPLES, as perf report --stats)
+lost_count() { # FILE -> samples lost, every event (LOST_SAMPLES, as perf report --stats); genlib.sh's reads perf script
 	"$WORK/faultline" info --json "$1" | python3 -c 'import json,sys; print(sum(e["lost"] for e in json.load(sys.stdin)["events"]))'
 }
 CMDS=()
 record() { # name flags...
-	local name=$1 f try lost
+	local name=$1 f
 	shift
 	f=$WORK/$name.data
 	local cmd=(faultline record -q -z --stack-size "$STACK_SIZE" "$@" -o "$f" -- "$BIN/leaf")
-	for ((try = 1; try <= MAX_TRIES; try++)); do
-		rm -f "$f"
-		(set -x && "$WORK/faultline" "${cmd[@]:1}" >/dev/null)
-		lost=$(lost_count "$f")
-		[ "$lost" = 0 ] && break
-		echo "gen.sh: $name lost $lost samples (try $try of $MAX_TRIES)" >&2
-	done
-	[ "$lost" = 0 ] || die "$name still lost samples after $MAX_TRIES tries"
+	run() { (set -x && "$WORK/faultline" "${cmd[@]:1}" >/dev/null); }
+	record_until_no_loss "$name" "$f" run
 	install -m 0644 "$f" "$TD/$name.data"
 	CMDS+=("${cmd[*]/$f/$name.data}")
 }
