@@ -148,7 +148,7 @@ done
 	echo "recording commands:"
 	printf '  %s\n' "${CMDS[@]/$TD/testdata}"
 	echo
-	echo "build IDs: mixed $(readelf -n "$BIN/mixed" | awk '/Build ID:/ { print $3 }'), launch $(readelf -n "$BIN/launch" | awk '/Build ID:/ { print $3 }')"
+	echo "build IDs: mixed $(buildid_of "$BIN/mixed"), launch $(buildid_of "$BIN/launch")"
 	echo
 	echo "files (bytes, sha256):"
 	(cd "$TD" && find mixed "symfs$BIN/mixed" -type f ! -name GENERATED -print0 | sort -z | xargs -0 sha256sum |

@@ -149,7 +149,6 @@ for f in "$OUT"/*.data; do
 done
 
 # --- 5. symfs and build-id cache -----------------------------------------------
-buildid_of() { readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
 declare -A SEEN=()
 # Build IDs come from the file-mode recordings with a HEADER_BUILD_ID:
 # perf 6.1 fails on pipe files ("failed to process type") and -z files have

@@ -54,6 +54,9 @@ events_for() {
 	esac
 }
 
+# buildid_of FILE: the GNU build ID of an ELF file (readelf -n).
+buildid_of() { readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
+
 # --- losses -------------------------------------------------------------------
 # is_pipe FILE: pipe-mode recordings (*.pipe.data) are read by perf on stdin.
 is_pipe() { [[ $1 == *.pipe.data ]]; }

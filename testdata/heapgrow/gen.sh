@@ -115,7 +115,7 @@ for b in launch heapgrow containers; do install -D -m 0755 "$BIN/$b" "$TD/symfs$
 install -D -m 0755 "$LIBC" "$TD/symfs$LIBC"
 install -D -m 0755 "$LDSO" "$TD/symfs$LDSO"
 install -D -m 0644 "$LIBSTDCXX" "$TD/symfs$LIBSTDCXX"
-bid=$(readelf -n "$LIBC" | awk '/Build ID/ { print $3 }')
+bid=$(buildid_of "$LIBC")
 dbg=/usr/lib/debug/.build-id/${bid:0:2}/${bid:2}.debug
 if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 {
@@ -127,10 +127,10 @@ if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/heapgrow/src; launch: testdata/src, -static)"
 	echo "probes: $(grep "^[pr]:$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
 	for b in launch heapgrow containers; do
-		echo "$b: $BIN/$b, build id $(readelf -n "$BIN/$b" | awk '/Build ID/ { print $3 }')"
+		echo "$b: $BIN/$b, build id $(buildid_of "$BIN/$b")"
 	done
 	echo "libc:   $LIBC, build id $bid"
-	echo "libstdc++: $LIBSTDCXX, build id $(readelf -n "$LIBSTDCXX" | awk '/Build ID/ { print $3 }')"
+	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"
 	echo
 	echo "recording commands (cwd testdata/heapgrow):"
 	for c in "${CMDS[@]}"; do echo "  $c"; done

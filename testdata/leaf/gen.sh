@@ -84,9 +84,9 @@ install -D -m 0644 "$LIBSTDCXX" "$TD/symfs$LIBSTDCXX"
 	echo "kernel: $(uname -srm)"
 	echo "glibc:  $(ldd --version | head -1)"
 	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/leaf/src)"
-	echo "leaf:   $BIN/leaf, build id $(readelf -n "$BIN/leaf" | awk '/Build ID/ { print $3 }')"
-	echo "libc:   $LIBC, build id $(readelf -n "$LIBC" | awk '/Build ID/ { print $3 }')"
-	echo "libstdc++: $LIBSTDCXX, build id $(readelf -n "$LIBSTDCXX" | awk '/Build ID/ { print $3 }')"
+	echo "leaf:   $BIN/leaf, build id $(buildid_of "$BIN/leaf")"
+	echo "libc:   $LIBC, build id $(buildid_of "$LIBC")"
+	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"
 	echo
 	echo "recording commands (cwd testdata/leaf):"
 	for c in "${CMDS[@]}"; do echo "  $c"; done
