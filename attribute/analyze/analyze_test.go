@@ -38,10 +38,7 @@ type expectRow struct {
 }
 
 func loadExpect(t *testing.T) []expectRow {
-	data, err := os.ReadFile(perftest.Testdata(t, "expect", "expect.tsv"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := perftest.ReadTestdata(t, "expect", "expect.tsv")
 	var rows []expectRow
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {

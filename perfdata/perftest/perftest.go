@@ -141,6 +141,17 @@ func Testdata(tb testing.TB, elem ...string) string {
 	return p
 }
 
+// ReadTestdata returns the contents of a committed fixture (Testdata's
+// path), failing tb when it cannot be read.
+func ReadTestdata(tb testing.TB, elem ...string) []byte {
+	tb.Helper()
+	data, err := os.ReadFile(Testdata(tb, elem...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
 // Glob returns the committed fixtures under testdata/ that match pattern
 // (filepath.Match syntax, relative to testdata/), failing tb when none do.
 func Glob(tb testing.TB, pattern string) []string {
