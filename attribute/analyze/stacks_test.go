@@ -41,10 +41,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 		t.Fatalf("pairing: %+v %+v %+v", *infos[0], *infos[1], *infos[2])
 	}
 	sink := &siteSink{sites: map[uint64]attribute.StackID{}}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 3), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru := testRun(sess, infos, sink)
 	var now uint64
 	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 	feed := func(ev int, v uint64) {
@@ -120,10 +117,8 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		top,
 	}
 	pairStackEvents(infos)
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 5), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}, leafMode: true}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
+	ru.leafMode = true
 	mk := func(ev int, raw []byte) *perfdata.Sample {
 		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
 		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
@@ -183,10 +178,7 @@ func TestFaultStackJoin(t *testing.T) {
 		t.Fatalf("pairing: %v %v", infos[0].role, infos[1].role)
 	}
 	sink := &faultSink{stacks: map[uint64]attribute.StackID{}}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru := testRun(sess, infos, sink)
 	var now uint64
 	feed := func(ev int, addr uint64) {
 		now++
@@ -240,8 +232,7 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 	if !infos[1].statusReturn || infos[0].role != RoleAllocEntry {
 		t.Fatalf("classify: %+v %+v", *infos[0], *infos[1])
 	}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), held: map[uint32]*held{}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
 	le := binary.LittleEndian
 	entry := &perfdata.Sample{Event: evs[0], Raw: le.AppendUint64(le.AppendUint64(le.AppendUint64(nil, 0x7ff0), 64), 4096)}
 	ret := &perfdata.Sample{Event: evs[1], Raw: le.AppendUint64(nil, 0)}
@@ -252,6 +243,16 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 	if st := ru.tr.Stats(); ru.noPointer != 1 || st.Allocations != 0 || st.Entries != 1 {
 		t.Errorf("no pointer %d, allocations %d, entries %d; want 1 0 1", ru.noPointer, st.Allocations, st.Entries)
 	}
+}
+
+// testRun is a run over infos with empty tables, its tracker reporting to
+// sink (what Run sets up before the first record).
+func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	return ru
 }
 
 // emptySession is a session without binaries, environment or recording
