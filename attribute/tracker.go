@@ -264,7 +264,10 @@ func (t *Tracker) Return(r *Return) {
 	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
 	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
 	if a.Site == 0 {
-		a.Site = r.Leaf // an entry without a stack: the exact leaf
+		a.Site = call.Leaf // an entry without a stack: the exact leaf
+	}
+	if a.Site == 0 {
+		a.Site = r.Leaf // the return address, when the entry could not tell
 	}
 	a.returned = true
 	if a.Size <= t.cfg.FastMax {
@@ -286,15 +289,9 @@ func (t *Tracker) Return(r *Return) {
 			}
 		}
 	default:
-		t.stats.MmapBySize++
-		if a.Size >= t.cfg.MmapThreshold {
-			a.Flags |= FlagMmap
-		}
+		t.mmapBySize(a)
 	}
-	if a.Kind == KindCalloc {
-		a.Flags |= FlagZero
-		a.decided = true
-	}
+	callocZeroed(a)
 	t.stats.Allocations++
 	// The chunk's size word at ptr-8 is the allocation's own header; the
 	// word before it belongs to the previous chunk's user data unless the
@@ -518,20 +515,37 @@ func (t *Tracker) windowEntry(th *thread, e *Entry) {
 	}
 	a := t.newAlloc()
 	a.Pid, a.Tid, a.Time, a.Kind, a.Size, a.Site = e.Pid, e.Tid, e.Time, e.Kind, e.Size, e.Stack
+	if a.Site == 0 {
+		a.Site = e.Leaf
+	}
 	if a.Size <= t.cfg.FastMax {
 		a.Flags |= FlagFast
 	}
-	t.stats.MmapBySize++
-	if a.Size >= t.cfg.MmapThreshold {
-		a.Flags |= FlagMmap
-	}
-	if a.Kind == KindCalloc {
-		a.Flags |= FlagZero
-		a.decided = true
+	t.mmapBySize(a)
+	if callocZeroed(a) {
 		t.report(a)
 	}
 	t.stats.Allocations++
 	th.last, th.lastTime = a, e.Time
+}
+
+// mmapBySize decides FlagMmap from the size alone: glibc serves requests
+// from the mmap threshold up with mmap.
+func (t *Tracker) mmapBySize(a *Allocation) {
+	t.stats.MmapBySize++
+	if a.Size >= t.cfg.MmapThreshold {
+		a.Flags |= FlagMmap
+	}
+}
+
+// callocZeroed marks a calloc'd allocation zeroed, which decides it at once.
+func callocZeroed(a *Allocation) bool {
+	if a.Kind != KindCalloc {
+		return false
+	}
+	a.Flags |= FlagZero
+	a.decided = true
+	return true
 }
 
 // Fork records pid forking child. A new thread (child == pid) shares the

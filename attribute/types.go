@@ -146,6 +146,10 @@ type Entry struct {
 	OldPtr    uint64 // realloc's old pointer
 	Stack     StackID
 	CallerRet uint64 // return address into the caller (top of stack at entry); 0 if unknown
+	// Leaf is the exact leaf of a call without a stack when its entry
+	// told it (the first caller outside the allocator's wrappers); 0:
+	// the return's Leaf is used.
+	Leaf StackID
 }
 
 // Return is an allocator's return probe hit.

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // The crafted inputs come from testdata/crafted/gen.py (see its README).
@@ -51,7 +51,7 @@ func TestQueueBoundZbomb(t *testing.T) {
 		os.Exit(0)
 	}
 	readCrafted(t, "zbomb.data")
-	out, rss, took := runChild(t, "TestQueueBoundZbomb", "zbomb")
+	out, rss, took := perftest.RunChild(t, "TestQueueBoundZbomb", "zbomb")
 	t.Logf("%s(max RSS %d MiB, %v)", out, rss>>20, took)
 	var n, flushes, q, live int64
 	if _, err := fmt.Sscanf(out, "records=%d flushes=%d maxqueued=%d maxlive=%d", &n, &flushes, &q, &live); err != nil {
@@ -194,19 +194,4 @@ func TestQueueBoundNoAllocs(t *testing.T) {
 	if allocs > 0 {
 		t.Errorf("%v allocations per 100000 records at the queue bound", allocs)
 	}
-}
-
-// runChild reruns this test binary with FAULTLINE_CHILD=mode, running only
-// test, and returns its output, its peak RSS (bytes) and its run time.
-func runChild(t *testing.T, test, mode string) (string, int64, time.Duration) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
-	cmd.Env = append(os.Environ(), "FAULTLINE_CHILD="+mode)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	return string(out), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, took
 }

@@ -35,44 +35,43 @@ func (b *buf) left() int { return len(b.b) - b.off }
 
 func (b *buf) pos() int64 { return b.base + int64(b.off) }
 
-func (b *buf) u8() uint8 {
-	if b.left() < 1 {
-		b.fail(1)
-		return 0
+// take returns the next n bytes, or nil once they are not there.
+func (b *buf) take(n int) []byte {
+	v := b.b[b.off:]
+	if len(v) < n {
+		b.fail(n)
+		return nil
 	}
-	v := b.b[b.off]
-	b.off++
-	return v
+	b.off += n
+	return v[:n]
+}
+
+func (b *buf) u8() uint8 {
+	if p := b.take(1); p != nil {
+		return p[0]
+	}
+	return 0
 }
 
 func (b *buf) u16() uint16 {
-	if b.left() < 2 {
-		b.fail(2)
-		return 0
+	if p := b.take(2); p != nil {
+		return b.bo.Uint16(p)
 	}
-	v := b.bo.Uint16(b.b[b.off:])
-	b.off += 2
-	return v
+	return 0
 }
 
 func (b *buf) u32() uint32 {
-	if b.left() < 4 {
-		b.fail(4)
-		return 0
+	if p := b.take(4); p != nil {
+		return b.bo.Uint32(p)
 	}
-	v := b.bo.Uint32(b.b[b.off:])
-	b.off += 4
-	return v
+	return 0
 }
 
 func (b *buf) u64() uint64 {
-	if b.left() < 8 {
-		b.fail(8)
-		return 0
+	if p := b.take(8); p != nil {
+		return b.bo.Uint64(p)
 	}
-	v := b.bo.Uint64(b.b[b.off:])
-	b.off += 8
-	return v
+	return 0
 }
 
 // bytes returns the next n bytes without copying.
@@ -117,6 +116,18 @@ func (b *buf) u64s(dst []uint64, n uint64) []uint64 {
 	}
 	b.off += int(n) * 8
 	return dst
+}
+
+// count reads the u64 count of an array of size-byte entries. A count the
+// rest of the record cannot hold fails, before anything is allocated for
+// it, and reads as 0.
+func (b *buf) count(size int) uint64 {
+	n := b.u64()
+	if n > uint64(b.left())/uint64(size) {
+		b.fail(int(min(n, 1<<40)) * size)
+		return 0
+	}
+	return n
 }
 
 // headerString reads a perf_header_string: u32 len, then len bytes holding a

@@ -260,13 +260,8 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		x := &r.rec.ns
 		x.RecordCommon = common
 		x.Pid, x.Tid = b.u32(), b.u32()
-		n := b.u64()
 		x.Namespaces = x.Namespaces[:0]
-		if n > uint64(b.left())/16 {
-			b.fail(int(min(n, 1<<40)) * 16)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
+		for range b.count(16) {
 			x.Namespaces = append(x.Namespaces, NamespaceLink{b.u64(), b.u64()})
 		}
 		out = x
@@ -306,28 +301,17 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordIDIndex:
 		x := &r.rec.idIndex
 		x.RecordCommon = common
-		n := b.u64()
 		x.Entries = x.Entries[:0]
-		if n > uint64(b.left())/32 {
-			b.fail(int(min(n, 1<<40)) * 32)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
+		for range b.count(32) {
 			x.Entries = append(x.Entries, IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()})
 		}
 		out = x
 	case RecordThreadMap:
 		x := &r.rec.threadMap
 		x.RecordCommon = common
-		n := b.u64()
 		x.Threads = x.Threads[:0]
-		if n > uint64(b.left())/24 {
-			b.fail(int(min(n, 1<<40)) * 24)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
-			pid := b.u64()
-			x.Threads = append(x.Threads, ThreadMapEntry{pid, cstr(b.bytes(16))})
+		for range b.count(24) {
+			x.Threads = append(x.Threads, ThreadMapEntry{b.u64(), cstr(b.bytes(16))})
 		}
 		out = x
 	case RecordCPUMap:
@@ -363,13 +347,8 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case RecordStatConfig:
 		x := &r.rec.statConfig
 		x.RecordCommon = common
-		n := b.u64()
 		x.Entries = x.Entries[:0]
-		if n > uint64(b.left())/16 {
-			b.fail(int(min(n, 1<<40)) * 16)
-			break
-		}
-		for i := uint64(0); i < n; i++ {
+		for range b.count(16) {
 			x.Entries = append(x.Entries, StatConfigEntry{b.u64(), b.u64()})
 		}
 		out = x

@@ -60,15 +60,20 @@ func decodeAll(t *testing.T, p []byte, opts *Options) ([]string, *Reader) {
 	return first, firstR
 }
 
+// eventName is ev's name, "" for no event.
+func eventName(ev *Event) string {
+	if ev == nil {
+		return ""
+	}
+	return ev.Name
+}
+
 // fmtRecord formats a record with every field, so that tests can compare
 // and the fuzzer exercises every field.
 func fmtRecord(rec Record) string {
 	switch x := rec.(type) {
 	case *Sample:
-		name := ""
-		if x.Event != nil {
-			name = x.Event.Name
-		}
+		name := eventName(x.Event)
 		s := *x
 		s.Event = nil
 		// Stacks are large: print their length and checksum.
@@ -76,13 +81,9 @@ func fmtRecord(rec Record) string {
 		s.Stack = nil
 		return fmt.Sprintf("SAMPLE %s %+v stack=%s", name, s, stack)
 	case *Lost:
-		name := ""
-		if x.Event != nil {
-			name = x.Event.Name
-		}
 		l := *x
 		l.Event = nil
-		return fmt.Sprintf("%s %s %+v", x.Type, name, l)
+		return fmt.Sprintf("%s %s %+v", x.Type, eventName(x.Event), l)
 	default:
 		return fmt.Sprintf("%s %+v", rec.Common().Type, rec)
 	}
@@ -447,15 +448,19 @@ func TestSynthNames(t *testing.T) {
 	}
 }
 
-const pageFaultFormat = `name: page_fault_user
-ID: 190
-format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+// traceCommonFields are the fields every tracefs event format starts with
+// (kernel 6.x), followed by an empty line.
+const traceCommonFields = `	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
 	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
 	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
 	field:int common_pid;	offset:4;	size:4;	signed:1;
 
-	field:unsigned long address;	offset:8;	size:8;	signed:0;
+`
+
+const pageFaultFormat = `name: page_fault_user
+ID: 190
+format:
+` + traceCommonFields + `	field:unsigned long address;	offset:8;	size:8;	signed:0;
 	field:unsigned long ip;	offset:16;	size:8;	signed:0;
 	field:unsigned long error_code;	offset:24;	size:8;	signed:0;
 

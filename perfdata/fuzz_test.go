@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // FuzzReader checks that any input gives an error, or records that format
@@ -13,8 +14,7 @@ import (
 // Seeds: the start of each fixture recording and synthetic files covering
 // every sample field, pipe mode, big endian and zstd.
 func FuzzReader(f *testing.F) {
-	files, _ := filepath.Glob("../testdata/perf/*.data")
-	for _, path := range files {
+	for _, path := range perftest.Glob(f, "perf/*.data") {
 		p, err := os.ReadFile(path)
 		if err != nil {
 			continue

@@ -2,7 +2,6 @@ package perfdata
 
 import (
 	"bytes"
-	"os"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata/perftest"
@@ -15,10 +14,7 @@ import (
 // everything). Found by fault injection (attribute/analyze/inject_test.go).
 func TestCorruptRecordKeepsQueued(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := perftest.ReadTestdata(t, "perf", name)
 		// The record header at about two thirds of the data.
 		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		count := func(order Order) (samples int, err error) {

@@ -369,37 +369,30 @@ func trailerLen(st SampleFormat) int {
 // parseTrailer reads the sample_id_all trailer at the end of body into id
 // and returns the length of body without it.
 func parseTrailer(b []byte, st SampleFormat, bo byteOrder, id *SampleID) (int, bool) {
-	end := len(b)
 	n := trailerLen(st)
-	if n > end {
-		return end, false
+	if n > len(b) {
+		return len(b), false
 	}
-	p := end - n
-	pos := p
+	p := len(b) - n
+	t := makeBuf(b[p:], 0, bo, "sample_id trailer") // long enough: no errors
 	id.Has = uint64(st & idTrailerMask)
 	if st&SampleTID != 0 {
-		id.Pid = bo.Uint32(b[pos:])
-		id.Tid = bo.Uint32(b[pos+4:])
-		pos += 8
+		id.Pid, id.Tid = t.u32(), t.u32()
 	}
 	if st&SampleTime != 0 {
-		id.Time = bo.Uint64(b[pos:])
-		pos += 8
+		id.Time = t.u64()
 	}
 	if st&SampleID_ != 0 {
-		id.ID = bo.Uint64(b[pos:])
-		pos += 8
+		id.ID = t.u64()
 	}
 	if st&SampleStreamID != 0 {
-		id.StreamID = bo.Uint64(b[pos:])
-		pos += 8
+		id.StreamID = t.u64()
 	}
 	if st&SampleCPU != 0 {
-		id.CPU = bo.Uint32(b[pos:])
-		pos += 8
+		id.CPU, _ = t.u32(), t.u32() // u32 cpu, u32 res
 	}
 	if st&SampleIdentifier != 0 {
-		id.ID = bo.Uint64(b[pos:])
+		id.ID = t.u64()
 	}
 	return p, true
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestSidebandAgainstPerfScript compares the non-sample records (MMAP,
@@ -18,7 +19,7 @@ import (
 // same fixture (FIXTURE.sideband.txt, written by testdata/gen.sh): the same
 // records in the same order with the same times and contents.
 func TestSidebandAgainstPerfScript(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/perf/*.data")
+	files := perftest.Glob(t, "perf/*.data")
 	ran := 0
 	line := regexp.MustCompile(`^.*?\s(-?\d+)/(-?\d+)\s+(\d+\.\d{6}): PERF_RECORD_(\w+)(.*)$`)
 	for _, path := range files {

@@ -16,12 +16,7 @@ import (
 const writerMallocFormat = `name: malloc
 ID: 1234
 format:
-	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-	field:unsigned char common_flags;	offset:2;	size:1;	signed:0;
-	field:unsigned char common_preempt_count;	offset:3;	size:1;	signed:0;
-	field:int common_pid;	offset:4;	size:4;	signed:1;
-
-	field:unsigned long __probe_ip;	offset:8;	size:8;	signed:0;
+` + traceCommonFields + `	field:unsigned long __probe_ip;	offset:8;	size:8;	signed:0;
 	field:u64 size;	offset:16;	size:8;	signed:0;
 
 print fmt: "(%lx) size=%llu", REC->__probe_ip, REC->size
@@ -38,52 +33,36 @@ const writerHeaderEvent = "# compressed entry header\n\ttype_len    :    5 bits\
 // writerSample builds a SAMPLE with IDENTIFIER|IP|TID|TIME|CPU|RAW (the
 // layout of a range event), fields in the order perf_event.h lists them.
 func writerSample(id, ip uint64, pid, tid uint32, time uint64, cpu uint32, raw []byte) []byte {
-	le := binary.LittleEndian
-	var b []byte
-	b = le.AppendUint64(b, id)
-	b = le.AppendUint64(b, ip)
-	b = le.AppendUint32(b, pid)
-	b = le.AppendUint32(b, tid)
-	b = le.AppendUint64(b, time)
-	b = le.AppendUint32(b, cpu)
-	b = le.AppendUint32(b, 0)
 	// u32 size, raw bytes, padded so the whole stays 8-aligned (the
 	// kernel pads the raw payload, size includes the padding).
 	n := len(raw)
 	for (4+n)%8 != 0 {
 		n++
 	}
-	b = le.AppendUint32(b, uint32(n))
+	b := leBytes(id, ip, pid, tid, time, cpu, uint32(0), uint32(n))
 	b = append(b, raw...)
-	b = append(b, make([]byte, n-len(raw))...)
-	return b
+	return append(b, make([]byte, n-len(raw))...)
 }
 
 // writerFaultSample is IDENTIFIER|IP|TID|TIME|ADDR|CPU (a page fault).
 func writerFaultSample(id, ip uint64, pid, tid uint32, time, addr uint64, cpu uint32) []byte {
-	le := binary.LittleEndian
-	var b []byte
-	b = le.AppendUint64(b, id)
-	b = le.AppendUint64(b, ip)
-	b = le.AppendUint32(b, pid)
-	b = le.AppendUint32(b, tid)
-	b = le.AppendUint64(b, time)
-	b = le.AppendUint64(b, addr)
-	b = le.AppendUint32(b, cpu)
-	b = le.AppendUint32(b, 0)
-	return b
+	return leBytes(id, ip, pid, tid, time, addr, cpu, uint32(0))
 }
 
 // sampleIDTrailer is the sample_id_all trailer of TID|TIME|CPU|IDENTIFIER.
 func sampleIDTrailer(pid, tid uint32, time, id uint64, cpu uint32) []byte {
-	le := binary.LittleEndian
+	return leBytes(pid, tid, time, cpu, uint32(0), id)
+}
+
+// leBytes lays out fixed-size values little-endian, one after another.
+func leBytes(vs ...any) []byte {
 	var b []byte
-	b = le.AppendUint32(b, pid)
-	b = le.AppendUint32(b, tid)
-	b = le.AppendUint64(b, time)
-	b = le.AppendUint32(b, cpu)
-	b = le.AppendUint32(b, 0)
-	b = le.AppendUint64(b, id)
+	for _, v := range vs {
+		var err error
+		if b, err = binary.Append(b, binary.LittleEndian, v); err != nil {
+			panic(err) // a value of no fixed size: a mistake in the test
+		}
+	}
 	return b
 }
 

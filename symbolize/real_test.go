@@ -118,27 +118,16 @@ func TestRealStacksMatchPerf(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".data"), func(t *testing.T) {
 			perf := parseScript(t, perfNoInline(t, path))
 			ours := parseScript(t, ourNoInline(t, path))
-			byKey := map[string][]scriptSample{}
-			for _, s := range ours {
-				byKey[s.key] = append(byKey[s.key], s)
-			}
 			var samples, perfRoot, oursRoot, bothRoot, identical, subseq, prefix int
 			var firstBad string
-			for _, p := range perf {
-				c := byKey[p.key]
-				if len(c) == 0 {
-					t.Errorf("sample %s in perf's output, not in ours", p.key)
-					continue
-				}
-				o := c[0]
-				byKey[p.key] = c[1:]
+			matchSamples(t, perf, ours, func(p, o scriptSample) {
 				samples++
 				pf, of := userFrames(p.frames), userFrames(o.frames)
 				if reachesRoot(of) {
 					oursRoot++
 				}
 				if !reachesRoot(pf) {
-					continue
+					return
 				}
 				perfRoot++
 				if reachesRoot(of) {
@@ -156,7 +145,7 @@ func TestRealStacksMatchPerf(t *testing.T) {
 					firstBad = p.key
 					t.Errorf("%s: perf's stack is not a subsequence of ours\nperf: %v\nours: %v", p.key, pf, of)
 				}
-			}
+			})
 			pct := func(k, n int) float64 { return 100 * float64(k) / float64(max(n, 1)) }
 			t.Logf("%d samples; perf reached a root in %d (%.1f%%), ours in %d (%.1f%%), both in %d; where perf did: identical %d (%.1f%%), perf's frames a subsequence of ours %d (%.1f%%; of them perf stopped early %d)",
 				samples, perfRoot, pct(perfRoot, samples), oursRoot, pct(oursRoot, samples), bothRoot,

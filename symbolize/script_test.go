@@ -93,26 +93,15 @@ type compareResult struct {
 }
 
 func compareStacks(t *testing.T, perf, ours []scriptSample) compareResult {
-	byKey := map[string][]scriptSample{}
-	for _, s := range ours {
-		byKey[s.key] = append(byKey[s.key], s)
-	}
 	var r compareResult
-	for _, p := range perf {
-		c := byKey[p.key]
-		if len(c) == 0 {
-			t.Errorf("sample %s in perf's output, not in ours", p.key)
-			continue
-		}
-		o := c[0]
-		byKey[p.key] = c[1:]
+	matchSamples(t, perf, ours, func(p, o scriptSample) {
 		r.samples++
 		pf, of := userFrames(p.frames), userFrames(o.frames)
 		if reachesRoot(of) {
 			r.oursRoot++
 		}
 		if !reachesRoot(pf) {
-			continue
+			return
 		}
 		r.perfRoot++
 		if sameStack(pf, of) {
@@ -120,8 +109,27 @@ func compareStacks(t *testing.T, perf, ours []scriptSample) compareResult {
 		} else if r.firstDiff == "" {
 			r.firstDiff = fmt.Sprintf("%s\nperf: %v\nours: %v", p.key, pf, of)
 		}
-	}
+	})
 	return r
+}
+
+// matchSamples calls fn with each of perf's samples and the next of ours
+// with the same key; a sample of perf's that ours lacks is a test error.
+func matchSamples(t *testing.T, perf, ours []scriptSample, fn func(p, o scriptSample)) {
+	t.Helper()
+	byKey := map[string][]scriptSample{}
+	for _, s := range ours {
+		byKey[s.key] = append(byKey[s.key], s)
+	}
+	for _, p := range perf {
+		c := byKey[p.key]
+		if len(c) == 0 {
+			t.Errorf("sample %s in perf's output, not in ours", p.key)
+			continue
+		}
+		byKey[p.key] = c[1:]
+		fn(p, c[0])
+	}
 }
 
 // fixtureConfig finds the fixtures' binaries in testdata alone.

@@ -96,7 +96,8 @@ type Session struct {
 	unw  *unwind.Unwinder
 	rows cfi.RowCache // the serial Unwind's: no lock, no row copies
 	res  resolver
-	walk Walk // the serial Unwind's walk
+	walk Walk           // the serial Unwind's walk
+	top  []unwind.Frame // UnwindTop's frames
 	ids  []LocID
 
 	locIndex   map[locKey]LocID
@@ -451,6 +452,7 @@ func mappingOf(r *perfdata.Mmap) *Mapping {
 func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Stop) {
 	w := &s.walk
 	w.prepare(smp, false)
+	w.entry = false // noted here, before the walk
 	if w.hasRegs && s.isEntryProbe(smp.Event) {
 		s.tramps.noteEntry(s.Maps, w.Pid, w.Tid, w.sp, w.stack)
 	}
@@ -464,6 +466,11 @@ func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Sto
 // are handed out in the order stacks are first seen.
 func (s *Session) Intern(w *Walk, kernel bool) StackID {
 	pid := w.Pid
+	if w.entry {
+		// The session's own table, as the serial Unwind keeps it: UnwindTop
+		// reads it on this goroutine.
+		s.tramps.noteEntry(s.Maps, pid, w.Tid, w.sp, w.stack)
+	}
 	s.stats.Samples++
 	s.stats.Frames += uint64(len(w.frames))
 	if w.stop.Complete() {
@@ -517,6 +524,51 @@ func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
 	id := s.intern(Loc{PC: pc, Map: m, Return: true, Kind: unwind.FrameSample})
 	var one [1]LocID
 	one[0] = id
+	return s.internStack(one[:])
+}
+
+// perf's x86-64 sample_regs_user bits of BP, SP and IP (NOTES.md).
+const (
+	perfRegBP = 6
+	perfRegSP = 7
+	perfRegIP = 8
+)
+
+// UnwindTop walks the top of a stack known only by a few words: an entry
+// probe's fetch arguments (faultline record's sp=%sp bp=%bp s0=+0(%sp) …)
+// give the probed PC, SP, BP (hasBP) and the words from SP up, in
+// stack. It returns the frames' locations, leaf first, as far as the walk
+// got before the words ran out; the slice is reused by the next call of
+// UnwindTop or Unwind. Nothing is interned as a stack and the unwind
+// statistics do not count it: it is a leaf finder, not a sample's stack.
+func (s *Session) UnwindTop(pid, tid uint32, ip, sp, bp uint64, hasBP bool, stack []byte) []LocID {
+	var vals [3]uint64
+	mask := uint64(1)<<perfRegSP | 1<<perfRegIP
+	n := 0
+	if hasBP {
+		mask |= 1 << perfRegBP
+		vals[n] = bp
+		n++
+	}
+	vals[n], vals[n+1] = sp, ip
+	regs := unwind.RegsFromPerf(unwind.ArchX86_64, mask, vals[:n+2])
+	s.res.pid, s.res.tid = pid, tid
+	s.top, _ = s.unw.Unwind(regs, sp, stack, &s.res, nil, s.top[:0])
+	s.ids = s.ids[:0]
+	for _, f := range s.top {
+		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
+	}
+	return s.ids
+}
+
+// CallerStackOf interns the one-frame stack of a caller location (a frame
+// of an unwound stack with Return set): the same StackID CallerStack gives
+// its return address.
+func (s *Session) CallerStackOf(id LocID) StackID {
+	l := s.locs[id]
+	var one [1]LocID
+	one[0] = s.intern(Loc{PC: l.PC, Map: l.Map, Return: true, Kind: unwind.FrameSample})
 	return s.internStack(one[:])
 }
 

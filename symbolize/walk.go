@@ -35,6 +35,9 @@ type Walk struct {
 	callchain []uint64 // the sample's callchain (owned copy in pipelines)
 	user      []uint64 // the user part of callchain
 	tramps    []trampEntry
+	// entry: a pipeline's walk of a uprobe entry sample, whose return
+	// address Session.Intern notes again, in order, for UnwindTop.
+	entry bool
 
 	frames []unwind.Frame
 	stop   unwind.Stop
@@ -193,7 +196,8 @@ func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, copyStack bool) {
 		w.stackBuf = append(w.stackBuf[:0], w.stack...)
 		w.stack = w.stackBuf
 	}
-	if w.hasRegs && p.isEntryProbe(smp.Event) {
+	w.entry = w.hasRegs && p.isEntryProbe(smp.Event)
+	if w.entry {
 		p.tramps.noteEntry(p.own, w.Pid, w.Tid, w.sp, w.stack)
 	}
 	w.tramps = append(w.tramps[:0], p.tramps[w.Tid]...)

@@ -37,7 +37,8 @@ TRACEFS=/sys/kernel/tracing
 GROUP=fl_mixed
 OUT=$TD/mixed
 MAX_TRIES=5
-die() { echo "gen-mixed.sh: $*" >&2; exit 1; }
+# shellcheck source=genlib.sh
+. "$TD/genlib.sh"
 
 [ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf record -c 1); try: sudo $0"
 command -v perf >/dev/null || die "perf not found; install linux-perf"
@@ -92,27 +93,16 @@ RANGE=(-e "$GROUP:malloc/call-graph=no/" -e "$GROUP:malloc__return/call-graph=no
 STACKS=(-e "$GROUP:malloc" --filter 'size >= 1048576' -e "$GROUP:malloc" --filter 'size == 266240')
 rm -rf "$OUT"
 mkdir -p "$OUT"
-lost_count() { # FILE -> LOST + LOST_SAMPLES counts
-	perf script -D -i "$1" 2>/dev/null |
-		awk '/PERF_RECORD_LOST: / { sub(/.*lost:/, ""); n += $1 }
-		     /PERF_RECORD_LOST_SAMPLES: / { sub(/.*lost samples :/, ""); n += $1 }
-		     END { print n + 0 }'
-}
 CMDS=()
 record() { # variant events...
-	local v=$1 f="$OUT/$1.data" try lost
+	local v=$1 f="$OUT/$1.data"
 	shift
 	local cmd=(perf record -m 4M -c 1 -d --call-graph dwarf "$@" -o "$f" -- "$BIN/launch" "$BIN/mixed")
-	for ((try = 1; try <= MAX_TRIES; try++)); do
-		rm -f "$f"
+	run() {
 		echo "== ${cmd[*]}"
-		"${cmd[@]}" 2>"$BUILD/perf.err" || { cat "$BUILD/perf.err" >&2; die "perf record failed"; }
-		lost=$(lost_count "$f")
-		[ "$lost" = 0 ] && break
-		echo "   lost $lost, retrying ($try/$MAX_TRIES)"
-	done
-	[ "$lost" = 0 ] || die "$v still lost $lost samples after $MAX_TRIES tries"
-	chmod 0644 "$f"
+		"${cmd[@]}"
+	}
+	record_until_no_loss "$v" "$f" errors_on_failure run
 	CMDS+=("${cmd[*]}")
 }
 record stack-first "${RANGE[@]}" "${STACKS[@]}"
@@ -158,7 +148,7 @@ done
 	echo "recording commands:"
 	printf '  %s\n' "${CMDS[@]/$TD/testdata}"
 	echo
-	echo "build IDs: mixed $(readelf -n "$BIN/mixed" | awk '/Build ID:/ { print $3 }'), launch $(readelf -n "$BIN/launch" | awk '/Build ID:/ { print $3 }')"
+	echo "build IDs: mixed $(buildid_of "$BIN/mixed"), launch $(buildid_of "$BIN/launch")"
 	echo
 	echo "files (bytes, sha256):"
 	(cd "$TD" && find mixed "symfs$BIN/mixed" -type f ! -name GENERATED -print0 | sort -z | xargs -0 sha256sum |

@@ -27,7 +27,8 @@
 set -euo pipefail
 export LC_ALL=C
 
-die() { echo "gen-real.sh: $*" >&2; exit 1; }
+# shellcheck source=genlib.sh
+. "$(dirname "$0")/genlib.sh"
 [ $# = 1 ] || die "usage: $0 OUTPUT-DIR"
 [ "$(id -u)" = 0 ] || die "must run as root (uprobes, tracepoints, perf record -c 1); try: sudo $0 $1"
 command -v perf >/dev/null || die "perf not found; install linux-perf"
@@ -42,30 +43,14 @@ WORK=$OUT/work
 mkdir -p "$WORK"
 TMP=$(mktemp -d /tmp/faultline-real-tmp.XXXXXX)
 
-# --- probes (same policy as gen.sh: create only what is missing, remove only that)
+# --- probes (genlib.sh, as gen.sh: create only what is missing, remove only that)
 ADDED=()
 cleanup() {
-	local p
-	for p in "${ADDED[@]}"; do perf probe -q -d "$p" || echo "gen-real.sh: warning: could not remove probe $p" >&2; done
+	remove_added_probes
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-probe_exists() { [ -d "$TRACEFS/events/${1%%:*}/${1#*:}" ]; }
-ensure_probe() { # event spec
-	probe_exists "$1" && return
-	echo "== adding probe $1: $2"
-	perf probe -q -x "$LIBC" -a "$2"
-	ADDED+=("$1")
-	probe_exists "$1" || die "perf probe did not create $1"
-}
-ensure_probe probe_libc:malloc 'malloc size=%di:u64'
-ensure_probe probe_libc:malloc__return 'malloc%return ptr=$retval'
-if probe_exists probe_libc:malloc_hdr__return; then ADDED+=(probe_libc:malloc_hdr__return); fi
-ensure_probe probe_libc:malloc_hdr__return 'probe_libc:malloc_hdr=malloc%return ptr=$retval hdr=-8($retval):u64'
-ensure_probe probe_libc:calloc 'probe_libc:calloc=__libc_calloc n=%di:u64 size=%si:u64'
-ensure_probe probe_libc:calloc__return 'probe_libc:calloc=__libc_calloc%return ptr=$retval'
-ensure_probe probe_libc:realloc 'probe_libc:realloc=__libc_realloc oldptr=%di:u64 size=%si:u64'
-ensure_probe probe_libc:realloc__return 'probe_libc:realloc=__libc_realloc%return ptr=$retval'
+ensure_libc_probes
 
 # --- inputs (deterministic on a given machine)
 cat >"$WORK/alloc.py" <<'EOF'
@@ -97,14 +82,6 @@ declare -A CMD=(
 # recording (no losses) was 214 MB, so it copies 4 KiB.
 declare -A CALLGRAPH=([python3]=dwarf [xz]=dwarf [gcc]=dwarf,4096)
 VARIANTS=(plain pipe z tp hdr allocs)
-events_for() {
-	case $1 in
-	plain | pipe | z) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e page-faults:u" ;;
-	tp) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e exceptions:page_fault_user" ;;
-	hdr) echo "-e probe_libc:malloc -e probe_libc:malloc_hdr__return -e page-faults:u" ;;
-	allocs) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e probe_libc:calloc -e probe_libc:calloc__return -e probe_libc:realloc -e probe_libc:realloc__return -e page-faults:u" ;;
-	esac
-}
 
 RECORDED=()
 for name in "${NAMES[@]}"; do

@@ -40,7 +40,8 @@ MAX_TRIES=5
 # 4 MiB lost none in 6 tries, so every variant uses it.
 MMAP_SIZE=4M
 
-die() { echo "gen.sh: $*" >&2; exit 1; }
+# shellcheck source=genlib.sh
+. "$TD/genlib.sh"
 
 # --- preconditions -----------------------------------------------------------
 [ "$(id -u)" = 0 ] || die "must run as root (uprobes, page-fault tracepoint, perf record -c 1); try: sudo $0"
@@ -77,74 +78,25 @@ for b in launch basic threads forkexec exectarget; do
 done
 
 # --- 2. probes ---------------------------------------------------------------
-# probe_libc:malloc and probe_libc:malloc__return are shared with other
-# users of this machine, and so may be the calloc/realloc ones: each is
-# created here only when missing, and then removed at exit.
-# probe_libc:malloc_hdr__return is gen.sh's own (a leftover from an
-# interrupted run is reused and removed too).
+# (genlib.sh: the shared probe_libc probes are created only when missing and
+# only those are removed at exit.)
 ADDED=()
 cleanup() {
-	local p
-	for p in "${ADDED[@]}"; do
-		perf probe -q -d "$p" || echo "gen.sh: warning: could not remove probe $p" >&2
-	done
+	remove_added_probes
 	rm -rf "$BUILD"
 }
 trap cleanup EXIT
-probe_exists() { [ -d "$TRACEFS/events/${1%%:*}/${1#*:}" ]; }
-ensure_probe() { # event spec
-	if probe_exists "$1"; then
-		echo "== probe $1 exists: $(grep -E "^[pr]:${1/:/\/} " "$TRACEFS/uprobe_events" || true)"
-	else
-		echo "== adding probe $1: $2"
-		perf probe -q -x "$LIBC" -a "$2"
-		probe_exists "$1" || die "perf probe did not create $1 (see perf probe -l)"
-		ADDED+=("$1")
-	fi
-}
-ensure_probe probe_libc:malloc 'malloc size=%di:u64'
-ensure_probe probe_libc:malloc__return 'malloc%return ptr=$retval'
-if probe_exists probe_libc:malloc_hdr__return; then ADDED+=(probe_libc:malloc_hdr__return); fi
-# perf 6.1 appends "__return" to a return probe's given name too.
-ensure_probe probe_libc:malloc_hdr__return 'probe_libc:malloc_hdr=malloc%return ptr=$retval hdr=-8($retval):u64'
-# calloc and realloc do not go through malloc (glibc 2.36). Probe the
-# __libc_* symbols: "calloc" also matches libc's internal calloc@plt.
-ensure_probe probe_libc:calloc 'probe_libc:calloc=__libc_calloc n=%di:u64 size=%si:u64'
-ensure_probe probe_libc:calloc__return 'probe_libc:calloc=__libc_calloc%return ptr=$retval'
-ensure_probe probe_libc:realloc 'probe_libc:realloc=__libc_realloc oldptr=%di:u64 size=%si:u64'
-ensure_probe probe_libc:realloc__return 'probe_libc:realloc=__libc_realloc%return ptr=$retval'
+ensure_libc_probes
 
 # --- 3. record -----------------------------------------------------------------
 OUT=$TD/perf
 rm -rf "$OUT" "$TD/symfs" "$TD/buildid-cache"
 mkdir -p "$OUT"
 
-# events_for VARIANT: the -e arguments of a variant.
-events_for() {
-	case $1 in
-	plain | pipe | z) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e page-faults:u" ;;
-	tp) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e exceptions:page_fault_user" ;;
-	hdr) echo "-e probe_libc:malloc -e probe_libc:malloc_hdr__return -e page-faults:u" ;;
-	allocs) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e probe_libc:calloc -e probe_libc:calloc__return -e probe_libc:realloc -e probe_libc:realloc__return -e page-faults:u" ;;
-	esac
-}
-
-# perf_in FILE: how perf reads FILE (pipe-mode files come on stdin).
-is_pipe() { [[ $1 == *.pipe.data ]]; }
-
-lost_count() { # FILE -> number of samples lost (PERF_RECORD_LOST + LOST_SAMPLES)
-	# perf report --stats would be simpler but perf 6.1 fails on pipe files
-	# holding tracing data ("failed to process type"); perf script -D works.
-	local f=$1
-	if is_pipe "$f"; then perf script -D -i - <"$f"; else perf script -D -i "$f"; fi 2>/dev/null |
-		awk '/PERF_RECORD_LOST: / { sub(/.*lost:/, ""); n += $1 }
-		     /PERF_RECORD_LOST_SAMPLES: / { sub(/.*lost samples :/, ""); n += $1 }
-		     END { print n + 0 }'
-}
 
 RECORD_CMDS=()
 record() { # prog variant
-	local prog=$1 v=$2 f="$OUT/$1.$2.data" try lost
+	local prog=$1 v=$2 f="$OUT/$1.$2.data"
 	# shellcheck disable=SC2046
 	local base=(perf record -m "$MMAP_SIZE" -c 1 -d --call-graph dwarf $(events_for "$v"))
 	local cmd
@@ -153,20 +105,15 @@ record() { # prog variant
 	z) cmd="${base[*]} -z -o $f -- $BIN/launch $BIN/$prog" ;;
 	*) cmd="${base[*]} -o $f -- $BIN/launch $BIN/$prog" ;;
 	esac
-	for ((try = 1; try <= MAX_TRIES; try++)); do
-		rm -f "$f"
+	run() {
 		echo "== $cmd"
 		case $v in
-		pipe) "${base[@]}" -o - -- "$BIN/launch" "$BIN/$prog" >"$f" 2>"$BUILD/perf.err" ;;
-		z) "${base[@]}" -z -o "$f" -- "$BIN/launch" "$BIN/$prog" 2>"$BUILD/perf.err" ;;
-		*) "${base[@]}" -o "$f" -- "$BIN/launch" "$BIN/$prog" 2>"$BUILD/perf.err" ;;
-		esac || { cat "$BUILD/perf.err" >&2; die "perf record failed for $prog/$v"; }
-		lost=$(lost_count "$f")
-		[ "$lost" = 0 ] && break
-		echo "   lost $lost samples, retrying ($try/$MAX_TRIES)"
-	done
-	[ "$lost" = 0 ] || die "$prog/$v still lost $lost samples after $MAX_TRIES tries"
-	chmod 0644 "$f"
+		pipe) "${base[@]}" -o - -- "$BIN/launch" "$BIN/$prog" >"$f" ;;
+		z) "${base[@]}" -z -o "$f" -- "$BIN/launch" "$BIN/$prog" ;;
+		*) "${base[@]}" -o "$f" -- "$BIN/launch" "$BIN/$prog" ;;
+		esac
+	}
+	record_until_no_loss "$prog/$v" "$f" errors_on_failure run
 	RECORD_CMDS+=("$cmd")
 }
 
@@ -202,7 +149,6 @@ for f in "$OUT"/*.data; do
 done
 
 # --- 5. symfs and build-id cache -----------------------------------------------
-buildid_of() { readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
 declare -A SEEN=()
 # Build IDs come from the file-mode recordings with a HEADER_BUILD_ID:
 # perf 6.1 fails on pipe files ("failed to process type") and -z files have

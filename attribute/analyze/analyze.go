@@ -78,7 +78,14 @@ type Summary struct {
 	// label (sampled, inferred, leaf).
 	StackJoin   *StackJoin
 	AllocStacks map[string]report.StackTotal
-	Truncated   bool
+	// TopStacks is set when the entry probes fetched the top of the stack
+	// (faultline record's sp, bp, s0… fields): how the calls without a
+	// stack found their exact leaf from it.
+	TopStacks *TopStacks
+	// FromRecord: the recording was made by faultline record (its CMDLINE
+	// feature says), so advice names record's flags.
+	FromRecord bool
+	Truncated  bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
 	// set too.
@@ -110,11 +117,15 @@ type run struct {
 	noPointer  uint64 // posix_memalign returns without the pointer
 
 	// Stack events (stacks.go).
-	leafMode bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
-	held     map[uint32]*held
-	join     StackJoin
-	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
-	callers  callerTable
+	leafMode   bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
+	held       map[uint32]*held
+	join       StackJoin
+	leaves     map[attribute.StackID]bool // one-frame stacks made from return addresses
+	callers    callerTable
+	locClasses map[symbolize.LocID]uint8 // callerChain's classes of locations
+	chain      []symbolize.LocID         // callerChain's result
+	top        TopStacks
+	topBuf     []byte // the stack words of the entry being walked
 
 	nBuildIDs, nEvents int // build IDs and events seen (pipe mode adds them as records)
 	// walk is the current sample's stack walk when a pipeline walked it
@@ -130,7 +141,7 @@ type run struct {
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
 	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
-		held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
 	if err := ru.records(); err != nil {
 		return nil, err
 	}
@@ -163,10 +174,16 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.LostTotal += e.Lost
 	}
 	s.LostBuffer = ru.lostBuffer
+	if cl := r.Meta().Cmdline; len(cl) >= 2 && path.Base(cl[0]) == "faultline" && cl[1] == "record" {
+		s.FromRecord = true
+	}
 	p.Comments = append(p.Comments, lossComments(s.Events)...)
 	if ru.leafMode {
 		s.StackJoin = &ru.join
 		s.AllocStacks = ru.b.StackTotals()
+		if ru.top.Words > 0 {
+			s.TopStacks = &ru.top
+		}
 	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
@@ -291,6 +308,7 @@ func (ru *run) setup() error {
 		ru.counts[i].Role = in.role.String()
 		if in.role == RoleAllocEntry && !hasStacks(in.ev) {
 			ru.leafMode = true
+			ru.top.Words = max(ru.top.Words, uint64(len(in.topWords)))
 		}
 	}
 	if ru.tr != nil {
@@ -404,6 +422,8 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		e := ru.entryOf(in, smp)
 		if hasStacks(in.ev) { // range events carry none: no walk to count
 			e.Stack, e.CallerRet = ru.unwind(smp)
+		} else {
+			e.Leaf = ru.topLeaf(in, smp.Pid, smp.Tid, smp.Raw)
 		}
 		ru.tr.Entry(e)
 	case RoleAllocReturn:
@@ -484,6 +504,9 @@ func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64
 		switch ru.infos[e.Index].role {
 		case RoleAllocEntry, RoleAllocReturn, RoleFree:
 			ev = e.Index
+		case RoleStack:
+			// A stack ring holds stack samples only: no call was lost.
+			return
 		default:
 			if samples {
 				return

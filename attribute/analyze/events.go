@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/faultline/faultline/attribute"
@@ -54,6 +55,51 @@ type eventInfo struct {
 	// statusReturn: posix_memalign's return value is a status, not the
 	// pointer (that goes to *memptr, which a return probe cannot read).
 	statusReturn bool
+
+	// The top of the stack an entry probe fetched (TopStackSP, ...; nil
+	// without): probeIP is the probed function's address.
+	probeIP, topSP, topBP *perfdata.TraceField
+	topWords              []*perfdata.TraceField
+}
+
+// The fields an allocator entry probe made by faultline record carries
+// besides its arguments: the stack pointer, the frame pointer and the top
+// words of the stack at the probed function's first instruction, as tracefs
+// fetch arguments (TopStackSP=%sp TopStackBP=%bp s0=+0(%sp) s1=+8(%sp) …).
+// For a call recorded without a stack they are enough to unwind through
+// the allocator's thin wrappers (operator new and its variants) to the
+// first caller outside them: the call's exact leaf (stacks.go).
+const (
+	TopStackSP = "sp"
+	TopStackBP = "bp"
+	// MaxTopWords bounds the words read: a tracefs probe takes at most
+	// 128 arguments (Linux MAX_TRACE_ARGS).
+	MaxTopWords = 128
+)
+
+// TopStackWord is the field name of the i-th word above the stack pointer.
+func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
+
+// topStackFields resolves an entry event's top-of-stack fields: sp and
+// the words s0, s1, … present in a row (none without sp).
+func (in *eventInfo) topStackFields() {
+	in.topSP = field(in.ev, TopStackSP)
+	in.probeIP = field(in.ev, "__probe_ip")
+	if in.topSP == nil || in.probeIP == nil {
+		in.topSP = nil
+		return
+	}
+	in.topBP = field(in.ev, TopStackBP)
+	for i := 0; i < MaxTopWords; i++ {
+		f := field(in.ev, TopStackWord(i))
+		if f == nil {
+			break
+		}
+		in.topWords = append(in.topWords, f)
+	}
+	if len(in.topWords) == 0 {
+		in.topSP = nil
+	}
 }
 
 // allocNames maps allocator function names (as probed) to their kind.
@@ -177,6 +223,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		default:
 			in.size = field(ev, "size", "bytes", "arg1")
 		}
+		in.topStackFields()
 		if in.size == nil {
 			return nil, fmt.Errorf("event %s: an entry probe needs the requested size as field size (perf probe -x LIBC '%s size=%%di:u64')", ev.Name, fn)
 		}

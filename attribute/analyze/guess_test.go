@@ -19,10 +19,7 @@ import (
 // before the cut at 1.2 MB of the 1.6 MB file, which falls inside
 // make_matrix's touching).
 func TestTruncatedRecordingInfersProbes(t *testing.T) {
-	data, err := os.ReadFile(perftest.Testdata(t, "perf", "basic.plain.data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := perftest.ReadTestdata(t, "perf", "basic.plain.data")
 	path := filepath.Join(t.TempDir(), "cut.data")
 	if err := os.WriteFile(path, data[:1200000], 0o644); err != nil {
 		t.Fatal(err)

@@ -270,10 +270,7 @@ func TestInjectFaults(t *testing.T) {
 	}
 	for _, name := range fixtures {
 		t.Run(strings.TrimSuffix(name, ".data"), func(t *testing.T) {
-			p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := perftest.ReadTestdata(t, "perf", name)
 			injectFixture(t, name, p)
 		})
 	}

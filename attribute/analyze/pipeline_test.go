@@ -3,6 +3,7 @@ package analyze
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -23,7 +24,11 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 		t.Fatal(err)
 	}
 	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/symfs", BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	symfs := filepath.Join(filepath.Dir(path), "symfs") // heapgrow's, diff's
+	if _, err := os.Stat(symfs); err != nil {
+		symfs = "../../testdata/symfs"
+	}
+	sess, err := symbolize.NewSession(symbolize.Config{Symfs: symfs, BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,28 +48,30 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 	}
 	slices.Sort(warnings)
 	s.Warnings = nil
-	join := s.StackJoin
-	s.StackJoin = nil
-	return buf.Bytes(), fmt.Sprintf("%+v %+v %q", s, join, warnings)
+	join, top := s.StackJoin, s.TopStacks // pointers: compared by value
+	s.StackJoin, s.TopStacks = nil, nil
+	return buf.Bytes(), fmt.Sprintf("%+v %+v %+v %q", s, join, top, warnings)
 }
 
 // TestWorkersSameProfile: every committed recording (file mode, pipe mode,
-// compressed, forks and execs, threads, stack-joined range events) gives
+// compressed, forks and execs, threads, stack-joined range events, leaves
+// from entry-probe words) gives
 // the same profile bytes and the same summary with 1 walker (the serial
 // path), 2 and 8 (the pipeline), by alloc and by touch. The serial path is
 // the reference the other tests check against perf script and the
 // expectation tables.
 func TestWorkersSameProfile(t *testing.T) {
 	var files []string
-	for _, g := range []string{"../../testdata/perf/*.data", "../../testdata/mixed/*.data", "../../testdata/diff/*.data"} {
+	for _, g := range []string{"../../testdata/perf/*.data", "../../testdata/mixed/*.data", "../../testdata/diff/*.data",
+		"../../testdata/heapgrow/*.data", "../../testdata/leaf/*.data"} {
 		m, err := filepath.Glob(g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, m...)
 	}
-	if len(files) < 20 {
-		t.Fatalf("found %d committed recordings, want the 23 under testdata/{perf,mixed,diff}", len(files))
+	if len(files) < 25 {
+		t.Fatalf("found %d committed recordings, want the 27 under testdata/{perf,mixed,diff,heapgrow,leaf}", len(files))
 	}
 	for _, f := range files {
 		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {

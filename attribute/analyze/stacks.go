@@ -9,6 +9,7 @@ import (
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // Recordings of faultline record's shape (issue 10; CONTRACT-record.md)
@@ -179,6 +180,7 @@ func (ru *run) release(h *held) {
 		if h.role == RoleFault {
 			ru.tr.Fault(&h.fault)
 		} else {
+			h.entry.Leaf = ru.topLeaf(ru.infos[h.ev], h.entry.Pid, h.entry.Tid, h.raw)
 			ru.tr.Entry(&h.entry)
 		}
 	case heldStack:
@@ -247,24 +249,46 @@ type leafCallers struct {
 	all, sampled []uint64
 }
 
-// noteCallers counts a stacked entry's stack at its leaf. Stacks from a
-// 1-in-N stack event are a uniform sample of the small calls that lack a
-// stack; those from a filtered every-hit event (big allocations) are used
-// only where a leaf has no sampled ones.
+// noteCallers counts a stacked entry's stack at each leaf a call without
+// a stack may be given at the same place (topLeaf): every caller frame from
+// the first one outside the allocator's wrappers to the first one in the
+// user's code, and the return address on top of the stack (the return
+// probe's __probe_ret_ip, the fallback), each once. Stacks from a 1-in-N
+// stack event are a uniform sample of the small calls that lack a stack;
+// those from a filtered every-hit event (big allocations) are used only
+// where a leaf has no sampled ones.
 func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
-	if !ru.leafMode || e.Stack == 0 || e.CallerRet == 0 {
+	if !ru.leafMode || e.Stack == 0 {
 		return
 	}
-	leaf := ru.leafStack(e.Pid, e.CallerRet)
+	var keys [maxChain + 1]attribute.StackID
+	chain, _ := ru.callerChain(ru.sess.Stack(symbolize.StackID(e.Stack)))
+	n := 0
+	for _, loc := range chain {
+		keys[n] = ru.leafOf(loc)
+		n++
+	}
+	if e.CallerRet != 0 {
+		keys[n] = ru.leafStack(e.Pid, e.CallerRet)
+		n++
+	}
+	for i, k := range keys[:n] {
+		if !slices.Contains(keys[:i], k) {
+			ru.countCaller(k, e.Stack, sampled)
+		}
+	}
+}
+
+func (ru *run) countCaller(leaf, stack attribute.StackID, sampled bool) {
 	lc := ru.callers.byLeaf[leaf]
 	if lc == nil {
 		lc = &leafCallers{}
 		ru.callers.byLeaf[leaf] = lc
 	}
-	i := slices.Index(lc.stacks, e.Stack)
+	i := slices.Index(lc.stacks, stack)
 	if i < 0 {
 		i = len(lc.stacks)
-		lc.stacks = append(lc.stacks, e.Stack)
+		lc.stacks = append(lc.stacks, stack)
 		lc.all = append(lc.all, 0)
 		lc.sampled = append(lc.sampled, 0)
 	}
@@ -272,6 +296,152 @@ func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
 	if sampled {
 		lc.sampled[i]++
 	}
+}
+
+// leafOf is the one-frame stack of a caller location, remembered as a
+// leaf-only stack for the profile's `stack` label.
+func (ru *run) leafOf(loc symbolize.LocID) attribute.StackID {
+	id := attribute.StackID(ru.sess.CallerStackOf(loc))
+	ru.leaves[id] = true
+	return id
+}
+
+// Location classes for callerChain, cached per location.
+const (
+	locAllocator = 1 << iota // in the allocator or a wrapper (report.IsAllocator)
+	locSystem                // the system's code (report.IsSystemFile, report.IsSystemSource)
+	locKnown                 // classified
+)
+
+// maxChain bounds the frames between the allocator's wrappers and the
+// user's code that are tried as leaves.
+const maxChain = 8
+
+// callerChain returns the caller frames of locs (leaf first) from the
+// first one outside the allocator and its wrappers (report.IsAllocator,
+// the table the profile drops allocator frames by) to the first one in the
+// user's code (outside system libraries and the standard library's
+// templates: report.IsSystemFile and report.IsSystemSource, the rules the
+// summary names sites by), and whether it got there. A leaf inside the
+// wrappers (operator new) or the system's code (std::string's out-of-line
+// constructor in libstdc++, strdup in libc, vector::_M_realloc_insert) is
+// shared by all their callers; the user's frame is where the sites differ,
+// and where the frames end before it the last one is the most specific
+// leaf known. The chain is empty when the frames end (or reach a frame
+// that is not code: the [uprobes] trampoline, an unmapped address) inside
+// the wrappers. The slice is reused by the next call.
+func (ru *run) callerChain(locs []symbolize.LocID) (chain []symbolize.LocID, user bool) {
+	chain = ru.chain[:0]
+	defer func() { ru.chain = chain }()
+	for _, id := range locs {
+		l := ru.sess.Loc(id)
+		if !l.Return {
+			continue // the probed function itself
+		}
+		if l.Map == nil || l.Map.File == "[uprobes]" {
+			break
+		}
+		c := ru.locClass(id, l)
+		if c&locAllocator != 0 && len(chain) == 0 {
+			continue
+		}
+		if len(chain) == maxChain {
+			break
+		}
+		chain = append(chain, id)
+		if c&locSystem == 0 {
+			return chain, true
+		}
+	}
+	return chain, false
+}
+
+func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
+	if c := ru.locClasses[id]; c != 0 {
+		return c
+	}
+	if ru.locClasses == nil {
+		ru.locClasses = map[symbolize.LocID]uint8{}
+	}
+	c := uint8(locKnown)
+	// The outermost line is the physical function; helpers inlined into
+	// malloc count as malloc.
+	fs := ru.sess.Lines(id, false)
+	f := fs[len(fs)-1]
+	if report.IsAllocator(f.Func) || report.IsAllocator(f.System) || report.IsAllocator(f.Symbol) {
+		c |= locAllocator
+	}
+	if report.IsSystemFile(l.Map.File) || systemSourceOnly(fs) {
+		c |= locSystem
+	}
+	ru.locClasses[id] = c
+	return c
+}
+
+// systemSourceOnly reports whether every line of a location's inline chain
+// is in a system header: a template of the standard library instantiated
+// in the user's binary (std::vector::_M_realloc_insert), which all its
+// callers share. A line without a source file does not count as the
+// system's.
+func systemSourceOnly(fs []binfile.Frame) bool {
+	for _, f := range fs {
+		if f.File == "" || !report.IsSystemSource(f.File) {
+			return false
+		}
+	}
+	return true
+}
+
+// TopStacks counts how allocations recorded without a stack found their
+// leaf from the entry probe's top-of-stack words (faultline record's sp,
+// bp, s0… fields).
+type TopStacks struct {
+	Words uint64 // stack words per entry (the most any event has)
+	User  uint64 // the walk reached the user's code: an exact leaf there
+	// Library: the walk left the allocator's wrappers but ended inside the
+	// system's code: the leaf is the last frame it reached there, shared
+	// by that code's callers.
+	Library uint64
+	// Short: the words ended (or the walk stopped) inside the wrappers:
+	// the call fell back to its return probe's leaf (a return address
+	// inside the wrapper, shared by all its callers).
+	Short uint64
+}
+
+// topLeaf returns the leaf of an entry recorded without a stack from its
+// top-of-stack fields (the last frame of callerChain), or 0 when it has
+// none or they do not reach past the allocator's wrappers (the return
+// probe's leaf is used then).
+func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.StackID {
+	if !ru.leafMode || in.topSP == nil {
+		return 0
+	}
+	ip, _ := in.probeIP.Uint64(raw)
+	sp, _ := in.topSP.Uint64(raw)
+	var bp uint64
+	hasBP := false
+	if in.topBP != nil {
+		bp, hasBP = in.topBP.Uint64(raw)
+	}
+	buf := ru.topBuf[:0]
+	for _, f := range in.topWords {
+		w, ok := f.Uint64(raw)
+		if !ok {
+			break
+		}
+		buf = binary.LittleEndian.AppendUint64(buf, w)
+	}
+	ru.topBuf = buf
+	if chain, user := ru.callerChain(ru.sess.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); len(chain) > 0 {
+		if user {
+			ru.top.User++
+		} else {
+			ru.top.Library++
+		}
+		return ru.leafOf(chain[len(chain)-1])
+	}
+	ru.top.Short++
+	return 0
 }
 
 // weights returns the stacks to split a leaf-only allocation over.

@@ -23,11 +23,7 @@ func (s *siteSink) Fault(*attribute.Fault, *attribute.Allocation) {}
 // not follow (or differs) is dropped as unmatched; no stack sample ever
 // makes a call.
 func TestStackJoinSynthetic(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	size := &perfdata.TraceField{Name: "size", Offset: 0, Size: 8}
 	ptr := &perfdata.TraceField{Name: "ptr", Offset: 0, Size: 8}
 	evs := []*perfdata.Event{
@@ -45,10 +41,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 		t.Fatalf("pairing: %+v %+v %+v", *infos[0], *infos[1], *infos[2])
 	}
 	sink := &siteSink{sites: map[uint64]attribute.StackID{}}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 3), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru := testRun(sess, infos, sink)
 	var now uint64
 	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 	feed := func(ev int, v uint64) {
@@ -98,11 +91,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 // stack sample, its return (leaf from __probe_ret_ip) and its free allocate
 // nothing in the analysis.
 func TestStackJoinAllocatesNothing(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	f8 := func(name string, off int) *perfdata.TraceField {
 		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -111,18 +100,25 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: perfdata.SampleRaw | perfdata.SampleCallchain}},
 		{Index: 2, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 8, SampleType: perfdata.SampleRaw}},
 		{Index: 3, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 9, SampleType: perfdata.SampleRaw}},
+		{Index: 4, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 10, SampleType: perfdata.SampleRaw}},
+	}
+	// Event 4: an entry without a stack twin whose raw data carries the
+	// top of the stack (faultline record's fields): size, __probe_ip, sp,
+	// bp and 4 words.
+	top := &eventInfo{ev: evs[4], role: RoleAllocEntry, size: f8("size", 0), probeIP: f8("__probe_ip", 8), topSP: f8(TopStackSP, 16), topBP: f8(TopStackBP, 24)}
+	for i := 0; i < 4; i++ {
+		top.topWords = append(top.topWords, f8(TopStackWord(i), 32+8*i))
 	}
 	infos := []*eventInfo{
 		{ev: evs[0], role: RoleAllocEntry, size: f8("size", 0)},
 		{ev: evs[1], role: RoleAllocEntry, size: f8("size", 0)},
 		{ev: evs[2], role: RoleAllocReturn, ptr: f8("ptr", 0), retIP: f8("__probe_ret_ip", 8)},
 		{ev: evs[3], role: RoleFree, ptr: f8("ptr", 0)},
+		top,
 	}
 	pairStackEvents(infos)
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 4), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}, leafMode: true}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
+	ru.leafMode = true
 	mk := func(ev int, raw []byte) *perfdata.Sample {
 		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
 		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
@@ -134,9 +130,14 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	stack.Callchain = []uint64{perfdata.ContextUser, 0x401000, 0x402000}
 	ret := mk(2, le.AppendUint64(le.AppendUint64(nil, 0x600010), 0x401005))
 	free := mk(3, le.AppendUint64(nil, 0x600010))
+	topRaw := le.AppendUint64(nil, 64)
+	for _, v := range []uint64{0x7f0000001000, 0x7ffc0000f000, 0x7ffc0000f100, 0x401005, 0, 0x402000, 0} {
+		topRaw = le.AppendUint64(topRaw, v)
+	}
+	topEntry := mk(4, topRaw)
 	var now uint64
 	cycle := func() {
-		for _, s := range []*perfdata.Sample{entry, stack, ret, free} {
+		for _, s := range []*perfdata.Sample{entry, stack, ret, free, topEntry, ret, free} {
 			now++
 			s.Time = now
 			ru.sample(s)
@@ -146,7 +147,10 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 		cycle()
 	}
 	if n := testing.AllocsPerRun(200, cycle); n != 0 {
-		t.Errorf("%v allocations per call (entry, stack, return, free), want 0", n)
+		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
+	}
+	if ru.top.User+ru.top.Library+ru.top.Short < 210 {
+		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.top)
 	}
 	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
 		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)
@@ -163,11 +167,7 @@ func (s *faultSink) Fault(f *attribute.Fault, _ *attribute.Allocation) { s.stack
 // events have no raw payload, so the halves of one fault match by address
 // and IP; each fault is counted once, with the stack when its half came.
 func TestFaultStackJoin(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	evs := []*perfdata.Event{
 		{Index: 0, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr}},
 		{Index: 1, Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SampleType: perfdata.SampleAddr | perfdata.SampleCallchain}},
@@ -178,10 +178,7 @@ func TestFaultStackJoin(t *testing.T) {
 		t.Fatalf("pairing: %v %v", infos[0].role, infos[1].role)
 	}
 	sink := &faultSink{stacks: map[uint64]attribute.StackID{}}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru := testRun(sess, infos, sink)
 	var now uint64
 	feed := func(ev int, addr uint64) {
 		now++
@@ -211,11 +208,7 @@ func TestFaultStackJoin(t *testing.T) {
 // (0 on success), not the pointer: such a return makes no allocation and is
 // counted as lacking its pointer, not as a failed call.
 func TestPosixMemalignStatusReturn(t *testing.T) {
-	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	sess := emptySession(t)
 	f8 := func(name string, off int) perfdata.TraceField {
 		return perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -239,8 +232,7 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 	if !infos[1].statusReturn || infos[0].role != RoleAllocEntry {
 		t.Fatalf("classify: %+v %+v", *infos[0], *infos[1])
 	}
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, 2), held: map[uint32]*held{}}
-	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), &siteSink{sites: map[uint64]attribute.StackID{}}, nil)
+	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
 	le := binary.LittleEndian
 	entry := &perfdata.Sample{Event: evs[0], Raw: le.AppendUint64(le.AppendUint64(le.AppendUint64(nil, 0x7ff0), 64), 4096)}
 	ret := &perfdata.Sample{Event: evs[1], Raw: le.AppendUint64(nil, 0)}
@@ -251,4 +243,26 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 	if st := ru.tr.Stats(); ru.noPointer != 1 || st.Allocations != 0 || st.Entries != 1 {
 		t.Errorf("no pointer %d, allocations %d, entries %d; want 1 0 1", ru.noPointer, st.Allocations, st.Entries)
 	}
+}
+
+// testRun is a run over infos with empty tables, its tracker reporting to
+// sink (what Run sets up before the first record).
+func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
+		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
+		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	return ru
+}
+
+// emptySession is a session without binaries, environment or recording
+// metadata, closed when the test ends.
+func emptySession(t *testing.T) *symbolize.Session {
+	t.Helper()
+	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	return sess
 }

@@ -64,18 +64,7 @@ func (s *Summary) WriteText(w io.Writer) {
 	if t.PendingOverflows > 0 {
 		fmt.Fprintf(w, "Limits:       %d times a thread held %d faults for allocator calls whose return never came; the calls were dropped as unpaired\n", t.PendingOverflows, 1<<16)
 	}
-	var lost []string
-	for _, e := range s.Events {
-		if e.Lost > 0 {
-			lost = append(lost, fmt.Sprintf("%s %d of %d (%s)", e.Name, e.Lost, e.Lost+e.Samples, pct(e.Lost, e.Lost+e.Samples)))
-		}
-	}
-	if len(lost) > 0 {
-		fmt.Fprintf(w, "Lost samples: %s\n", strings.Join(lost, "; "))
-		fmt.Fprintln(w, "  attribution is incomplete where allocation events were lost; record with a larger -m or a smaller --call-graph dwarf size")
-	} else {
-		fmt.Fprintln(w, "Lost samples: none")
-	}
+	s.writeLost(w, pct)
 	if s.LostBuffer > 0 {
 		fmt.Fprintf(w, "  LOST records: %d events dropped from full ring buffers (the same losses, counted per buffer)\n", s.LostBuffer)
 	}
@@ -126,13 +115,54 @@ func (s *Summary) WriteText(w io.Writer) {
 	}
 }
 
+// writeLost says which events lost samples. A stack instance's losses
+// (RoleStack) lose no call: those calls get inferred callers, so they are
+// told apart from the range events' losses, which leave attribution
+// incomplete. The advice names the recorder's flags.
+func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
+	var lost []string
+	var stackLost, stackAll uint64
+	for _, e := range s.Events {
+		if e.Role == RoleStack.String() {
+			stackLost += e.Lost
+			stackAll += e.Lost + e.Samples
+			continue
+		}
+		if e.Lost > 0 {
+			lost = append(lost, fmt.Sprintf("%s %d of %d (%s)", e.Name, e.Lost, e.Lost+e.Samples, pct(e.Lost, e.Lost+e.Samples)))
+		}
+	}
+	switch {
+	case len(lost) > 0:
+		fmt.Fprintf(w, "Lost samples: %s\n", strings.Join(lost, "; "))
+		if s.FromRecord {
+			fmt.Fprintln(w, "  attribution is incomplete where allocation events were lost; record with a larger -m (the call and fault rings)")
+		} else {
+			fmt.Fprintln(w, "  attribution is incomplete where allocation events were lost; record with a larger -m or a smaller --call-graph dwarf size")
+		}
+	case stackLost > 0:
+		fmt.Fprintln(w, "Lost samples: no call or fault")
+	default:
+		fmt.Fprintln(w, "Lost samples: none")
+	}
+	if stackLost > 0 {
+		fmt.Fprintf(w, "Stack samples lost: %d of %d (%s; every call kept, those calls get inferred callers); ", stackLost, stackAll, pct(stackLost, stackAll))
+		if s.FromRecord {
+			fmt.Fprintln(w, "raise --stack-mmap-pages or --stack-every")
+		} else {
+			fmt.Fprintln(w, "give the stack events a larger buffer or a smaller --call-graph dwarf size")
+		}
+	}
+}
+
 // lossComments carries the recording's per-event losses into the profile
-// (report.LossComment) for diff; every event that took part in the
-// analysis gets one, lost or not.
+// (report.LossComment) for diff: every event that took part in the
+// analysis and has samples or losses gets one, lost or not (a recording
+// of faultline record probes functions a program may never call).
 func lossComments(events []EventSummary) []string {
 	var out []string
 	for _, e := range events {
-		if e.Role == RoleNone.String() {
+		if e.Role == RoleNone.String() || e.Samples == 0 && e.Lost == 0 {
 			continue
 		}
 		out = append(out, report.LossComment(report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost}))
@@ -164,7 +194,20 @@ func (s *Summary) writeAllocStacks(w io.Writer) {
 	}
 	fmt.Fprintf(w, "Alloc stacks: sampled %s; inferred %s; leaf only %s\n",
 		share(report.StackSampled), share(report.StackInferred), share(report.StackLeaf))
-	fmt.Fprintln(w, "  inferred: exact leaf (where the allocator returned to), callers split over the stacks sampled at that leaf in proportion (label stack=inferred)")
+	if t := s.TopStacks; t != nil && t.User+t.Library+t.Short > 0 {
+		fmt.Fprintln(w, "  inferred: exact leaf (the first caller in the user's code, unwound from the entry's top stack words), callers split over the stacks sampled at that leaf in proportion (label stack=inferred)")
+		n := t.User + t.Library + t.Short
+		fmt.Fprintf(w, "  leaves from %d stack words: %d of %d calls without a stack reached the user's code", t.Words, t.User, n)
+		if t.Library > 0 {
+			fmt.Fprintf(w, ", %d ended in the system's code (a system library or a standard-library template: leaf at the last frame reached)", t.Library)
+		}
+		if t.Short > 0 {
+			fmt.Fprintf(w, ", %d ended inside the allocator's wrappers (leaf: where the allocator returned to, shared by the wrapper's callers)", t.Short)
+		}
+		fmt.Fprintln(w)
+	} else {
+		fmt.Fprintln(w, "  inferred: exact leaf (where the allocator returned to), callers split over the stacks sampled at that leaf in proportion (label stack=inferred)")
+	}
 	if j := s.StackJoin; j != nil && (j.Unmatched > 0) {
 		fmt.Fprintf(w, "  %d stack samples found no call (their range sample was lost)\n", j.Unmatched)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
 	"github.com/google/pprof/profile"
@@ -211,34 +212,9 @@ func Profile(res *Result, sym *Symbolizer) *profile.Profile {
 		samples[k] = s
 		p.Sample = append(p.Sample, s)
 	}
-	mainMappingFirst(p)
+	// Each sample has one location, its accessing or faulting instruction.
+	report.MainMappingFirst(p, func(s *profile.Sample) int64 { return s.Value[0] })
 	return p
-}
-
-// mainMappingFirst moves the mapping holding the most samples to the front:
-// pprof names a profile after its first mapping ("File:").
-func mainMappingFirst(p *profile.Profile) {
-	weight := map[*profile.Mapping]int64{}
-	for _, s := range p.Sample {
-		if m := s.Location[0].Mapping; m != nil {
-			weight[m] += s.Value[0]
-		}
-	}
-	best := 0
-	for i, m := range p.Mapping {
-		if weight[m] > weight[p.Mapping[best]] {
-			best = i
-		}
-	}
-	if best == 0 {
-		return
-	}
-	m := p.Mapping[best]
-	copy(p.Mapping[1:best+1], p.Mapping[:best])
-	p.Mapping[0] = m
-	for i, m := range p.Mapping {
-		m.ID = uint64(i + 1)
-	}
 }
 
 type locKey struct {

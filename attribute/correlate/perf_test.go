@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
-	"github.com/google/pprof/profile"
 )
 
 // ReadPerf against perf script's text of the same recordings (committed by
@@ -118,18 +118,7 @@ func TestProfileSymbolized(t *testing.T) {
 	for _, m := range maps {
 		sess.Maps.Add(0, m)
 	}
-	p := Profile(res, &Symbolizer{Sess: sess, Pid: 0})
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := p.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	p2, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p2 := reporttest.RoundTrip(t, Profile(res, &Symbolizer{Sess: sess, Pid: 0}))
 	ef, err := elf.Open(filepath.Join("testdata", "symfs", "tmp", "fl_correlate_gen", "selftrace"))
 	if err != nil {
 		t.Fatalf("committed fixture missing: %v", err)

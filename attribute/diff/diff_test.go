@@ -216,18 +216,8 @@ func TestProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.CheckValid(); err != nil {
-		t.Fatal(err)
-	}
 	// Round trip through the wire format.
-	var buf bytes.Buffer
-	if err := d.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	d, err = profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d = reporttest.RoundTrip(t, d)
 	var total, baseTotal int64
 	byLeaf := map[string]int64{}
 	for _, s := range d.Sample {

@@ -6,7 +6,8 @@ import (
 )
 
 // A profile carries its recording's losses as pprof comments (Profile.
-// Comments, shown by `go tool pprof -comments`), one per event, so that
+// Comments, shown by `go tool pprof -comments`), one per event that has
+// samples or losses (not the probes of functions never called), so that
 // `faultline diff` can warn about an input that lost allocation or fault
 // events without the recording at hand. A comment reads
 //

@@ -276,25 +276,26 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		p.Sample = append(p.Sample, s)
 	}
-	mainMappingFirst(p)
+	MainMappingFirst(p, func(s *profile.Sample) int64 { return s.Value[0] + s.Value[1] })
 	return p
 }
 
-// mainMappingFirst moves the mapping that holds most samples' leaf code to
-// the front: pprof names the profile after its first mapping ("File:").
-func mainMappingFirst(p *profile.Profile) {
-	weight := map[*profile.Mapping]int64{}
+// MainMappingFirst moves the mapping that holds the leaf code of the most
+// samples, each counted by weight, to the front and numbers the mappings
+// again: pprof names a profile after its first mapping ("File:").
+func MainMappingFirst(p *profile.Profile, weight func(*profile.Sample) int64) {
+	total := map[*profile.Mapping]int64{}
 	for _, s := range p.Sample {
 		for _, l := range s.Location {
 			if l.Mapping != nil {
-				weight[l.Mapping] += s.Value[0] + s.Value[1]
+				total[l.Mapping] += weight(s)
 				break
 			}
 		}
 	}
 	best := 0
 	for i, m := range p.Mapping {
-		if weight[m] > weight[p.Mapping[best]] {
+		if total[m] > total[p.Mapping[best]] {
 			best = i
 		}
 	}

@@ -1,24 +1,25 @@
-package report
+package report_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/google/pprof/profile"
 )
 
-var libc = &Mapping{File: "/usr/lib/x86_64-linux-gnu/libc.so.6", BuildID: "93ac61ec", Start: 0x7f0000000000, Limit: 0x7f0000200000}
-var prog = &Mapping{File: "/bin/prog", BuildID: "abcd", Start: 0x400000, Limit: 0x500000}
+var libc = &report.Mapping{File: "/usr/lib/x86_64-linux-gnu/libc.so.6", BuildID: "93ac61ec", Start: 0x7f0000000000, Limit: 0x7f0000200000}
+var prog = &report.Mapping{File: "/bin/prog", BuildID: "abcd", Start: 0x400000, Limit: 0x500000}
 
-type fakeStacks map[attribute.StackID][]Location
+type fakeStacks map[attribute.StackID][]report.Location
 
-func (f fakeStacks) Stack(id attribute.StackID) []Location { return f[id] }
+func (f fakeStacks) Stack(id attribute.StackID) []report.Location { return f[id] }
 
-func loc(m *Mapping, addr uint64, fns ...string) Location {
-	l := Location{Addr: addr, Mapping: m}
+func loc(m *report.Mapping, addr uint64, fns ...string) report.Location {
+	l := report.Location{Addr: addr, Mapping: m}
 	for _, f := range fns {
-		l.Lines = append(l.Lines, Line{Function: f, SystemName: f, File: "x.c", Line: 7})
+		l.Lines = append(l.Lines, report.Line{Function: f, SystemName: f, File: "x.c", Line: 7})
 	}
 	return l
 }
@@ -30,9 +31,9 @@ var stacks = fakeStacks{
 	2: {loc(libc, 0x7f0000002000, "__memset_avx2_unaligned_erms"), loc(prog, 0x401020, "grow"), loc(prog, 0x401100, "main")},
 }
 
-func run(t *testing.T, mode Mode) *profile.Profile {
+func run(t *testing.T, mode report.Mode) *profile.Profile {
 	t.Helper()
-	b := NewBuilder(mode, func(uint32) string { return "prog" })
+	b := report.NewBuilder(mode, func(uint32) string { return "prog" })
 	tr := attribute.NewTracker(attribute.DefaultConfig(), b, nil)
 	tr.Entry(&attribute.Entry{Pid: 1, Tid: 1, Time: 1, Size: 3 * 4096, Stack: 1})
 	tr.Return(&attribute.Return{Pid: 1, Tid: 1, Time: 2, Ptr: 0x600010})
@@ -41,24 +42,12 @@ func run(t *testing.T, mode Mode) *profile.Profile {
 	}
 	tr.Fault(&attribute.Fault{Pid: 1, Tid: 1, Time: 9, Addr: 0x9000000, Stack: 2})
 	tr.Close()
-	p := b.Profile(stacks)
-	if err := p.CheckValid(); err != nil {
-		t.Fatalf("CheckValid: %v", err)
-	}
 	// write-then-read round trip
-	var buf bytes.Buffer
-	if err := p.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	q, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
+	return reporttest.RoundTrip(t, b.Profile(stacks))
 }
 
 func TestByAlloc(t *testing.T) {
-	p := run(t, ByAlloc)
+	p := run(t, report.ByAlloc)
 	var attributed, unattributed int64
 	for _, s := range p.Sample {
 		if len(s.Label["class"]) > 0 {
@@ -85,17 +74,17 @@ func TestByAlloc(t *testing.T) {
 	}
 	// Raw: the leaf's physical function; else the first user frame, the
 	// inlined helper (x.c is the user's source).
-	top := TopSites(p, 10, true)
+	top := report.TopSites(p, 10, true)
 	if len(top) != 1 || top[0].Faults != 3 || top[0].Allocs != 1 || top[0].Size != 3*4096 || top[0].Name != "grow x.c:7" {
 		t.Errorf("raw top = %+v", top)
 	}
-	if top := TopSites(p, 10, false); len(top) != 1 || top[0].Name != "helper x.c:7" {
+	if top := report.TopSites(p, 10, false); len(top) != 1 || top[0].Name != "helper x.c:7" {
 		t.Errorf("top = %+v", top)
 	}
 }
 
 func TestByTouch(t *testing.T) {
-	p := run(t, ByTouch)
+	p := run(t, report.ByTouch)
 	found := false
 	for _, s := range p.Sample {
 		if s.Value[0] == 3 {

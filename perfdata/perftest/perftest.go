@@ -12,12 +12,15 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Sample is one sample of `perf script` output: its header line and the
@@ -138,6 +141,17 @@ func Testdata(tb testing.TB, elem ...string) string {
 	return p
 }
 
+// ReadTestdata returns the contents of a committed fixture (Testdata's
+// path), failing tb when it cannot be read.
+func ReadTestdata(tb testing.TB, elem ...string) []byte {
+	tb.Helper()
+	data, err := os.ReadFile(Testdata(tb, elem...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
 // Glob returns the committed fixtures under testdata/ that match pattern
 // (filepath.Match syntax, relative to testdata/), failing tb when none do.
 func Glob(tb testing.TB, pattern string) []string {
@@ -253,4 +267,21 @@ func ZeroRecordSize(tb testing.TB, p []byte, frac float64) (q []byte, off int) {
 	q = append([]byte(nil), p...)
 	binary.LittleEndian.PutUint16(q[off+6:], 0)
 	return q, off
+}
+
+// RunChild reruns this test binary with FAULTLINE_CHILD=mode, running only
+// test, and returns its output, its peak RSS (bytes) and its run time: for
+// tests that bound what one hostile input may cost, measured in a fresh
+// process.
+func RunChild(tb testing.TB, test, mode string) (string, int64, time.Duration) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), "FAULTLINE_CHILD="+mode)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		tb.Fatalf("child: %v\n%s", err, out)
+	}
+	return string(out), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, took
 }

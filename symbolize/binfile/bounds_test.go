@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 const craftedDir = "../../testdata/crafted/"
@@ -20,21 +20,6 @@ func crafted(t *testing.T, name string) string {
 		t.Fatalf("crafted input missing (regenerate with testdata/crafted/gen.sh): %v", err)
 	}
 	return craftedDir + name
-}
-
-// runChild reruns this test binary with FAULTLINE_CHILD=mode, running only
-// test, and returns its output, its peak RSS (bytes) and its run time.
-func runChild(t *testing.T, test, mode string) (string, int64, time.Duration) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
-	cmd.Env = append(os.Environ(), "FAULTLINE_CHILD="+mode)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
-	return string(out), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, took
 }
 
 // dwarfbomb.debug: eight .debug_* sections, all SHF_COMPRESSED and all
@@ -52,7 +37,7 @@ func TestDWARFBomb(t *testing.T) {
 		fmt.Printf("dwarf=%v\n%s\n", b.HasDWARF(), fmt.Sprint(b.Warnings))
 		os.Exit(0)
 	}
-	out, rss, took := runChild(t, "TestDWARFBomb", "dwarfbomb")
+	out, rss, took := perftest.RunChild(t, "TestDWARFBomb", "dwarfbomb")
 	t.Logf("%s(max RSS %d MiB, %v)", out, rss>>20, took)
 	// 209715200 claimed from 203872 stored: 1028×, over maxInflateRatio.
 	if !strings.HasPrefix(out, "dwarf=false") || !strings.Contains(out, "unusable DWARF") || !strings.Contains(out, "claims 209715200 bytes from 203872 compressed (1028×") {

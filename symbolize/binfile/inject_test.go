@@ -44,10 +44,7 @@ func compressedClaim(t *testing.T, data []byte, name string, size uint64) []byte
 // maxDWARFSection (a zlib bomb's header) is refused before anything is
 // inflated; the binary still opens and names frames from its symbols.
 func TestDWARFSizeClaimCapped(t *testing.T) {
-	data, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := perftest.ReadTestdata(t, "symfs/tmp/faultline-fixtures/bin/basic")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "basic")
 	if err := os.WriteFile(path, compressedClaim(t, data, ".debug_info", 8<<30), 0o755); err != nil {

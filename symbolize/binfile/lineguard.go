@@ -101,28 +101,24 @@ func (c *lineCursor) u8() uint8 {
 	return c.b[c.pos-1]
 }
 
-func (c *lineCursor) u16() uint16 {
-	if !c.need(2) {
-		return 0
-	}
-	c.pos += 2
-	return c.bo.Uint16(c.b[c.pos-2:])
-}
+func (c *lineCursor) u16() uint16 { return uint16(c.fixed(2)) }
+func (c *lineCursor) u32() uint32 { return uint32(c.fixed(4)) }
+func (c *lineCursor) u64() uint64 { return c.fixed(8) }
 
-func (c *lineCursor) u32() uint32 {
-	if !c.need(4) {
+// fixed reads an n-byte (2, 4 or 8) unsigned number in the file's byte order.
+func (c *lineCursor) fixed(n int) uint64 {
+	if !c.need(n) {
 		return 0
 	}
-	c.pos += 4
-	return c.bo.Uint32(c.b[c.pos-4:])
-}
-
-func (c *lineCursor) u64() uint64 {
-	if !c.need(8) {
-		return 0
+	p := c.b[c.pos : c.pos+n]
+	c.pos += n
+	switch n {
+	case 2:
+		return uint64(c.bo.Uint16(p))
+	case 4:
+		return uint64(c.bo.Uint32(p))
 	}
-	c.pos += 8
-	return c.bo.Uint64(c.b[c.pos-8:])
+	return c.bo.Uint64(p)
 }
 
 func (c *lineCursor) uleb() uint64 {

@@ -5,15 +5,21 @@ import (
 	"testing"
 )
 
-// loadTable loads the CFI of the ELF file at path (no separate debug file).
-func loadTable(tb testing.TB, path string) *Table {
+// openELF opens the ELF file at path for the rest of the test.
+func openELF(tb testing.TB, path string) *elf.File {
 	tb.Helper()
 	f, err := elf.Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	tab, err := Load(f, nil)
+	tb.Cleanup(func() { f.Close() })
+	return f
+}
+
+// loadTable loads the CFI of the ELF file at path (no separate debug file).
+func loadTable(tb testing.TB, path string) *Table {
+	tb.Helper()
+	tab, err := Load(openELF(tb, path), nil)
 	if err != nil {
 		tb.Fatalf("%s: %v", path, err)
 	}
@@ -62,11 +68,7 @@ func BenchmarkFindMiss(b *testing.B) {
 // BenchmarkLoad measures building a Table for a static glibc binary
 // (no .eh_frame_hdr, so the FDEs are scanned and sorted).
 func BenchmarkLoad(b *testing.B) {
-	f, err := elf.Open("../unwind/testdata/prog")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	f := openELF(b, "../unwind/testdata/prog")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := Load(f, nil); err != nil {

@@ -32,89 +32,83 @@ func (b *buf) u8() uint8 {
 	if !b.need(1) {
 		return 0
 	}
-	v := b.sec.data[b.off]
 	b.off++
-	return v
+	return b.sec.data[b.off-1]
 }
 
-func (b *buf) u16() uint16 {
-	if !b.need(2) {
-		return 0
-	}
-	v := b.sec.order.Uint16(b.sec.data[b.off:])
-	b.off += 2
-	return v
-}
+func (b *buf) u16() uint16 { return uint16(b.addr(2)) }
+func (b *buf) u32() uint32 { return uint32(b.addr(4)) }
+func (b *buf) u64() uint64 { return b.addr(8) }
 
-func (b *buf) u32() uint32 {
-	if !b.need(4) {
-		return 0
-	}
-	v := b.sec.order.Uint32(b.sec.data[b.off:])
-	b.off += 4
-	return v
-}
-
-func (b *buf) u64() uint64 {
-	if !b.need(8) {
-		return 0
-	}
-	v := b.sec.order.Uint64(b.sec.data[b.off:])
-	b.off += 8
-	return v
-}
-
-// addr reads a target address of size bytes (2, 4 or 8).
+// addr reads an unsigned number of size bytes (2, 4 or 8) in the section's
+// byte order: a target address, or a fixed-size field.
 func (b *buf) addr(size int) uint64 {
+	if size != 2 && size != 4 && size != 8 {
+		b.fail("unsupported address size")
+		return 0
+	}
+	if !b.need(size) {
+		return 0
+	}
+	p := b.sec.data[b.off : b.off+size]
+	b.off += size
 	switch size {
 	case 2:
-		return uint64(b.u16())
+		return uint64(b.sec.order.Uint16(p))
 	case 4:
-		return uint64(b.u32())
-	case 8:
-		return b.u64()
+		return uint64(b.sec.order.Uint32(p))
 	}
-	b.fail("unsupported address size")
-	return 0
+	return b.sec.order.Uint64(p)
 }
 
 func (b *buf) uleb() uint64 {
-	var v uint64
+	v, n := uleb128(b.sec.data[b.off:b.end])
+	b.leb(n)
+	return v
+}
+
+func (b *buf) sleb() int64 {
+	v, n := sleb128(b.sec.data[b.off:b.end])
+	b.leb(n)
+	return v
+}
+
+// leb moves past a LEB128 number of n bytes, or fails at the end of the
+// entry when n is 0 (the number ran past it).
+func (b *buf) leb(n int) {
+	if n == 0 {
+		b.off = b.end
+		b.fail("unexpected end of data")
+		return
+	}
+	b.off += n
+}
+
+// uleb128 decodes the unsigned LEB128 number at the start of p and returns
+// it with its length in bytes; the length is 0 when p ends inside it. Bits
+// beyond 64 are dropped.
+func uleb128(p []byte) (v uint64, n int) {
 	var shift uint
-	for {
-		c := b.u8()
-		if b.err != nil {
-			return 0
-		}
+	for i, c := range p {
 		if shift < 64 {
 			v |= uint64(c&0x7f) << shift
 		}
 		shift += 7
 		if c&0x80 == 0 {
-			return v
+			return v, i + 1
 		}
 	}
+	return 0, 0
 }
 
-func (b *buf) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		c := b.u8()
-		if b.err != nil {
-			return 0
-		}
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+// sleb128 is uleb128 for a signed number: the last byte's bit 6 extends.
+func sleb128(p []byte) (int64, int) {
+	u, n := uleb128(p)
+	v := int64(u)
+	if shift := uint(7 * n); n > 0 && shift < 64 && p[n-1]&0x40 != 0 {
+		v |= -1 << shift
 	}
+	return v, n
 }
 
 // block returns n bytes as offsets into the section (start, length).

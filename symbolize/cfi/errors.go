@@ -23,9 +23,13 @@ type FormatError struct {
 }
 
 func (e *FormatError) Error() string {
-	s := fmt.Sprintf("cfi: %s at 0x%x: %s", e.Section, e.Offset, e.Msg)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
+	return withCause(fmt.Sprintf("cfi: %s at 0x%x: %s", e.Section, e.Offset, e.Msg), e.Err)
+}
+
+// withCause appends the underlying error, if any, to an error message.
+func withCause(s string, err error) string {
+	if err != nil {
+		s += ": " + err.Error()
 	}
 	return s
 }
@@ -43,11 +47,7 @@ type ExprError struct {
 }
 
 func (e *ExprError) Error() string {
-	s := fmt.Sprintf("cfi: dwarf expression op 0x%02x at 0x%x: %s", e.Op, e.Offset, e.Msg)
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
+	return withCause(fmt.Sprintf("cfi: dwarf expression op 0x%02x at 0x%x: %s", e.Op, e.Offset, e.Msg), e.Err)
 }
 
 func (e *ExprError) Unwrap() error { return e.Err }

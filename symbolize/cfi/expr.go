@@ -301,46 +301,33 @@ type exprReader struct {
 }
 
 func (r *exprReader) uleb() uint64 {
-	var v uint64
-	var shift uint
-	for {
-		if r.pc >= len(r.expr) {
-			r.ok = false
-			return 0
-		}
-		c := r.expr[r.pc]
-		r.pc++
-		if shift < 64 {
-			v |= uint64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			return v
-		}
-	}
+	v, n := uleb128(r.rest())
+	r.leb(n)
+	return v
 }
 
 func (r *exprReader) sleb() int64 {
-	var v int64
-	var shift uint
-	for {
-		if r.pc >= len(r.expr) {
-			r.ok = false
-			return 0
-		}
-		c := r.expr[r.pc]
-		r.pc++
-		if shift < 64 {
-			v |= int64(c&0x7f) << shift
-		}
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	v, n := sleb128(r.rest())
+	r.leb(n)
+	return v
+}
+
+// rest is the expression after pc.
+func (r *exprReader) rest() []byte {
+	if r.pc >= len(r.expr) {
+		return nil
 	}
+	return r.expr[r.pc:]
+}
+
+// leb moves past a LEB128 operand of n bytes; n is 0 when it is truncated.
+func (r *exprReader) leb(n int) {
+	if n == 0 {
+		r.ok = false
+		r.pc = max(r.pc, len(r.expr))
+		return
+	}
+	r.pc += n
 }
 
 // fixed reads an n-byte little-endian operand (x86-64 and AArch64 CFI).

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,10 +14,7 @@ import (
 // claims 8 GiB (a zlib bomb's header) is refused before anything is
 // inflated.
 func TestFrameSizeClaimCapped(t *testing.T) {
-	data, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := perftest.ReadTestdata(t, "symfs/tmp/faultline-fixtures/bin/basic")
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)

@@ -103,21 +103,24 @@ func (in *interp) run(start, end int, isCIE bool) (done bool, err error) {
 				advance, isAdvance = uint64(b.u32())*c.codeAlign, true
 			case dwCFAMIPSAdvanceLoc8:
 				advance, isAdvance = b.u64()*c.codeAlign, true
-			case dwCFAOffsetExtended:
+			case dwCFAOffsetExtended, dwCFAOffsetExtendedSf, dwCFAGNUNegativeOffsetExtended,
+				dwCFAValOffset, dwCFAValOffsetSf:
+				// The register is saved at (or, val_, is) CFA + a factored offset.
 				reg := b.uleb()
-				in.setReg(reg, Rule{Kind: RuleOffset, Offset: int64(b.uleb()) * c.dataAlign})
-			case dwCFAOffsetExtendedSf:
-				reg := b.uleb()
-				in.setReg(reg, Rule{Kind: RuleOffset, Offset: b.sleb() * c.dataAlign})
-			case dwCFAGNUNegativeOffsetExtended:
-				reg := b.uleb()
-				in.setReg(reg, Rule{Kind: RuleOffset, Offset: -int64(b.uleb()) * c.dataAlign})
-			case dwCFAValOffset:
-				reg := b.uleb()
-				in.setReg(reg, Rule{Kind: RuleValOffset, Offset: int64(b.uleb()) * c.dataAlign})
-			case dwCFAValOffsetSf:
-				reg := b.uleb()
-				in.setReg(reg, Rule{Kind: RuleValOffset, Offset: b.sleb() * c.dataAlign})
+				var factored int64
+				switch op {
+				case dwCFAOffsetExtendedSf, dwCFAValOffsetSf:
+					factored = b.sleb()
+				case dwCFAGNUNegativeOffsetExtended:
+					factored = -int64(b.uleb())
+				default:
+					factored = int64(b.uleb())
+				}
+				kind := RuleOffset
+				if op == dwCFAValOffset || op == dwCFAValOffsetSf {
+					kind = RuleValOffset
+				}
+				in.setReg(reg, Rule{Kind: kind, Offset: factored * c.dataAlign})
 			case dwCFARestoreExtended:
 				in.restore(b.uleb(), isCIE)
 			case dwCFAUndefined:

@@ -2,7 +2,6 @@ package cfi
 
 import (
 	"bufio"
-	"debug/elf"
 	"fmt"
 	"io"
 	"os"
@@ -157,12 +156,7 @@ func readelfCell(rule Rule, isCFA bool) string {
 // crossCheck compares every row readelf prints for path with Table.Find.
 func crossCheck(t *testing.T, path string, frames io.Reader) {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	secs, err := elfSections(f, nil)
+	secs, err := elfSections(openELF(t, path), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,8 @@ set -euo pipefail
 export LC_ALL=C
 
 TD=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../genlib.sh
+. "$TD/../genlib.sh"
 BIN=/tmp/faultline-heapgrow/bin
 LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 LIBSTDCXX=$(readlink -f /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
@@ -35,7 +37,6 @@ MAX_TRIES=5
 STACK_heapgrow=256
 STACK_containers=2048
 
-die() { echo "gen.sh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf record -c 1); try: sudo $0"
 for t in perf gcc g++ readelf; do command -v $t >/dev/null || die "$t not found"; done
 TRACEFS=/sys/kernel/tracing
@@ -90,28 +91,16 @@ echo "p:$GROUP/malloc $LIBC:$MALLOC_OFF size=%di:u64" >>"$TRACEFS/uprobe_events"
 echo "r:$GROUP/malloc__return $LIBC:$MALLOC_OFF ptr=\$retval hdr=-8(\$retval):u64" >>"$TRACEFS/uprobe_events"
 
 # --- 3. record ---------------------------------------------------------------------
-lost_count() { # FILE -> samples lost (PERF_RECORD_LOST + LOST_SAMPLES)
-	perf script -D -i "$1" 2>/dev/null |
-		awk '/PERF_RECORD_LOST: / { sub(/.*lost:/, ""); n += $1 }
-		     /PERF_RECORD_LOST_SAMPLES: / { sub(/.*lost samples :/, ""); n += $1 }
-		     END { print n + 0 }'
-}
 CMDS=()
 record() { # prog
-	local prog=$1 stack f try lost
+	local prog=$1 stack f
 	stack=STACK_$1
 	f=$WORK/$prog.data
 	local cmd=(perf record -q -m 4M -c 1 -d -z --call-graph "dwarf,${!stack}"
 		-e "$GROUP:malloc" -e "$GROUP:malloc__return/call-graph=no/" -e "page-faults/call-graph=no/u"
 		-o "$f" -- "$BIN/launch" "$BIN/$prog")
-	for ((try = 1; try <= MAX_TRIES; try++)); do
-		rm -f "$f"
-		(set -x && "${cmd[@]}")
-		lost=$(lost_count "$f")
-		[ "$lost" = 0 ] && break
-		echo "gen.sh: $prog lost $lost samples (try $try of $MAX_TRIES)" >&2
-	done
-	[ "$lost" = 0 ] || die "$prog still lost samples after $MAX_TRIES tries"
+	run() { (set -x && "${cmd[@]}"); }
+	record_until_no_loss "$prog" "$f" run
 	install -m 0644 "$f" "$TD/$prog.data"
 	CMDS+=("${cmd[*]/$f/$prog.data}")
 }
@@ -126,7 +115,7 @@ for b in launch heapgrow containers; do install -D -m 0755 "$BIN/$b" "$TD/symfs$
 install -D -m 0755 "$LIBC" "$TD/symfs$LIBC"
 install -D -m 0755 "$LDSO" "$TD/symfs$LDSO"
 install -D -m 0644 "$LIBSTDCXX" "$TD/symfs$LIBSTDCXX"
-bid=$(readelf -n "$LIBC" | awk '/Build ID/ { print $3 }')
+bid=$(buildid_of "$LIBC")
 dbg=/usr/lib/debug/.build-id/${bid:0:2}/${bid:2}.debug
 if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 {
@@ -138,10 +127,10 @@ if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/heapgrow/src; launch: testdata/src, -static)"
 	echo "probes: $(grep "^[pr]:$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
 	for b in launch heapgrow containers; do
-		echo "$b: $BIN/$b, build id $(readelf -n "$BIN/$b" | awk '/Build ID/ { print $3 }')"
+		echo "$b: $BIN/$b, build id $(buildid_of "$BIN/$b")"
 	done
 	echo "libc:   $LIBC, build id $bid"
-	echo "libstdc++: $LIBSTDCXX, build id $(readelf -n "$LIBSTDCXX" | awk '/Build ID/ { print $3 }')"
+	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"
 	echo
 	echo "recording commands (cwd testdata/heapgrow):"
 	for c in "${CMDS[@]}"; do echo "  $c"; done

@@ -5,6 +5,7 @@
 package reporttest
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -118,4 +119,22 @@ func Read(tb testing.TB, path string) *profile.Profile {
 		tb.Fatalf("%s: %v", path, err)
 	}
 	return p
+}
+
+// RoundTrip checks p, writes it in pprof's wire format and parses it back:
+// the profile as a reader of the file sees it.
+func RoundTrip(tb testing.TB, p *profile.Profile) *profile.Profile {
+	tb.Helper()
+	if err := p.CheckValid(); err != nil {
+		tb.Fatalf("CheckValid: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	q, err := profile.Parse(&buf)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
 }

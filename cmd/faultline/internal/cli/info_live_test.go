@@ -18,15 +18,8 @@ import (
 // It needs root, perf, tracefs and the probe_libc probes; it skips
 // otherwise. Stacks are cut to 1 KiB to keep it under a minute.
 func TestInfoLiveAgainstPerf(t *testing.T) {
-	if testing.Short() {
-		t.Skip("records live; skipped with -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for uprobes and page-fault sampling")
-	}
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf not installed")
-	}
+	requireLiveRecord(t)
+	perf := requirePerf(t)
 	for _, p := range []string{"/sys/kernel/tracing/events/probe_libc/malloc", "/sys/kernel/tracing/events/probe_libc/malloc__return", "/sys/kernel/tracing/events/exceptions/page_fault_user"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("%s missing (tracefs not mounted or probes not set up: perf probe -x libc.so.6 'malloc size=%%di:u64')", p)
@@ -68,7 +61,7 @@ func TestInfoLiveAgainstPerf(t *testing.T) {
 					args = append(args, "-o", out)
 				}
 				args = append(append(args, "--"), cmd...)
-				rec := exec.Command("perf", args...)
+				rec := exec.Command(perf, args...)
 				var stderr bytes.Buffer
 				rec.Stderr = &stderr
 				if v == "pipe" {
@@ -85,7 +78,7 @@ func TestInfoLiveAgainstPerf(t *testing.T) {
 				// Reference: perf script's own count of samples per event.
 				// -G: in pipe mode perf script prints (and symbolizes, slowly)
 				// callchains even with -F event.
-				script := exec.Command("perf", "script", "-G", "-F", "event")
+				script := exec.Command(perf, "script", "-G", "-F", "event")
 				if v == "pipe" {
 					script.Args = append(script.Args, "-i", "-")
 					f, err := os.Open(out)

@@ -42,10 +42,7 @@ func injectAnalyze(t *testing.T, data []byte, stdin bool) (code int, stdout, std
 // TestAnalyzeHostileInputs: inputs that are not recordings at all get a
 // one-line error naming what they are and exit status 2.
 func TestAnalyzeHostileInputs(t *testing.T) {
-	elfBin, err := os.ReadFile(perftest.Testdata(t, "symfs/tmp/faultline-fixtures/bin/basic"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	elfBin := perftest.ReadTestdata(t, "symfs/tmp/faultline-fixtures/bin/basic")
 	random := make([]byte, 64<<10)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range random {
@@ -93,10 +90,7 @@ func TestAnalyzeHostileInputs(t *testing.T) {
 // formats (kept after the data), and the one error says the file was
 // truncated.
 func TestAnalyzeTruncated(t *testing.T) {
-	pipe, err := os.ReadFile(perftest.Testdata(t, "perf", "threads.pipe.data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pipe := perftest.ReadTestdata(t, "perf", "threads.pipe.data")
 	for _, stdin := range []bool{false, true} {
 		code, stdout, stderr := injectAnalyze(t, pipe[:len(pipe)*2/3+5], stdin)
 		if code != ExitOK {
@@ -109,10 +103,7 @@ func TestAnalyzeTruncated(t *testing.T) {
 			t.Errorf("no warning naming the offset:\n%s", stderr)
 		}
 	}
-	file, err := os.ReadFile(perftest.Testdata(t, "perf", "threads.plain.data"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	file := perftest.ReadTestdata(t, "perf", "threads.plain.data")
 	// A file cut inside its data loses the feature section (event names,
 	// probe formats): either the events are inferred and the profile of
 	// everything before the cut is written (exit 0, summary says
@@ -156,10 +147,7 @@ func TestAnalyzeMaxLive(t *testing.T) {
 // warning names the offset.
 func TestAnalyzeCorruptRecord(t *testing.T) {
 	for _, name := range []string{"threads.plain.data", "threads.pipe.data"} {
-		p, err := os.ReadFile(perftest.Testdata(t, "perf", name))
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := perftest.ReadTestdata(t, "perf", name)
 		q, off := perftest.ZeroRecordSize(t, p, 2.0/3)
 		code, stdout, stderr := injectAnalyze(t, q, false)
 		if code != ExitOK {

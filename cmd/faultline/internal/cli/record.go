@@ -33,13 +33,19 @@ report read too:
     reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc)
     and free, with their arguments, returned pointer and chunk header, and
     every user page fault with its address: no stacks, so they are cheap and
-    one ring per CPU (-m) holds them without loss;
+    one ring per CPU (-m) holds them without loss. On x86-64 the allocating
+    entries also carry the top of the stack (fields sp, bp and s0..s15, the
+    16 words from the stack pointer up: 144 bytes a call), enough to step
+    through operator new and its variants to the line that allocated;
   - a DWARF stack (user registers and --stack-size bytes of stack) for every
     allocation of at least --stack-min bytes (they own whole pages, so their
     stacks are exact) and for 1 in --stack-every of the smaller ones, in
     rings of their own (--stack-mmap-pages): losing a stack never loses a
-    call. analyze gives an allocation without a stack its exact return
-    address and callers inferred from the sampled stacks at that place;
+    call. analyze gives an allocation without a stack its exact leaf (the
+    first caller in the program's own code, found from those top words;
+    where they do not reach past the allocator's wrappers, the address the
+    allocator returned to) and callers inferred from the stacks sampled at
+    that leaf;
   - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT).
 
 record does the setup for you:
@@ -137,7 +143,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.compress, "compress", "z", false, "compress the recording with zstd (as perf -z)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found")
-	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors and warnings (losses, CMD's failure)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
 	if done, err := parseFlags(env, fs, recordHelp, args); done {
@@ -272,6 +278,7 @@ type recorder struct {
 	group   string // this run's probe group, faultline_PID
 	tracefs string // directory holding uprobe_events
 	added   []string
+	notes   notes // warnings, written once at the end unless -q
 }
 
 // prereqError is a missing prerequisite: exit 2 with the fix in the message.
@@ -285,7 +292,17 @@ func (r *recorder) logf(format string, args ...any) {
 	}
 }
 
+// run records and then writes the warnings gathered on the way, after the
+// probes are gone; under -q only the error, if any, is printed.
 func (r *recorder) run() error {
+	err := r.record()
+	if !r.opts.quiet {
+		r.notes.write(r.env.Stderr, false)
+	}
+	return err
+}
+
+func (r *recorder) record() error {
 	o := r.opts
 	if err := r.checkPrivileges(); err != nil {
 		return err
@@ -310,7 +327,7 @@ func (r *recorder) run() error {
 		return prereqError("%v", err)
 	}
 	for _, n := range notes {
-		r.logf("%s", n)
+		r.notes.add(errors.New(n))
 	}
 
 	// From here on probes may exist: catch signals first so Ctrl-C while
@@ -409,8 +426,7 @@ func (r *recorder) exitStatus(res *rec.Result) error {
 		return &ExitError{Code: 128 + int(res.Signal), Err: fmt.Errorf("%s was killed by signal %d (%v); exit status %d; the recording is complete", name, int(res.Signal), unix.SignalName(res.Signal), 128+int(res.Signal))}
 	}
 	if res.ExitCode != 0 {
-		fmt.Fprintf(r.env.Stderr, "faultline: %s exited with status %d; the recording is complete\n", name, res.ExitCode)
-		return &ExitError{Code: res.ExitCode}
+		return &ExitError{Code: res.ExitCode, Err: fmt.Errorf("%s exited with status %d; the recording is complete", name, res.ExitCode)}
 	}
 	return nil
 }
@@ -502,15 +518,17 @@ func shellQuote(args []string) string {
 }
 
 // summarize prints samples and losses per event, what CMD cost, and the
-// next command. Under -q only losses are reported.
+// next command; overflowed rings become warnings. Under -q nothing.
 func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	o := r.opts
 	w := r.env.Stderr
-	anyLost := res.RangeLost > 0 || res.StackLost > 0
-	for _, e := range res.Events {
-		anyLost = anyLost || e.Lost > 0
+	if res.RangeLost > 0 {
+		r.notes.add(fmt.Errorf("the call and fault rings overflowed: %d records lost (PERF_RECORD_LOST); raise -m (now %d, try %d)", res.RangeLost, o.mmapPages, o.mmapPages*4))
 	}
-	if o.quiet && !anyLost {
+	if res.StackLost > 0 {
+		r.notes.add(fmt.Errorf("the stack rings overflowed: %d stack samples lost (calls are all kept); raise --stack-mmap-pages (now %d) or --stack-every (now %d)", res.StackLost, o.stackPages, o.stackEvery))
+	}
+	if o.quiet {
 		return
 	}
 	name := o.output
@@ -523,15 +541,6 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	}
 	fmt.Fprintln(w, ")")
 	writeLossTable(w, res.Events, o.stackEvery)
-	if res.RangeLost > 0 {
-		fmt.Fprintf(w, "faultline: warning: the call and fault rings overflowed: %d records lost (PERF_RECORD_LOST); raise -m (now %d, try %d)\n", res.RangeLost, o.mmapPages, o.mmapPages*4)
-	}
-	if res.StackLost > 0 {
-		fmt.Fprintf(w, "faultline: note: the stack rings overflowed: %d stack samples lost (calls are all kept); raise --stack-mmap-pages (now %d) or --stack-every (now %d)\n", res.StackLost, o.stackPages, o.stackEvery)
-	}
-	if o.quiet {
-		return
-	}
 	if res.TwinsRepaired+res.TwinsDropped > 0 {
 		fmt.Fprintf(w, "faultline: note: the kernel gave %d samples to the wrong one of two instances of an event (a shared perf_sample_data in software events); repaired\n", res.TwinsRepaired+res.TwinsDropped)
 	}

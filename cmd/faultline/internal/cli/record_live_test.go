@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -89,6 +90,31 @@ func runRecordMain(args ...string) (int, string) {
 // the LOST_SAMPLES per event.
 func countSamples(t *testing.T, path string) (samples, lost map[string]uint64, total uint64) {
 	t.Helper()
+	samples, lost = map[string]uint64{}, map[string]uint64{}
+	for _, ev := range recordedEvents(t, path) {
+		samples[ev.Name] += ev.Samples
+		lost[ev.Name] += ev.Lost
+		total += ev.Samples
+	}
+	return samples, lost, total
+}
+
+// copyFile copies the file src to dst, executable.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordedEvents reads the whole recording at path with our reader and
+// returns its events, their sample and loss counts filled in.
+func recordedEvents(t *testing.T, path string) []*perfdata.Event {
+	t.Helper()
 	rd, err := perfdata.Open(path, &perfdata.Options{Order: perfdata.FileOrder})
 	if err != nil {
 		t.Fatal(err)
@@ -99,13 +125,7 @@ func countSamples(t *testing.T, path string) (samples, lost map[string]uint64, t
 	if err := rd.Err(); err != nil {
 		t.Fatal(err)
 	}
-	samples, lost = map[string]uint64{}, map[string]uint64{}
-	for _, ev := range rd.Events() {
-		samples[ev.Name] += ev.Samples
-		lost[ev.Name] += ev.Lost
-		total += ev.Samples
-	}
-	return samples, lost, total
+	return rd.Events()
 }
 
 // TestRecordLiveChurn is issue 10's first acceptance line on a smaller
@@ -234,15 +254,8 @@ func TestRecordLiveChurn(t *testing.T) {
 // without a user stack).
 func rangeCount(t *testing.T, path, name string) uint64 {
 	t.Helper()
-	rd, err := perfdata.Open(path, &perfdata.Options{Order: perfdata.FileOrder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	for rd.Next() {
-	}
 	var n uint64
-	for _, ev := range rd.Events() {
+	for _, ev := range recordedEvents(t, path) {
 		if ev.Name == name && ev.Attr.SampleType&perfdata.SampleStackUser == 0 {
 			n += ev.Samples
 		}
@@ -336,13 +349,7 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 		t.Fatal(err)
 	}
 	evil := filepath.Join(dir, "libc.so.6")
-	data, err := os.ReadFile(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(evil, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, lib, evil)
 	before := probeGroups(uprobeEvents(t))
 	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
 	if code != ExitFailure || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
@@ -478,13 +485,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	}
 	lib := libcForTest(t)
 	libCopy := filepath.Join(dir, "libc-copy.so.6")
-	data, err := os.ReadFile(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(libCopy, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, lib, libCopy)
 	first := exec.Command(bin, "record", "-q", "-o", filepath.Join(dir, "first.data"), "--", filepath.Join(progs, "churn"), "30000")
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
@@ -527,15 +528,8 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	if code, stderr := runRecordMain("-q", "--fault-stacks", "--stack-every", "100", "-o", out, "--", filepath.Join(progs, "faults"), "2"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	rd, err := perfdata.Open(out, &perfdata.Options{Order: perfdata.FileOrder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	for rd.Next() {
-	}
 	var all, stacked, instances uint64
-	for _, ev := range rd.Events() {
+	for _, ev := range recordedEvents(t, out) {
 		if ev.Name != "page-faults" {
 			continue
 		}
@@ -555,5 +549,103 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	// copies made this 32488 faults and 656 stacks.)
 	if all < 2*16384 || stacked > all/100 || stacked+instances < all/100 {
 		t.Errorf("%d faults, %d with stacks from %d instances; want at least %d faults and 1 in 100 of them (less at most one per instance)", all, stacked, instances, 2*16384)
+	}
+}
+
+// TestRecordAnalyzeSortLive is the acceptance test of record and analyze
+// together: `faultline record -- sort FILE -o /dev/null`, then `faultline
+// analyze`. GNU sort reads its input into one buffer it mallocs up front
+// (hundreds of MiB for a few MiB of input: it sizes it for the worst case
+// and touches only what it uses), so most of sort's page faults must be
+// attributed to that buffer's allocation site. The buffer's size comes from
+// perf script (the largest size= of a faultline:malloc sample), independent
+// of faultline's decoder.
+func TestRecordAnalyzeSortLive(t *testing.T) {
+	requireLiveRecord(t)
+	if _, err := exec.LookPath("sort"); err != nil {
+		t.Skip("no sort in PATH")
+	}
+	dir := t.TempDir()
+	input := filepath.Join(dir, "big.txt")
+	var b strings.Builder
+	for i := range 100000 { // 3.4 MB
+		fmt.Fprintf(&b, "%08d line %6d of the input\n", (i*7919)%100000, i)
+	}
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "sort.data")
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
+	if code := Main([]string{"record", "-q", "-o", data, "--", "sort", input, "-o", "/dev/null"}, env); code != ExitOK {
+		t.Fatalf("record: exit %d\n%s", code, stderr.String())
+	}
+	t.Logf("record took %v:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
+
+	prof := filepath.Join(dir, "sort.pb.gz")
+	stdout.Reset()
+	stderr.Reset()
+	start = time.Now()
+	if code := Main([]string{"analyze", "-o", prof, data}, env); code != ExitOK {
+		t.Fatalf("analyze: exit %d\n%s", code, stderr.String())
+	}
+	t.Logf("analyze took %v:\n%s", time.Since(start).Round(time.Millisecond), stdout.String())
+	if !strings.Contains(stdout.String(), "Top allocation sites by faults:") {
+		t.Errorf("no site table in the summary")
+	}
+
+	// Reference: the largest malloc request, from perf script.
+	perf := requirePerf(t)
+	script, err := exec.Command(perf, "script", "-i", data, "-F", "event,trace").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	var bufSize int64
+	sizeRE := regexp.MustCompile(`faultline_\d+:malloc:.*\bsize=(\d+)`)
+	for _, m := range sizeRE.FindAllStringSubmatch(string(script), -1) {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		bufSize = max(bufSize, n)
+	}
+	if bufSize < int64(b.Len()) {
+		t.Fatalf("perf script: largest malloc is %d bytes, smaller than the input (%d): not sort's buffer?", bufSize, b.Len())
+	}
+
+	// Per allocation site (leaf location of a by-alloc sample): faults,
+	// allocations, bytes.
+	p := reporttest.Read(t, prof)
+	type site struct{ faults, allocs, bytes int64 }
+	sites := map[uint64]*site{}
+	var total int64
+	for _, s := range p.Sample {
+		total += s.Value[0]
+		if len(s.Label["class"]) > 0 || len(s.Location) == 0 {
+			continue // unattributed
+		}
+		id := s.Location[0].ID
+		if sites[id] == nil {
+			sites[id] = &site{}
+		}
+		sites[id].faults += s.Value[0]
+		sites[id].allocs += s.Value[1]
+		sites[id].bytes += s.Value[2]
+	}
+	var top *site
+	for _, s := range sites {
+		if top == nil || s.faults > top.faults {
+			top = s
+		}
+	}
+	if top == nil || total == 0 {
+		t.Fatalf("no attributed faults (%d faults)", total)
+	}
+	t.Logf("faults %d; top site %d faults (%.1f%%), %d allocation(s) of %d bytes; perf script's largest malloc %d bytes",
+		total, top.faults, 100*float64(top.faults)/float64(total), top.allocs, top.bytes, bufSize)
+	if top.allocs != 1 || top.bytes != bufSize {
+		t.Errorf("top site: %d allocations, %d bytes; want sort's buffer, 1 allocation of %d bytes", top.allocs, top.bytes, bufSize)
+	}
+	// On this 2-core VM about 95% (the rest: loader, libc, locale files).
+	if top.faults*10 < total*8 {
+		t.Errorf("buffer site has %d of %d faults, want at least 80%%", top.faults, total)
 	}
 }

@@ -105,6 +105,6 @@ func (r *recorder) giveToInvoker(f *os.File) {
 		gid = -1 // leave the group
 	}
 	if err := r.sys.Fchown(f, uid, gid); err != nil {
-		fmt.Fprintf(r.env.Stderr, "faultline: warning: could not give %s to the sudo user (uid %d): %v; read it with sudo\n", r.opts.output, uid, err)
+		r.notes.add(fmt.Errorf("could not give %s to the sudo user (uid %d): %v; read it with sudo", r.opts.output, uid, err))
 	}
 }

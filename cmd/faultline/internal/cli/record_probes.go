@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
@@ -114,6 +115,34 @@ var argRegs = map[elf.Machine][]string{
 	elf.EM_AARCH64: {"%x0", "%x1", "%x2"},
 }
 
+// topStackWords is how many words of the stack an allocation entry probe
+// fetches from its stack pointer up (analyze.TopStackWord): enough to
+// unwind through libstdc++'s operator new and its variants to the call
+// site, so a call recorded without a stack still gets its exact leaf. At
+// malloc's entry the site's return address is word 2 above operator
+// new(size_t), word 4 above the nothrow and align_val_t variants and word
+// 6 above the aligned nothrow ones, and std::string's out-of-line
+// constructor (libstdc++'s _M_construct, whose _M_create tail-calls
+// operator new) puts the user's return address at word 8 (libstdc++ 12,
+// x86-64); 8 words reached the user's code for 92% of the calls of
+// testdata/record's containers, 16 for all. Cost, measured on churn
+// (300000 mallocs, 900964 probe hits, median sys time of 5 runs on a
+// loaded 2-core VM): 4.27 s without the fields, 4.40 s with 8 words,
+// 4.52 s with 16 — about 0.8 µs more per malloc entry, against ~4.7 µs
+// for the uprobe hit itself. A probe takes at most 128 fetch arguments.
+const topStackWords = 16
+
+// topStackArgs are the fetch arguments of the top of the stack at an
+// x86-64 function's entry: SP, BP and n words from SP up. (On arm64 the
+// return address is in x30, not on the stack; not done.)
+func topStackArgs(n int) []string {
+	args := []string{analyze.TopStackSP + "=%sp:u64", analyze.TopStackBP + "=%bp:u64"}
+	for i := 0; i < n; i++ {
+		args = append(args, fmt.Sprintf("%s=+%d(%%sp):u64", analyze.TopStackWord(i), 8*i))
+	}
+	return args
+}
+
 // checkTracefsString refuses a string that would change the meaning of a
 // uprobe_events line: whitespace and control characters separate or end
 // commands there (a newline in a library path would start a command of
@@ -180,6 +209,9 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 			args = append(args, fmt.Sprintf("%s=%s:u64", a, regs[i]))
 			sized = sized || a == "size"
 			nmemb = nmemb || a == "nmemb"
+		}
+		if sized && lib.Machine == elf.EM_X86_64 {
+			args = append(args, topStackArgs(topStackWords)...)
 		}
 		defs = append(defs, probeDef{event: fn.name, sized: sized, nmemb: nmemb,
 			line: fmt.Sprintf("p:%s/%s %s %s", group, fn.name, loc, strings.Join(args, " "))})
@@ -338,7 +370,7 @@ func (r *recorder) removeProbes() {
 			time.Sleep(50 * time.Millisecond)
 		}
 		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			fmt.Fprintf(r.env.Stderr, "faultline: warning: could not remove probe %s:%s: %v; remove it with: echo '-:%s/%s' >> %s/uprobe_events\n", r.group, ev, err, r.group, ev, r.tracefs)
+			r.notes.add(fmt.Errorf("could not remove probe %s:%s: %v; remove it with: echo '-:%s/%s' >> %s/uprobe_events", r.group, ev, err, r.group, ev, r.tracefs))
 		}
 	}
 	r.added = nil

@@ -388,22 +388,29 @@ func TestProbeDefinitions(t *testing.T) {
 	}
 	// Offsets from our libc reader; the symbols they come from are what
 	// readelf -Ws lists (checked by the libc package's own tests).
+	// Allocating entries also fetch SP, BP and the 16 words from SP up,
+	// word i at SP+8i (the tracefs spelling of a memory fetch at an offset
+	// from a register: +OFF(%REG)).
+	top := " sp=%sp:u64 bp=%bp:u64"
+	for i := 0; i < 16; i++ {
+		top += fmt.Sprintf(" s%d=+%d(%%sp):u64", i, 8*i)
+	}
 	want := []string{
-		fmt.Sprintf("p:faultline_4242/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc")),
+		fmt.Sprintf("p:faultline_4242/malloc /lib/libc.so.6:%#x size=%%di:u64", off("malloc")) + top,
 		fmt.Sprintf("r:faultline_4242/malloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("malloc")),
-		fmt.Sprintf("p:faultline_4242/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc")),
+		fmt.Sprintf("p:faultline_4242/calloc /lib/libc.so.6:%#x nmemb=%%di:u64 size=%%si:u64", off("__libc_calloc")) + top,
 		fmt.Sprintf("r:faultline_4242/calloc__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("__libc_calloc")),
-		fmt.Sprintf("p:faultline_4242/reallocarray /lib/libc.so.6:%#x oldptr=%%di:u64 nmemb=%%si:u64 size=%%dx:u64", off("reallocarray")),
+		fmt.Sprintf("p:faultline_4242/reallocarray /lib/libc.so.6:%#x oldptr=%%di:u64 nmemb=%%si:u64 size=%%dx:u64", off("reallocarray")) + top,
 		fmt.Sprintf("r:faultline_4242/reallocarray__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("reallocarray")),
 		fmt.Sprintf("p:faultline_4242/free /lib/libc.so.6:%#x ptr=%%di:u64", off("free")),
-		fmt.Sprintf("p:faultline_4242/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign")),
+		fmt.Sprintf("p:faultline_4242/memalign /lib/libc.so.6:%#x alignment=%%di:u64 size=%%si:u64", off("memalign")) + top,
 		fmt.Sprintf("r:faultline_4242/memalign__return /lib/libc.so.6:%#x ptr=$retval hdr=-8($retval):u64", off("memalign")),
 	}
 	if off("aligned_alloc") != off("memalign") {
 		t.Skip("this libc's aligned_alloc is not memalign; the expectations below assume glibc 2.36")
 	}
 	want = append(want,
-		fmt.Sprintf("p:faultline_4242/posix_memalign /lib/libc.so.6:%#x memptr=%%di:u64 alignment=%%si:u64 size=%%dx:u64", off("posix_memalign")),
+		fmt.Sprintf("p:faultline_4242/posix_memalign /lib/libc.so.6:%#x memptr=%%di:u64 alignment=%%si:u64 size=%%dx:u64", off("posix_memalign"))+top,
 		fmt.Sprintf("r:faultline_4242/posix_memalign__return /lib/libc.so.6:%#x ret=$retval:s32", off("posix_memalign")))
 	var got []string
 	for _, d := range defs {

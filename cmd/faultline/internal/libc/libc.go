@@ -67,24 +67,31 @@ type binInfo struct {
 	paths   []string // DT_RUNPATH, else DT_RPATH, $ORIGIN expanded
 }
 
-// readELF reads path's dynamic linking information. debug/elf can panic on
-// hostile files; a panic becomes an error.
-func readELF(sys System, path string) (bi *binInfo, err error) {
+// readELF opens path through sys and returns what read takes from its ELF
+// view; the error of a file that is not ELF is debug/elf's, without the
+// path. debug/elf can panic on hostile files; a panic becomes an error.
+func readELF[T any](sys System, path string, read func(f *elf.File, path string) T) (v T, err error) {
 	r, err := sys.Open(path)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	defer r.Close()
 	defer func() {
 		if p := recover(); p != nil {
-			bi, err = nil, fmt.Errorf("%s: malformed ELF file (%v)", path, p)
+			var zero T
+			v, err = zero, fmt.Errorf("%s: malformed ELF file (%v)", path, p)
 		}
 	}()
 	f, err := elf.NewFile(r)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	bi = &binInfo{class: f.Class, machine: f.Machine}
+	return read(f, path), nil
+}
+
+// dynInfo collects what the search needs from f, the ELF file at path.
+func dynInfo(f *elf.File, path string) *binInfo {
+	bi := &binInfo{class: f.Class, machine: f.Machine}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			b := make([]byte, p.Filesz)
@@ -108,7 +115,7 @@ func readELF(sys System, path string) (bi *binInfo, err error) {
 			}
 		}
 	}
-	return bi, nil
+	return bi
 }
 
 // maxShebang bounds #! chains (a script run by a script ...).
@@ -141,7 +148,7 @@ func ForBinary(sys System, path string) (string, error) {
 			return "", fmt.Errorf("%s's interpreter: %w", path, err)
 		}
 	}
-	bi, err := readELF(sys, path)
+	bi, err := readELF(sys, path, dynInfo)
 	if err != nil {
 		return "", fmt.Errorf("%s: not a program faultline can probe: %w", path, err)
 	}
@@ -170,7 +177,7 @@ func ForBinary(sys System, path string) (string, error) {
 		if IsLibcName(filepath.Base(name)) {
 			return canonical(lib), nil
 		}
-		if dep, err := readELF(sys, lib); err == nil {
+		if dep, err := readELF(sys, lib, dynInfo); err == nil {
 			queue = append(queue, dep.needed...)
 		}
 	}
@@ -209,7 +216,7 @@ func findLib(sys System, name string, bin *binInfo, cache map[string][]string) s
 		if !sys.Exists(p) {
 			return false
 		}
-		bi, err := readELF(sys, p)
+		bi, err := readELF(sys, p, dynInfo)
 		return err == nil && bi.class == bin.class && bi.machine == bin.machine
 	}
 	if strings.Contains(name, "/") {
@@ -243,24 +250,20 @@ func findLib(sys System, name string, bin *binInfo, cache map[string][]string) s
 	return ""
 }
 
+// multiarch is Debian's multiarch triplet for each machine.
+var multiarch = map[elf.Machine]string{
+	elf.EM_X86_64:  "x86_64-linux-gnu",
+	elf.EM_AARCH64: "aarch64-linux-gnu",
+	elf.EM_386:     "i386-linux-gnu",
+	elf.EM_RISCV:   "riscv64-linux-gnu",
+	elf.EM_PPC64:   "powerpc64le-linux-gnu",
+	elf.EM_S390:    "s390x-linux-gnu",
+}
+
 // defaultDirs are the loader's trusted directories: Debian's multiarch
 // ones first, then the classic ones.
 func defaultDirs(bin *binInfo) []string {
-	var triplet string
-	switch bin.machine {
-	case elf.EM_X86_64:
-		triplet = "x86_64-linux-gnu"
-	case elf.EM_AARCH64:
-		triplet = "aarch64-linux-gnu"
-	case elf.EM_386:
-		triplet = "i386-linux-gnu"
-	case elf.EM_RISCV:
-		triplet = "riscv64-linux-gnu"
-	case elf.EM_PPC64:
-		triplet = "powerpc64le-linux-gnu"
-	case elf.EM_S390:
-		triplet = "s390x-linux-gnu"
-	}
+	triplet := multiarch[bin.machine]
 	var dirs []string
 	if triplet != "" {
 		dirs = append(dirs, "/lib/"+triplet, "/usr/lib/"+triplet)
@@ -371,22 +374,25 @@ type Lib struct {
 
 // Open reads path's function symbols (.dynsym, then .symtab when present)
 // and converts their addresses to file offsets, which is what uprobes take.
-func Open(sys System, path string) (lib *Lib, err error) {
-	r, err := sys.Open(path)
+func Open(sys System, path string) (*Lib, error) {
+	lib, err := readELF(sys, path, funcOffsets)
+	var fe *elf.FormatError
+	if errors.As(err, &fe) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	defer func() {
-		if p := recover(); p != nil {
-			lib, err = nil, fmt.Errorf("%s: malformed ELF file (%v)", path, p)
-		}
-	}()
-	f, err := elf.NewFile(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if len(lib.syms) == 0 {
+		return nil, fmt.Errorf("%s has no function symbols", path)
 	}
-	lib = &Lib{Path: path, Machine: f.Machine, syms: map[string]uint64{}}
+	return lib, nil
+}
+
+// funcOffsets maps the function symbols of f, the ELF file at path, to file
+// offsets.
+func funcOffsets(f *elf.File, path string) *Lib {
+	lib := &Lib{Path: path, Machine: f.Machine, syms: map[string]uint64{}}
 	var syms []elf.Symbol
 	if s, err := f.DynamicSymbols(); err == nil {
 		syms = append(syms, s...)
@@ -410,10 +416,7 @@ func Open(sys System, path string) (lib *Lib, err error) {
 			}
 		}
 	}
-	if len(lib.syms) == 0 {
-		return nil, fmt.Errorf("%s has no function symbols", path)
-	}
-	return lib, nil
+	return lib
 }
 
 // Offset returns the file offset of the first of symbols that exists.

@@ -3,10 +3,12 @@ package recorder
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"unsafe"
 
 	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize/unwind"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,12 +52,18 @@ type spec struct {
 const (
 	baseSampleType = perfdata.SampleIdentifier | perfdata.SampleIP | perfdata.SampleTID |
 		perfdata.SampleTime | perfdata.SampleCPU
-	// x86-64 user registers perf copies for DWARF unwinding (perf's
-	// default mask: AX..GS and R8..R15, NOTES.md).
-	userRegsMask = 0xff0fff
 	// readFormat gives each event's id and its lost samples.
 	readFormat = perfdata.ReadID | perfdata.ReadLost
 )
+
+// userRegsMask is the user registers a stack sample copies for DWARF
+// unwinding: perf's default mask for this machine's architecture, which
+// symbolize/unwind owns with the register layouts (x86-64: AX..GS and
+// R8..R15).
+var userRegsMask = unwind.DefaultPerfMask(map[string]unwind.Arch{
+	"amd64": unwind.ArchX86_64,
+	"arm64": unwind.ArchARM64,
+}[runtime.GOARCH])
 
 // openedEvent is one spec opened on one CPU for one thread.
 type openedEvent struct {

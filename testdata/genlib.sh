@@ -1,0 +1,99 @@
+# genlib.sh — shell functions shared by the fixture generators (gen.sh,
+# gen-real.sh, gen-mixed.sh, heapgrow/gen.sh, leaf/gen.sh), which source it.
+# The probe functions want LIBC, TRACEFS and ADDED=(); record_until_no_loss
+# wants MAX_TRIES and a lost_count (this one, or the generator's own).
+
+die() { echo "${0##*/}: $*" >&2; exit 1; }
+
+# --- perf probe's probe_libc group -------------------------------------------
+# probe_libc:malloc and probe_libc:malloc__return are shared with other users
+# of this machine, and so may be the calloc/realloc ones: each is created only
+# when missing, and remove_added_probes removes, at exit, only those.
+probe_exists() { [ -d "$TRACEFS/events/${1%%:*}/${1#*:}" ]; }
+ensure_probe() { # event spec
+	if probe_exists "$1"; then
+		echo "== probe $1 exists: $(grep -E "^[pr]:${1/:/\/} " "$TRACEFS/uprobe_events" || true)"
+	else
+		echo "== adding probe $1: $2"
+		perf probe -q -x "$LIBC" -a "$2"
+		probe_exists "$1" || die "perf probe did not create $1 (see perf probe -l)"
+		ADDED+=("$1")
+	fi
+}
+remove_added_probes() {
+	local p
+	for p in "${ADDED[@]}"; do
+		perf probe -q -d "$p" || echo "${0##*/}: warning: could not remove probe $p" >&2
+	done
+}
+
+# ensure_libc_probes: every probe events_for names. probe_libc:malloc_hdr__return
+# is the generators' own (a leftover from an interrupted run is reused and
+# removed too).
+ensure_libc_probes() {
+	ensure_probe probe_libc:malloc 'malloc size=%di:u64'
+	ensure_probe probe_libc:malloc__return 'malloc%return ptr=$retval'
+	if probe_exists probe_libc:malloc_hdr__return; then ADDED+=(probe_libc:malloc_hdr__return); fi
+	# perf 6.1 appends "__return" to a return probe's given name too.
+	ensure_probe probe_libc:malloc_hdr__return 'probe_libc:malloc_hdr=malloc%return ptr=$retval hdr=-8($retval):u64'
+	# calloc and realloc do not go through malloc (glibc 2.36). Probe the
+	# __libc_* symbols: "calloc" also matches libc's internal calloc@plt.
+	ensure_probe probe_libc:calloc 'probe_libc:calloc=__libc_calloc n=%di:u64 size=%si:u64'
+	ensure_probe probe_libc:calloc__return 'probe_libc:calloc=__libc_calloc%return ptr=$retval'
+	ensure_probe probe_libc:realloc 'probe_libc:realloc=__libc_realloc oldptr=%di:u64 size=%si:u64'
+	ensure_probe probe_libc:realloc__return 'probe_libc:realloc=__libc_realloc%return ptr=$retval'
+}
+
+# events_for VARIANT: the -e arguments of a variant.
+events_for() {
+	case $1 in
+	plain | pipe | z) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e page-faults:u" ;;
+	tp) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e exceptions:page_fault_user" ;;
+	hdr) echo "-e probe_libc:malloc -e probe_libc:malloc_hdr__return -e page-faults:u" ;;
+	allocs) echo "-e probe_libc:malloc -e probe_libc:malloc__return -e probe_libc:calloc -e probe_libc:calloc__return -e probe_libc:realloc -e probe_libc:realloc__return -e page-faults:u" ;;
+	esac
+}
+
+# buildid_of FILE: the GNU build ID of an ELF file (readelf -n).
+buildid_of() { readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
+
+# --- losses -------------------------------------------------------------------
+# is_pipe FILE: pipe-mode recordings (*.pipe.data) are read by perf on stdin.
+is_pipe() { [[ $1 == *.pipe.data ]]; }
+
+lost_count() { # FILE -> number of samples lost (PERF_RECORD_LOST + LOST_SAMPLES)
+	# perf report --stats would be simpler but perf 6.1 fails on pipe files
+	# holding tracing data ("failed to process type"); perf script -D works.
+	local f=$1
+	if is_pipe "$f"; then perf script -D -i - <"$f"; else perf script -D -i "$f"; fi 2>/dev/null |
+		awk '/PERF_RECORD_LOST: / { sub(/.*lost:/, ""); n += $1 }
+		     /PERF_RECORD_LOST_SAMPLES: / { sub(/.*lost samples :/, ""); n += $1 }
+		     END { print n + 0 }'
+}
+
+# errors_on_failure COMMAND...: runs COMMAND with its standard error held
+# back, shown only if COMMAND fails.
+errors_on_failure() {
+	local err rc=0
+	err=$(mktemp)
+	"$@" 2>"$err" || rc=$?
+	[ "$rc" = 0 ] || cat "$err" >&2
+	rm -f "$err"
+	return "$rc"
+}
+
+# record_until_no_loss NAME FILE COMMAND...: runs COMMAND (which writes FILE)
+# again until lost_count says FILE lost nothing, at most MAX_TRIES times.
+record_until_no_loss() {
+	local name=$1 f=$2 try lost
+	shift 2
+	for ((try = 1; try <= MAX_TRIES; try++)); do
+		rm -f "$f"
+		"$@" || die "recording $name failed"
+		lost=$(lost_count "$f")
+		[ "$lost" = 0 ] && break
+		echo "${0##*/}: $name lost $lost samples (try $try of $MAX_TRIES)" >&2
+	done
+	[ "$lost" = 0 ] || die "$name still lost $lost samples after $MAX_TRIES tries"
+	chmod 0644 "$f"
+}
