@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,15 +16,33 @@ import (
 // in every variant faultline reads (file, pipe, -z, and the
 // exceptions:page_fault_user tracepoint) and checks that faultline info
 // counts the same samples per event as perf script does on the same file.
-// It needs root, perf, tracefs and the probe_libc probes; it skips
+// It needs root, perf and tracefs (it adds malloc probes of its own, in a
+// group named after the test process, and removes them); it skips
 // otherwise. Stacks are cut to 1 KiB to keep it under a minute.
 func TestInfoLiveAgainstPerf(t *testing.T) {
 	requireLiveRecord(t)
 	perf := requirePerf(t)
-	for _, p := range []string{"/sys/kernel/tracing/events/probe_libc/malloc", "/sys/kernel/tracing/events/probe_libc/malloc__return", "/sys/kernel/tracing/events/exceptions/page_fault_user"} {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("%s missing (tracefs not mounted or probes not set up: perf probe -x libc.so.6 'malloc size=%%di:u64')", p)
-		}
+	if _, err := os.Stat("/sys/kernel/tracing/events/exceptions/page_fault_user"); err != nil {
+		t.Skipf("no exceptions:page_fault_user tracepoint: %v", err)
+	}
+	group := fmt.Sprintf("flinfo_%d", os.Getpid())
+	sys := realSystem{}
+	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: group, tracefs: "/sys/kernel/tracing"}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh to find the system's libc from")
+	}
+	lib, err := r.findLibc(sh)
+	if err != nil {
+		t.Fatalf("the system's libc (from %s): %v", sh, err)
+	}
+	defs, _, err := probeDefinitions(sys, lib, group, []string{"malloc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.removeProbes()
+	if err := r.addProbes(defs); err != nil {
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "small.c")
@@ -37,7 +56,7 @@ func TestInfoLiveAgainstPerf(t *testing.T) {
 		// The driver forks and execs cc1 and as: perf follows children.
 		workloads["gcc"] = []string{"gcc", "-c", "-o", filepath.Join(dir, "small.o"), src}
 	}
-	common := []string{"-c", "1", "-d", "--call-graph", "dwarf,1024", "-e", "probe_libc:malloc", "-e", "probe_libc:malloc__return"}
+	common := []string{"-c", "1", "-d", "--call-graph", "dwarf,1024", "-e", group + ":malloc", "-e", group + ":malloc__return"}
 	start := time.Now()
 	for name, cmd := range workloads {
 		if _, err := exec.LookPath(cmd[0]); err != nil {
