@@ -337,15 +337,26 @@ func (r *recorder) probeEvents(probes []probeDef) ([]rec.Probe, error) {
 }
 
 // missingProbes lists the probes of this run that are no longer in
-// uprobe_events (someone removed them while we recorded).
+// uprobe_events (someone removed them while we recorded). uprobe_events is
+// a seq_file read in pages: while another run removes its probes, a read
+// can skip lines that are still there (the file shifts under the reader's
+// offset). So a probe counts as missing only when no one of a few reads,
+// apart in time, lists it.
 func (r *recorder) missingProbes() []string {
-	data, err := r.sys.ReadFile(filepath.Join(r.tracefs, "uprobe_events"))
-	if err != nil {
-		return append([]string(nil), r.added...)
-	}
 	have := map[string]bool{}
-	for _, ev := range probeGroups(string(data))[r.group] {
-		have[ev] = true
+	events := filepath.Join(r.tracefs, "uprobe_events")
+	for try := 0; try < 4; try++ {
+		if try > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if data, err := r.sys.ReadFile(events); err == nil {
+			for _, ev := range probeGroups(string(data))[r.group] {
+				have[ev] = true
+			}
+		}
+		if len(have) == len(r.added) {
+			break
+		}
 	}
 	var missing []string
 	for _, ev := range r.added {
