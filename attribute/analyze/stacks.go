@@ -35,9 +35,11 @@ import (
 // microseconds.
 //
 // An allocation whose entry had no stack gets its exact leaf from the
-// return probe's __probe_ret_ip (symbolize.Session.CallerStack: the call
-// instruction, inline chain included); its callers are inferred from the
-// stacks sampled at the same return address (report.Builder.Infer).
+// entry's top-of-stack words where the recording has them (topLeaf: the
+// first caller in the user's code), else from the return probe's
+// __probe_ret_ip (symbolize.Session.CallerStack: the call instruction,
+// inline chain included); its callers are inferred from the stacks sampled
+// at the same leaf (noteCallers, report.Builder.Infer).
 
 // stackBits are the sample_type bits that give a sample a stack.
 const stackBits = perfdata.SampleStackUser | perfdata.SampleCallchain
@@ -247,6 +249,7 @@ type callerTable struct {
 type leafCallers struct {
 	stacks       []attribute.StackID // first-seen order
 	all, sampled []uint64
+	pos          map[attribute.StackID]int // index into stacks
 }
 
 // noteCallers counts a stacked entry's stack at each leaf a call without
@@ -282,12 +285,15 @@ func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
 func (ru *run) countCaller(leaf, stack attribute.StackID, sampled bool) {
 	lc := ru.callers.byLeaf[leaf]
 	if lc == nil {
-		lc = &leafCallers{}
+		lc = &leafCallers{pos: map[attribute.StackID]int{}}
 		ru.callers.byLeaf[leaf] = lc
 	}
-	i := slices.Index(lc.stacks, stack)
-	if i < 0 {
+	// A leaf inside shared code (operator new's return address) collects
+	// every stack that passes through it: find them by map, not by scan.
+	i, ok := lc.pos[stack]
+	if !ok {
 		i = len(lc.stacks)
+		lc.pos[stack] = i
 		lc.stacks = append(lc.stacks, stack)
 		lc.all = append(lc.all, 0)
 		lc.sampled = append(lc.sampled, 0)
