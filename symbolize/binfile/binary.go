@@ -97,18 +97,12 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 		}
 	}()
 	if dbg != nil && dbg.hasDWARF() {
-		d, line, cost, err := dwarfData(dbg, budget)
-		b.budget, b.dwarfCost = budget, cost
-		if err == nil {
-			b.dw, err = newDWARFIndex(dbg.path, d)
-		}
-		if err == nil {
-			b.dw.line, b.dw.order = line, dbg.ef.ByteOrder
-		}
+		x, cost, err := openDWARF(dbg, budget)
 		if err != nil {
 			dwarfWarn = fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err)
 		} else {
-			b.DebugFile = dbg.path
+			b.dw, b.DebugFile = x, dbg.path
+			b.budget, b.dwarfCost = budget, cost
 		}
 	}
 	return b, nil
@@ -340,7 +334,7 @@ func (b *Binary) Symbolize(vaddr uint64, out []Frame) []Frame {
 				}
 				for i := len(b.buf) - 1; i >= 0; i-- {
 					n := &cu.nodes[b.buf[i]]
-					b.dw.resolve(n)
+					cu.resolve(n)
 					f := Frame{Func: n.name, System: n.linkage, File: file, Line: line,
 						Inlined: i > 0, Symbol: symName, SymOffset: symOff}
 					if f.Func == "" {

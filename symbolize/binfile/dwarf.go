@@ -13,18 +13,20 @@ import (
 
 // dwarfIndex answers "which functions, inlined ones included, and which
 // source line cover this address". Compile units are indexed when the
-// binary is opened; a unit's functions and line table are read the first
+// binary is opened (from .debug_aranges when lazy is set, see
+// lazydwarf.go); a unit's functions and line table are read the first
 // time an address inside it is asked about.
 type dwarfIndex struct {
 	path  string
-	d     *dwarf.Data
 	cus   []span // sorted by lo; node is the index into units
 	units []*cuInfo
-	names *dwarf.Reader // for following abstract_origin/specification
 	// line is the raw .debug_line (nil when not at hand) in byte order
 	// order, for checkLineHeader.
 	line  []byte
 	order binary.ByteOrder
+	// lazy, when set, reads each unit on its own from lazily inflated
+	// sections; nil once the index holds every unit's own ranges.
+	lazy *lazyDWARF
 }
 
 // span is one address range [lo, hi) and what covers it.
@@ -34,13 +36,19 @@ type span struct {
 }
 
 type cuInfo struct {
-	off   dwarf.Offset
-	state uint8 // 0 not read, 1 read, 2 read failed
-	err   error
-	files []string
-	lines []lineRow // sequences sorted by start address, then concatenated
-	funcs []span    // subprogram ranges sorted by lo
-	nodes []inode
+	off dwarf.Offset // in .debug_info
+	// d holds the unit, at offset start; names reads it for following
+	// abstract_origin/specification. Shared by all units unless lazy.
+	d       *dwarf.Data
+	names   *dwarf.Reader
+	start   dwarf.Offset
+	aranges [][2]uint64 // lazy: the unit's ranges as .debug_aranges gives them
+	state   uint8       // 0 not read, 1 read, 2 read failed
+	err     error
+	files   []string
+	lines   []lineRow // sequences sorted by start address, then concatenated
+	funcs   []span    // subprogram ranges sorted by lo
+	nodes   []inode
 }
 
 type lineRow struct {
@@ -76,13 +84,23 @@ func newDWARFIndex(path string, d *dwarf.Data) (x *dwarfIndex, err error) {
 			x, err = nil, &FormatError{Path: path, Msg: "indexing DWARF compile units", Err: fmt.Errorf("debug/dwarf panicked: %v", p)}
 		}
 	}()
-	x = &dwarfIndex{path: path, d: d, names: d.Reader()}
+	x = &dwarfIndex{path: path}
+	if err := x.indexUnits(d); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// indexUnits indexes every unit of d by the ranges of its DIE.
+func (x *dwarfIndex) indexUnits(d *dwarf.Data) error {
+	x.units, x.cus = nil, nil
+	names := d.Reader()
 	r := d.Reader()
 	for {
 		e, err := r.Next()
 		if err != nil {
 			if len(x.units) == 0 {
-				return nil, &FormatError{Path: path, Msg: "reading .debug_info", Err: err}
+				return &FormatError{Path: x.path, Msg: "reading .debug_info", Err: err}
 			}
 			break // keep the units read so far
 		}
@@ -93,7 +111,7 @@ func newDWARFIndex(path string, d *dwarf.Data) (x *dwarfIndex, err error) {
 			rs, err := d.Ranges(e)
 			if err == nil {
 				cu := int32(len(x.units))
-				x.units = append(x.units, &cuInfo{off: e.Offset})
+				x.units = append(x.units, &cuInfo{off: e.Offset, d: d, names: names, start: e.Offset})
 				for _, rg := range rs {
 					if rg[0] != 0 && rg[0] < rg[1] {
 						x.cus = append(x.cus, span{rg[0], rg[1], cu})
@@ -104,7 +122,7 @@ func newDWARFIndex(path string, d *dwarf.Data) (x *dwarfIndex, err error) {
 		r.SkipChildren()
 	}
 	sort.Slice(x.cus, func(i, j int) bool { return x.cus[i].lo < x.cus[j].lo })
-	return x, nil
+	return nil
 }
 
 // findSpan returns the index of a span containing pc, or -1. Spans may
@@ -132,8 +150,48 @@ func (x *dwarfIndex) unitFor(pc uint64) *cuInfo {
 		if cu.err != nil {
 			cu.state = 2
 		}
+		if x.lazy != nil && x.lazy.mismatch {
+			x.readAll()
+			return x.unitFor(pc)
+		}
 	}
 	return cu
+}
+
+// readAll turns a lazy index into one of every unit's own ranges: all
+// sections read whole, one Data for all units. Units read so far are
+// dropped (and read again when asked about). If that fails, the index is
+// left empty: frames are named from ELF symbols.
+func (x *dwarfIndex) readAll() {
+	l := x.lazy
+	x.lazy, x.units, x.cus, x.line = nil, nil, nil, nil
+	defer func() {
+		if p := recover(); p != nil {
+			x.units, x.cus = nil, nil
+		}
+	}()
+	sect := map[string][]byte{}
+	for name, s := range l.sect {
+		data, err := s.all()
+		if err != nil {
+			return
+		}
+		sect[name] = data
+	}
+	d, err := dwarf.New(sect["abbrev"], nil, nil, sect["info"], sect["line"], nil, sect["ranges"], sect["str"])
+	if err != nil {
+		return
+	}
+	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		if data := sect[name]; data != nil {
+			if d.AddSection(".debug_"+name, data) != nil {
+				return
+			}
+		}
+	}
+	if x.indexUnits(d) == nil {
+		x.line = sect["line"]
+	}
 }
 
 // Tags whose children never hold code.
@@ -156,20 +214,35 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 		}
 		sort.Slice(cu.funcs, func(i, j int) bool { return cu.funcs[i].lo < cu.funcs[j].lo })
 	}()
-	r := x.d.Reader()
-	r.Seek(cu.off)
+	line := x.line
+	if x.lazy != nil {
+		d, err := x.lazy.openUnit(cu)
+		if err != nil {
+			return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
+		}
+		cu.d, cu.names, cu.start = d, d.Reader(), 0
+	}
+	r := cu.d.Reader()
+	r.Seek(cu.start)
 	e, err := r.Next()
 	if err != nil || e == nil {
 		return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
+	}
+	if x.lazy != nil && !x.sameRanges(cu, e) {
+		x.lazy.mismatch = true
+		return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: errors.New("ranges differ from .debug_aranges")}
 	}
 	var fileTab []*dwarf.LineFile
 	var lr *dwarf.LineReader
 	var lerr error
 	if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
-		lerr = checkLineHeader(x.line, off, x.order)
+		if x.lazy != nil {
+			line = x.lazy.ensureLine(off)
+		}
+		lerr = checkLineHeader(line, off, x.order)
 	}
 	if lerr == nil {
-		lr, lerr = x.d.LineReader(e)
+		lr, lerr = cu.d.LineReader(e)
 	}
 	compDir, _ := e.Val(dwarf.AttrCompDir).(string)
 	if lr != nil && lerr == nil {
@@ -195,7 +268,7 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 		self := cur
 		switch e.Tag {
 		case dwarf.TagSubprogram:
-			if rs := x.codeRanges(e); len(rs) > 0 {
+			if rs := codeRanges(cu.d, e); len(rs) > 0 {
 				self = cu.addNode(e, rs)
 				for _, rg := range rs {
 					cu.funcs = append(cu.funcs, span{rg[0], rg[1], self})
@@ -205,7 +278,7 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 			if cur < 0 {
 				break
 			}
-			if rs := x.codeRanges(e); len(rs) > 0 {
+			if rs := codeRanges(cu.d, e); len(rs) > 0 {
 				self = cu.addNode(e, rs)
 				n := &cu.nodes[self]
 				if f, ok := e.Val(dwarf.AttrCallFile).(int64); ok && f >= 0 && f < int64(len(fileTab)) && fileTab[f] != nil {
@@ -233,8 +306,8 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 
 // codeRanges returns e's address ranges without the empty ones and those
 // of code the linker discarded (address 0).
-func (x *dwarfIndex) codeRanges(e *dwarf.Entry) [][2]uint64 {
-	rs, err := x.d.Ranges(e)
+func codeRanges(d *dwarf.Data, e *dwarf.Entry) [][2]uint64 {
+	rs, err := d.Ranges(e)
 	if err != nil {
 		return nil
 	}
@@ -371,7 +444,7 @@ func inRanges(rs [][2]uint64, pc uint64) bool {
 // resolve fills in n's names by following DW_AT_abstract_origin and
 // DW_AT_specification. Like binutils, a linkage name anywhere on the chain
 // wins over DW_AT_name.
-func (x *dwarfIndex) resolve(n *inode) {
+func (cu *cuInfo) resolve(n *inode) {
 	if n.resolved {
 		return
 	}
@@ -384,8 +457,8 @@ func (x *dwarfIndex) resolve(n *inode) {
 	var name, linkage string
 	off := n.off
 	for i := 0; i < maxRefChain; i++ {
-		x.names.Seek(off)
-		e, err := x.names.Next()
+		cu.names.Seek(off)
+		e, err := cu.names.Next()
 		if err != nil || e == nil {
 			break
 		}
@@ -426,4 +499,24 @@ func (x *dwarfIndex) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d units, %d ranges", len(x.units), len(x.cus))
 	return b.String()
+}
+
+// sameRanges reports whether the unit entry e covers what .debug_aranges
+// said it does (the ranges newDWARFIndex would index, in the same order).
+func (x *dwarfIndex) sameRanges(cu *cuInfo, e *dwarf.Entry) bool {
+	rs, err := cu.d.Ranges(e)
+	if err != nil {
+		return false
+	}
+	i := 0
+	for _, rg := range rs {
+		if rg[0] == 0 || rg[0] >= rg[1] {
+			continue
+		}
+		if i >= len(cu.aranges) || cu.aranges[i] != rg {
+			return false
+		}
+		i++
+	}
+	return i == len(cu.aranges)
 }

@@ -3,6 +3,7 @@ package binfile
 import (
 	"cmp"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -70,12 +71,7 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 			out, err = nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: fmt.Errorf("debug/elf panicked: %v", p)}
 		}
 	}()
-	var syms []elf.Symbol
-	if typ == elf.SHT_SYMTAB {
-		syms, err = f.ef.Symbols()
-	} else {
-		syms, err = f.ef.DynamicSymbols()
-	}
+	syms, err := rawSymbols(f.ef, s)
 	if err != nil {
 		return nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: err}
 	}
@@ -83,10 +79,11 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 	// symbol-only address after the STT_FILE symbol before it; a global
 	// symbol after a second STT_FILE gets none.
 	file, fileAfterSym, symSeen := "", false, false
-	for _, s := range syms {
-		t := elf.ST_TYPE(s.Info)
+	for i := 1; i < syms.n; i++ { // symbol 0 is the null symbol
+		sym := syms.at(i)
+		t := elf.ST_TYPE(sym.info)
 		if t == elf.STT_FILE {
-			file = s.Name
+			file = syms.name(sym)
 			if symSeen {
 				fileAfterSym = true
 			}
@@ -95,20 +92,16 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 		if t != elf.STT_SECTION {
 			symSeen = true
 		}
-		symFile := file
-		if elf.ST_BIND(s.Info) != elf.STB_LOCAL && fileAfterSym || typ != elf.SHT_SYMTAB {
-			symFile = ""
-		}
 		// perf's elf_sym__is_function (FUNC or GNU_IFUNC) or
 		// elf_sym__is_label (NOTYPE, e.g. ld.so's _start, in an
 		// executable section); named and defined.
-		if s.Name == "" || s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE || s.Value == 0 {
+		if sym.shndx == elf.SHN_UNDEF || sym.shndx >= elf.SHN_LORESERVE || sym.value == 0 {
 			continue
 		}
 		switch t {
 		case elf.STT_FUNC, elf.STT_GNU_IFUNC:
 		case elf.STT_NOTYPE:
-			if int(s.Section) >= len(f.ef.Sections) || f.ef.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
+			if int(sym.shndx) >= len(f.ef.Sections) || f.ef.Sections[sym.shndx].Flags&elf.SHF_EXECINSTR == 0 {
 				continue
 			}
 		default:
@@ -116,10 +109,88 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 		}
 		// Names keep any version suffix (libc's .symtab has
 		// "__libc_start_main@@GLIBC_2.34"), as perf prints them.
-		name := s.Name
-		out = append(out, elfSym{start: s.Value, end: s.Value + s.Size, name: name, bind: elf.ST_BIND(s.Info), file: symFile})
+		name := syms.name(sym)
+		if name == "" {
+			continue
+		}
+		symFile := file
+		if elf.ST_BIND(sym.info) != elf.STB_LOCAL && fileAfterSym || typ != elf.SHT_SYMTAB {
+			symFile = ""
+		}
+		out = append(out, elfSym{start: sym.value, end: sym.value + sym.size, name: name, bind: elf.ST_BIND(sym.info), file: symFile})
 	}
 	return out, nil
+}
+
+// symbolSection is a symbol table as stored, read without building an
+// elf.Symbol (and a string) for each entry: debug/elf's Symbols and
+// DynamicSymbols were most of the time to index cc1, whose .dynsym holds
+// 29,000 symbols of which a run names a few hundred. Names are substrings
+// of one copy of the string table.
+type symbolSection struct {
+	data  []byte
+	strs  string
+	n     int
+	class elf.Class
+	bo    binary.ByteOrder
+}
+
+// rawSym is one entry of a symbolSection.
+type rawSym struct {
+	name        uint32
+	info        uint8
+	shndx       elf.SectionIndex
+	value, size uint64
+}
+
+// rawSymbols reads symbol table s and its string table, with the checks
+// debug/elf's getSymbols makes.
+func rawSymbols(ef *elf.File, s *elf.Section) (*symbolSection, error) {
+	size := elf.Sym64Size
+	if ef.Class == elf.ELFCLASS32 {
+		size = elf.Sym32Size
+	}
+	data, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("cannot load symbol section: %w", err)
+	}
+	if len(data)%size != 0 {
+		return nil, fmt.Errorf("length of symbol section is not a multiple of %d", size)
+	}
+	if s.Link == 0 || s.Link >= uint32(len(ef.Sections)) {
+		return nil, fmt.Errorf("section has invalid string table link")
+	}
+	str, err := ef.Sections[s.Link].Data()
+	if err != nil {
+		return nil, fmt.Errorf("cannot load string table section: %w", err)
+	}
+	return &symbolSection{data: data, strs: string(str), n: len(data) / size, class: ef.Class, bo: ef.ByteOrder}, nil
+}
+
+// at returns entry i (0 is the null symbol).
+func (t *symbolSection) at(i int) rawSym {
+	bo := t.bo
+	if t.class == elf.ELFCLASS32 {
+		d := t.data[i*elf.Sym32Size:]
+		return rawSym{name: bo.Uint32(d), value: uint64(bo.Uint32(d[4:])), size: uint64(bo.Uint32(d[8:])),
+			info: d[12], shndx: elf.SectionIndex(bo.Uint16(d[14:]))}
+	}
+	d := t.data[i*elf.Sym64Size:]
+	return rawSym{name: bo.Uint32(d), info: d[4], shndx: elf.SectionIndex(bo.Uint16(d[6:])),
+		value: bo.Uint64(d[8:]), size: bo.Uint64(d[16:])}
+}
+
+// name is the symbol's name as debug/elf reads it: up to the NUL, "" if
+// the offset or the NUL is outside the string table.
+func (t *symbolSection) name(s rawSym) string {
+	if int64(s.name) >= int64(len(t.strs)) {
+		return ""
+	}
+	rest := t.strs[s.name:]
+	if i := strings.IndexByte(rest, 0); i >= 0 {
+		return rest[:i]
+	}
+	return ""
 }
 
 // sortedByStart returns syms stably sorted by start. A stable sort of the
@@ -261,7 +332,10 @@ func synthesizePLT(f *elfFile) (out []elfSym) {
 	if err != nil {
 		return nil
 	}
-	dyn, _ := f.ef.DynamicSymbols() // index i of the file is dyn[i-1]
+	var dyn *symbolSection
+	if s := f.ef.SectionByType(elf.SHT_DYNSYM); s != nil && s.Type != elf.SHT_NOBITS {
+		dyn, _ = rawSymbols(f.ef, s) // nil: entries without names
+	}
 	bo := f.ef.ByteOrder
 	for off := 0; off+24 <= len(data); off += 24 {
 		addr := start + uint64(off/24)*16
@@ -269,8 +343,8 @@ func synthesizePLT(f *elfFile) (out []elfSym) {
 			break
 		}
 		name := ""
-		if idx := bo.Uint64(data[off+8:]) >> 32; idx > 0 && idx <= uint64(len(dyn)) {
-			name = dyn[idx-1].Name
+		if idx := bo.Uint64(data[off+8:]) >> 32; dyn != nil && idx > 0 && idx < uint64(dyn.n) {
+			name = dyn.name(dyn.at(int(idx)))
 		}
 		out = append(out, elfSym{start: addr, end: addr + 16, name: name + "@plt", bind: elf.STB_GLOBAL})
 	}

@@ -1,0 +1,436 @@
+package binfile
+
+import (
+	"bytes"
+	"debug/dwarf"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	kzlib "github.com/klauspost/compress/zlib"
+)
+
+// Opening a binary with a big debug file used to inflate all of its DWARF
+// and parse the header and abbreviations of every compile unit (libc's
+// 4,126 units: most of the time faultline spent opening it), while a
+// recording's samples hit a few dozen units. When the debug file has
+// .debug_aranges, the index is built from it alone, and a unit is read
+// only when an address inside it is first asked about, from a
+// debug/dwarf.Data holding just that unit; the sections are inflated up to
+// the furthest byte read so far (zlib streams are sequential).
+//
+// The result is the same as indexing every unit by its own ranges
+// (newDWARFIndex), which is what happens without .debug_aranges, or when
+// the unit read disagrees with what .debug_aranges said about it, or when
+// its abbreviations allow references outside the unit
+// (DW_FORM_ref_addr and kin: dwz, LTO), which a one-unit Data cannot
+// follow.
+
+// lazySection is a debug section read (inflated, when compressed) on
+// demand: data has the section's full size, data[:n] has been read.
+type lazySection struct {
+	name string
+	data []byte
+	n    int
+	r    io.Reader // the rest of the section; nil once all is read
+	err  error     // the first read error, sticky
+}
+
+// lazyChunk is the least a lazySection reads at once.
+const lazyChunk = 256 << 10
+
+// ensure reads the section up to byte end (capped at its size).
+func (s *lazySection) ensure(end int) error {
+	end = min(end, len(s.data))
+	for s.n < end && s.err == nil {
+		want := min(len(s.data), max(end, s.n+lazyChunk))
+		k, err := io.ReadFull(s.r, s.data[s.n:want])
+		s.n += k
+		if err != nil {
+			s.err = fmt.Errorf("reading %s at %#x: %w", s.name, s.n, err)
+		}
+	}
+	if s.n == len(s.data) {
+		s.r = nil // drop the compressed bytes and the inflater
+	}
+	if s.n < end {
+		return s.err
+	}
+	return nil
+}
+
+// all reads the whole section and returns it.
+func (s *lazySection) all() ([]byte, error) {
+	if err := s.ensure(len(s.data)); err != nil {
+		return nil, err
+	}
+	return s.data, nil
+}
+
+// openLazySection prepares s for reading on demand. Like inflateSection,
+// it inflates zlib-compressed ELF64 sections with klauspost/compress; an
+// uncompressed section is read from the file as needed; anything else is
+// read whole by debug/elf. The caller has reserved s.Size (dwarfCost).
+func openLazySection(f *elfFile, s *elf.Section) (ls *lazySection, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ls, err = nil, fmt.Errorf("debug/elf panicked: %v", p)
+		}
+	}()
+	ls = &lazySection{name: s.Name}
+	switch {
+	case f.f == nil || f.ef.Class != elf.ELFCLASS64:
+	case s.Flags&elf.SHF_COMPRESSED == 0:
+		ls.data, ls.r = make([]byte, s.Size), io.NewSectionReader(f.f, int64(s.Offset), int64(s.Size))
+		return ls, nil
+	case s.FileSize >= chdr64Size && s.FileSize <= s.Size:
+		raw := make([]byte, s.FileSize)
+		if _, err := f.f.ReadAt(raw, int64(s.Offset)); err != nil {
+			return nil, err
+		}
+		bo := f.ef.ByteOrder
+		if elf.CompressionType(bo.Uint32(raw)) != elf.COMPRESS_ZLIB || bo.Uint64(raw[8:]) != s.Size {
+			break
+		}
+		zr, err := kzlib.NewReader(bytes.NewReader(raw[chdr64Size:]))
+		if err != nil {
+			return nil, err
+		}
+		ls.data, ls.r = make([]byte, s.Size), zr
+		return ls, nil
+	}
+	if ls.data, err = s.Data(); err != nil {
+		return nil, err
+	}
+	ls.n = len(ls.data)
+	return ls, nil
+}
+
+// lazyDWARF is what a dwarfIndex reads its units from while lazy.
+type lazyDWARF struct {
+	sect  map[string]*lazySection // by name without ".debug_"
+	order binary.ByteOrder
+	ready bool // every section but info and line read whole
+	// mismatch: a unit read disagreed with .debug_aranges or may refer
+	// outside itself; the index must be rebuilt from all units.
+	mismatch bool
+}
+
+// get returns section name read up to end; nil if the file has none.
+func (l *lazyDWARF) get(name string, end int) ([]byte, error) {
+	s := l.sect[name]
+	if s == nil {
+		return nil, nil
+	}
+	if err := s.ensure(end); err != nil {
+		return nil, err
+	}
+	return s.data, nil
+}
+
+// newLazyDWARFIndex indexes f's units by .debug_aranges; nil (and no
+// error) when the file has no usable .debug_aranges, so the caller reads
+// every unit instead. names are the sections to prepare (dwarfSections and
+// aranges), whose size the caller has reserved.
+func newLazyDWARFIndex(f *elfFile, names []string) (x *dwarfIndex, err error) {
+	ar := f.ef.Section(".debug_aranges")
+	if ar == nil || ar.Type == elf.SHT_NOBITS || f.ef.Section(".debug_info") == nil {
+		return nil, nil
+	}
+	l := &lazyDWARF{sect: map[string]*lazySection{}, order: f.ef.ByteOrder}
+	for _, name := range names {
+		s := f.ef.Section(".debug_" + name)
+		if s == nil || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		ls, err := openLazySection(f, s)
+		if err != nil {
+			return nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
+		}
+		l.sect[name] = ls
+	}
+	data, err := l.sect["aranges"].all()
+	if err != nil {
+		return nil, &FormatError{Path: f.path, Msg: "reading .debug_aranges", Err: err}
+	}
+	x = &dwarfIndex{path: f.path, order: f.ef.ByteOrder, lazy: l}
+	if !x.indexAranges(data, len(l.sect["info"].data)) {
+		return nil, nil
+	}
+	return x, nil
+}
+
+// indexAranges fills x.units and x.cus from .debug_aranges, in the order
+// newDWARFIndex would: units by offset, each unit's ranges in the order
+// listed (the producer writes them as the unit's DW_AT_ranges, which
+// readUnit checks). It returns false when the table is one this reader
+// does not take (segmented addresses, odd sizes, offsets past infoSize).
+func (x *dwarfIndex) indexAranges(data []byte, infoSize int) bool {
+	bo := x.order
+	byOff := map[dwarf.Offset]*cuInfo{}
+	for pos := 0; pos < len(data); {
+		if len(data)-pos < 4 {
+			return false
+		}
+		length, hdr := uint64(bo.Uint32(data[pos:])), 4
+		dwarf64 := length == 0xffffffff
+		if dwarf64 {
+			if len(data)-pos < 12 {
+				return false
+			}
+			length, hdr = bo.Uint64(data[pos+4:]), 12
+		}
+		if length > uint64(len(data)-pos-hdr) {
+			return false
+		}
+		end := pos + hdr + int(length)
+		set := data[pos+hdr : end]
+		pos = end
+		offSize := 4
+		if dwarf64 {
+			offSize = 8
+		}
+		if len(set) < 2+offSize+2 {
+			return false
+		}
+		var off uint64
+		if dwarf64 {
+			off = bo.Uint64(set[2:])
+		} else {
+			off = uint64(bo.Uint32(set[2:]))
+		}
+		asize, ssize := int(set[2+offSize]), set[3+offSize]
+		if version := bo.Uint16(set); version != 2 || ssize != 0 || asize != 8 && asize != 4 || off >= uint64(infoSize) {
+			return false
+		}
+		// Tuples start at a multiple of twice the address size from the
+		// start of the set.
+		t := hdr + 2 + offSize + 2
+		t = (t + 2*asize - 1) / (2 * asize) * (2 * asize)
+		cu := byOff[dwarf.Offset(off)]
+		if cu == nil {
+			cu = &cuInfo{off: dwarf.Offset(off)}
+			byOff[cu.off] = cu
+		}
+		for t -= hdr; t+2*asize <= len(set); t += 2 * asize {
+			var lo, n uint64
+			if asize == 8 {
+				lo, n = bo.Uint64(set[t:]), bo.Uint64(set[t+8:])
+			} else {
+				lo, n = uint64(bo.Uint32(set[t:])), uint64(bo.Uint32(set[t+4:]))
+			}
+			if lo == 0 && n == 0 {
+				break
+			}
+			if lo != 0 && lo+n > lo {
+				cu.aranges = append(cu.aranges, [2]uint64{lo, lo + n})
+			}
+		}
+	}
+	if len(byOff) == 0 {
+		return false
+	}
+	for _, cu := range byOff {
+		x.units = append(x.units, cu)
+	}
+	sort.Slice(x.units, func(i, j int) bool { return x.units[i].off < x.units[j].off })
+	for i, cu := range x.units {
+		for _, rg := range cu.aranges {
+			x.cus = append(x.cus, span{rg[0], rg[1], int32(i)})
+		}
+	}
+	sort.Slice(x.cus, func(i, j int) bool { return x.cus[i].lo < x.cus[j].lo })
+	return true
+}
+
+// openUnit makes a debug/dwarf.Data holding only the unit at cu.off, with
+// the sections it reads inflated far enough. It sets l.mismatch when the
+// unit's abbreviations allow references outside it.
+func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
+	if !l.ready {
+		for name, s := range l.sect {
+			if name == "info" || name == "line" {
+				continue
+			}
+			if err := s.ensure(len(s.data)); err != nil {
+				return nil, err
+			}
+		}
+		l.ready = true
+	}
+	bo := l.order
+	off := int(cu.off)
+	info, err := l.get("info", off+12)
+	if err != nil {
+		return nil, err
+	}
+	if off+4 > len(info) {
+		return nil, errors.New("unit header past the end of .debug_info")
+	}
+	length, hdr := uint64(bo.Uint32(info[off:])), 4
+	if length == 0xffffffff {
+		if off+12 > len(info) {
+			return nil, errors.New("unit header past the end of .debug_info")
+		}
+		length, hdr = bo.Uint64(info[off+4:]), 12
+	}
+	if length < 7 || length > uint64(len(info)-off-hdr) {
+		return nil, fmt.Errorf("unit length %#x does not fit .debug_info", length)
+	}
+	end := off + hdr + int(length)
+	if info, err = l.get("info", end); err != nil {
+		return nil, err
+	}
+	unit := info[off:end]
+	version := bo.Uint16(unit[hdr:])
+	p := hdr + 2
+	if version >= 5 {
+		if utype := unit[p]; utype != 1 && utype != 3 { // DW_UT_compile, DW_UT_partial
+			l.mismatch = true
+			return nil, errUnitNotLazy
+		}
+		p += 2
+	}
+	var abbrevOff uint64
+	if hdr == 12 {
+		if p+8 > len(unit) {
+			return nil, errors.New("unit header cut short")
+		}
+		abbrevOff = bo.Uint64(unit[p:])
+	} else {
+		if p+4 > len(unit) {
+			return nil, errors.New("unit header cut short")
+		}
+		abbrevOff = uint64(bo.Uint32(unit[p:]))
+	}
+	abbrev := l.sect["abbrev"]
+	if abbrev == nil {
+		return nil, errors.New("no .debug_abbrev")
+	}
+	if crossUnitForms(abbrev.data, abbrevOff) {
+		l.mismatch = true
+		return nil, errUnitNotLazy
+	}
+	var line, ranges, str []byte
+	if s := l.sect["line"]; s != nil {
+		line = s.data // read on demand by readUnit (ensureLine)
+	}
+	if s := l.sect["ranges"]; s != nil {
+		ranges = s.data
+	}
+	if s := l.sect["str"]; s != nil {
+		str = s.data
+	}
+	d, err := dwarf.New(abbrev.data, nil, nil, unit, line, nil, ranges, str)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"addr", "line_str", "str_offsets", "rnglists"} {
+		if s := l.sect[name]; s != nil {
+			if err := d.AddSection(".debug_"+name, s.data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return d, nil
+}
+
+// errUnitNotLazy: the unit cannot be read on its own.
+var errUnitNotLazy = errors.New("unit refers outside itself")
+
+// ensureLine reads .debug_line up to the end of the line table at off and
+// returns the section (only the part read is valid).
+func (l *lazyDWARF) ensureLine(off int64) []byte {
+	s := l.sect["line"]
+	if s == nil || off < 0 || off >= int64(len(s.data)) {
+		if s == nil {
+			return nil
+		}
+		return s.data[:s.n]
+	}
+	o := int(off)
+	if s.ensure(o+12) != nil || o+4 > s.n {
+		return s.data[:s.n]
+	}
+	length, hdr := uint64(l.order.Uint32(s.data[o:])), 4
+	if length == 0xffffffff && o+12 <= s.n {
+		length, hdr = l.order.Uint64(s.data[o+4:]), 12
+	}
+	s.ensure(int(min(uint64(len(s.data)), uint64(o+hdr)+min(length, uint64(len(s.data))))))
+	return s.data[:s.n]
+}
+
+// crossUnitForms reports whether the abbreviation table at off uses a
+// form that refers outside its unit (or one this scan cannot size), or
+// cannot be read.
+func crossUnitForms(abbrev []byte, off uint64) bool {
+	if off >= uint64(len(abbrev)) {
+		return true
+	}
+	c := lineCursor{b: abbrev, pos: int(off)}
+	for !c.err {
+		if code := c.uleb(); code == 0 || c.err {
+			return c.err
+		}
+		c.uleb() // tag
+		c.u8()   // children
+		for !c.err {
+			attr, form := c.uleb(), c.uleb()
+			if attr == 0 && form == 0 {
+				break
+			}
+			switch form {
+			case 0x10, 0x1c, 0x20, 0x24, 0x1f20, 0x1f21: // ref_addr, ref_sup4, ref_sig8, ref_sup8, GNU_ref_alt, GNU_strp_alt
+				return true
+			case 0x21: // implicit_const: its value is in the table
+				c.uleb()
+			}
+		}
+	}
+	return true
+}
+
+// openDWARF indexes f's DWARF: lazily from .debug_aranges when the file
+// has it, else every unit now (dwarfData, newDWARFIndex). The bytes it may
+// load are reserved in budget and returned as cost (release it when the
+// index is dropped).
+func openDWARF(f *elfFile, budget *DWARFBudget) (x *dwarfIndex, cost int64, err error) {
+	legacy := f.ef.Type == elf.ET_REL || f.ef.Section(".zdebug_info") != nil
+	if s := f.ef.Section(".debug_aranges"); !legacy && s != nil && s.Type != elf.SHT_NOBITS {
+		want := func(name string) bool {
+			name = strings.TrimPrefix(name, ".debug_")
+			return dwarfSections[name] || name == "aranges"
+		}
+		n, err := dwarfCost(f.ef, want, budget.perBinary())
+		if err == nil {
+			err = budget.reserve(n)
+		}
+		if err != nil {
+			return nil, 0, &FormatError{Path: f.path, Msg: "loading DWARF", Err: err}
+		}
+		names := []string{"aranges"}
+		for name := range dwarfSections {
+			names = append(names, name)
+		}
+		if x, err = newLazyDWARFIndex(f, names); x != nil && err == nil {
+			return x, n, nil
+		}
+		budget.release(n)
+		// Whatever else stopped the lazy index, reading every unit says
+		// best what is wrong, or works without .debug_aranges.
+	}
+	d, line, cost, err := dwarfData(f, budget)
+	if err == nil {
+		x, err = newDWARFIndex(f.path, d)
+	}
+	if err != nil {
+		budget.release(cost)
+		return nil, 0, err
+	}
+	x.line, x.order = line, f.ef.ByteOrder
+	return x, cost, nil
+}

@@ -1,0 +1,80 @@
+package binfile
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// eagerDWARF indexes b's debug file the way it is done without
+// .debug_aranges: every section inflated, every unit indexed by its own
+// ranges (newDWARFIndex).
+func eagerDWARF(t *testing.T, b *Binary) *dwarfIndex {
+	t.Helper()
+	d, line, _, err := dwarfData(b.dbg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := newDWARFIndex(b.dbg.path, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.line, x.order = line, b.dbg.ef.ByteOrder
+	return x
+}
+
+// TestLazyDWARFSameAsEager: glibc's debug files (libc, ld.so) are indexed
+// from .debug_aranges and read a unit at a time; the index (ranges and the
+// units they name) and every 31st address of .text name the same frames
+// as indexing every unit by its own DIE, and no unit disagreed with
+// .debug_aranges (which would make the index read every unit).
+func TestLazyDWARFSameAsEager(t *testing.T) {
+	l, _ := testSymfs(t)
+	for _, path := range []string{libcPath, "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"} {
+		b, err := l.Open(path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if b.dw == nil || b.dw.lazy == nil {
+			t.Fatalf("%s: DWARF not indexed lazily (warnings %q)", path, b.Warnings)
+		}
+		eager := eagerDWARF(t, b)
+		if len(b.dw.cus) != len(eager.cus) {
+			t.Fatalf("%s: %d ranges from .debug_aranges, %d from the units", path, len(b.dw.cus), len(eager.cus))
+		}
+		for i, s := range b.dw.cus {
+			e := eager.cus[i]
+			// The lazy index knows a unit by its header's offset, the
+			// other by its DIE's: 11 (DWARF 4) or 12 (DWARF 5) bytes on.
+			hdr := eager.units[e.node].off - b.dw.units[s.node].off
+			if s.lo != e.lo || s.hi != e.hi || hdr != 11 && hdr != 12 {
+				t.Fatalf("%s: range %d: [%#x,%#x) of unit %#x, want [%#x,%#x) of unit %#x", path, i,
+					s.lo, s.hi, b.dw.units[s.node].off, e.lo, e.hi, eager.units[e.node].off)
+			}
+		}
+		lazy := b.dw
+		addrs := sampleText(t, b.ELF(), 31)
+		var got, want []Frame
+		read := 0
+		for _, a := range addrs {
+			b.dw = lazy
+			got = b.Symbolize(a, got[:0])
+			b.dw = eager
+			want = b.Symbolize(a, want[:0])
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %#x: lazy %v, every unit %v", path, a, got, want)
+			}
+		}
+		b.dw = lazy
+		for _, u := range lazy.units {
+			if u.state != 0 {
+				read++
+			}
+		}
+		if lazy.lazy == nil {
+			t.Errorf("%s: a unit disagreed with .debug_aranges; every unit was read", path)
+		}
+		t.Logf("%s: %d addresses, %d of %d units read, %s", path, len(addrs), read, len(lazy.units), fmt.Sprint(lazy))
+	}
+}
