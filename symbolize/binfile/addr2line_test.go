@@ -114,7 +114,7 @@ func compareWithAddr2line(b *Binary, want map[uint64][]a2lFrame, addrs []uint64)
 		// names the preceding symbol whatever its size; perf, like us,
 		// respects sizes and says [unknown]. Such addresses never occur in
 		// a stack, so they are counted apart.
-		if len(got) == 1 && got[0].Func == Unknown && len(exp) == 1 && b.syms.lookup(addr) == nil {
+		if len(got) == 1 && got[0].Func == Unknown && len(exp) == 1 && b.symbols().lookup(addr) == nil {
 			a.padding++
 			continue
 		}
@@ -354,7 +354,7 @@ func TestLibcAgreesWithLLVMSymbolizer(t *testing.T) {
 			continue
 		}
 		buf = b.Symbolize(addr, buf[:0])
-		if len(buf) == 1 && buf[0].Func == Unknown && b.syms.lookup(addr) == nil {
+		if len(buf) == 1 && buf[0].Func == Unknown && b.symbols().lookup(addr) == nil {
 			padding++
 			continue
 		}
@@ -407,7 +407,7 @@ func TestTestdataVDSOAndKallsyms(t *testing.T) {
 	// readelf --dyn-syms on the vdso lists clock_gettime (with a
 	// __vdso_ alias at the same address).
 	found := false
-	for _, s := range b.syms.syms {
+	for _, s := range b.symbols().syms {
 		if fr := b.Symbolize(s.start, nil); strings.Contains(fr[0].Func, "clock_gettime") {
 			found = true
 		}

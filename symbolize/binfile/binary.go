@@ -49,18 +49,30 @@ type Binary struct {
 	bin, dbg *elfFile
 	loads    []*elf.Prog
 
-	mu   sync.Mutex // guards the lazy parts of syms and dw
-	syms symtab
-	dw   *dwarfIndex
-	buf  []int32
+	// syms is loaded in the background from open on; symsReady is
+	// closed when it is done (see newBinary).
+	syms      symtab
+	symsReady chan struct{}
+
+	mu      sync.Mutex // guards dw's lazy parts and buf
+	dw      *dwarfIndex
+	buf     []int32
+	prefill sync.WaitGroup // the background reading of dw's sections
 
 	budget    *DWARFBudget // where dwarfCost is reserved, released by Close
 	dwarfCost int64
 }
 
 // newBinary indexes an opened binary and/or debug file.
+//
+// What only naming needs is read in the background, so that opening a
+// binary for unwinding (program headers, CFI) does not wait for it: the
+// symbol table, and the DWARF sections of a lazily indexed debug file
+// (lazydwarf.go; the units themselves are read when asked about).
+// Symbolize waits for them. DWARF that cannot be indexed at all is found
+// out here, so Warnings are complete when newBinary returns.
 func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
-	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
+	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns, symsReady: make(chan struct{})}
 	main := bin
 	if main == nil {
 		main = dbg
@@ -74,35 +86,33 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 			b.loads = append(b.loads, p)
 		}
 	}
-	// The symbol table and the DWARF index are independent: build them
-	// on two cores (a big debug file's decompression and a big symbol
-	// table's sort are most of opening libc or cc1).
-	symsDone := make(chan error, 1)
 	go func() {
-		var err error
+		defer close(b.symsReady)
+		// loadSymbols reports no errors: a table it cannot read is
+		// passed over for the next, as perf does.
 		if dbg != nil && dbg != bin {
-			b.syms, err = loadSymbols(bin, dbg, bin)
+			b.syms, _ = loadSymbols(bin, dbg, bin)
 		} else {
-			b.syms, err = loadSymbols(bin, bin)
-		}
-		symsDone <- err
-	}()
-	var dwarfWarn error
-	defer func() {
-		if err := <-symsDone; err != nil {
-			b.Warnings = append(b.Warnings, err)
-		}
-		if dwarfWarn != nil {
-			b.Warnings = append(b.Warnings, dwarfWarn)
+			b.syms, _ = loadSymbols(bin, bin)
 		}
 	}()
 	if dbg != nil && dbg.hasDWARF() {
 		x, cost, err := openDWARF(dbg, budget)
 		if err != nil {
-			dwarfWarn = fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err)
+			b.Warnings = append(b.Warnings, fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err))
 		} else {
 			b.dw, b.DebugFile = x, dbg.path
 			b.budget, b.dwarfCost = budget, cost
+			if x.lazy != nil {
+				// Which units a run asks for is known only at its end, and
+				// libc's are spread over all of .debug_info: inflate the
+				// sections now, while the recording is being decoded.
+				b.prefill.Add(1)
+				go func() {
+					defer b.prefill.Done()
+					x.lazy.readAll(&b.mu)
+				}()
+			}
 		}
 	}
 	return b, nil
@@ -252,11 +262,24 @@ func (b *Binary) DebugELF() *elf.File {
 	return b.dbg.ef
 }
 
+// symbols returns the symbol table once it is loaded.
+func (b *Binary) symbols() *symtab {
+	<-b.symsReady
+	return &b.syms
+}
+
 // HasDWARF reports whether frames get inline chains and file:line.
 func (b *Binary) HasDWARF() bool { return b.dw != nil }
 
 // Close closes the files the Binary opened.
 func (b *Binary) Close() error {
+	<-b.symsReady // the background reads use the files
+	b.mu.Lock()
+	if b.dw != nil && b.dw.lazy != nil {
+		b.dw.lazy.stop = true
+	}
+	b.mu.Unlock()
+	b.prefill.Wait()
 	b.budget.release(b.dwarfCost)
 	b.dwarfCost = 0
 	var err error
@@ -314,13 +337,14 @@ func (b *Binary) MappedVaddr(pc, start, pgoff uint64) (uint64, bool) {
 // nothing names has Func Unknown. Callers should cache the result per
 // address: the slices are fresh but the strings are shared.
 func (b *Binary) Symbolize(vaddr uint64, out []Frame) []Frame {
+	syms := b.symbols()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 
 	var symName, symRaw, symFile string
 	var symOff uint64
 	hasSym := false
-	if s := b.syms.lookup(vaddr); s != nil {
+	if s := syms.lookup(vaddr); s != nil {
 		hasSym = true
 		symName, symRaw, symFile, symOff = s.demangledName(), s.name, s.file, vaddr-s.start
 	}

@@ -52,7 +52,7 @@ func TestSymbolizeCxx(t *testing.T) {
 func TestSymbolizeAliases(t *testing.T) {
 	b := openFixture(t, "inline")
 	defer b.Close()
-	if s := b.syms.lookup(0x1421); s == nil || s.name != "real_impl" {
+	if s := b.symbols().lookup(0x1421); s == nil || s.name != "real_impl" {
 		t.Errorf("symbol at 0x1421: %+v, want real_impl", s)
 	}
 }

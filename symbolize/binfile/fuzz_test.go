@@ -38,7 +38,7 @@ func FuzzOpen(f *testing.F) {
 				addrs = append(addrs, s.Addr, s.Addr+s.Size/2)
 			}
 		}
-		for i, s := range b.syms.syms {
+		for i, s := range b.symbols().syms {
 			if i > 50 {
 				break
 			}

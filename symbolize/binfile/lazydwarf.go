@@ -10,6 +10,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	kzlib "github.com/klauspost/compress/zlib"
 )
@@ -115,9 +116,44 @@ type lazyDWARF struct {
 	sect  map[string]*lazySection // by name without ".debug_"
 	order binary.ByteOrder
 	ready bool // every section but info and line read whole
+	stop  bool // Close was called: readAll stops
 	// mismatch: a unit read disagreed with .debug_aranges or may refer
 	// outside itself; the index must be rebuilt from all units.
 	mismatch bool
+}
+
+// readAll reads every section whole, a chunk at a time under mu (which
+// guards l), so that a unit asked for meanwhile is read as soon as its
+// bytes are in; small sections first, .debug_info and .debug_line last.
+// It stops at the first error, which the unit that needs the bytes then
+// reports.
+func (l *lazyDWARF) readAll(mu *sync.Mutex) {
+	var order []*lazySection
+	for name, s := range l.sect {
+		if name != "info" && name != "line" {
+			order = append(order, s)
+		}
+	}
+	for _, name := range []string{"info", "line"} {
+		if s := l.sect[name]; s != nil {
+			order = append(order, s)
+		}
+	}
+	for _, s := range order {
+		for done := false; !done; {
+			mu.Lock()
+			if l.stop {
+				mu.Unlock()
+				return
+			}
+			err := s.ensure(s.n + 4*lazyChunk)
+			done = err != nil || s.n == len(s.data)
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}
 }
 
 // get returns section name read up to end; nil if the file has none.

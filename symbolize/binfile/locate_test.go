@@ -173,7 +173,7 @@ func TestLocate(t *testing.T) {
 
 func mainAddr(t *testing.T, b *Binary) uint64 {
 	t.Helper()
-	for _, s := range b.syms.syms {
+	for _, s := range b.symbols().syms {
 		if s.name == "main" {
 			return s.start + 1
 		}
