@@ -107,10 +107,11 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 				// Which units a run asks for is known only at its end, and
 				// libc's are spread over all of .debug_info: inflate the
 				// sections now, while the recording is being decoded.
+				l := x.lazy // x.lazy is cleared if x turns eager (dwarfIndex.readAll)
 				b.prefill.Add(1)
 				go func() {
 					defer b.prefill.Done()
-					x.lazy.readAll(&b.mu)
+					l.readAll(&b.mu)
 				}()
 			}
 		}
