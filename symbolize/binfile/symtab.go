@@ -33,11 +33,12 @@ type symtab struct {
 // and then .dynsym that has any, in perf's order (the debug file's symtab
 // first: dso__load takes the first candidate image with a symtab).
 func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
+	var dyn *symbolSection // runtime's .dynsym, if read here
 	defer func() {
 		// perf adds "name@plt" symbols for the runtime image's PLT
 		// (dso__synthesize_plt_symbols) whichever file the symtab came from.
 		// One fixup for both: sorting is most of the cost.
-		if plt := synthesizePLT(runtime); len(plt) > 0 {
+		if plt := synthesizePLT(runtime, dyn); len(plt) > 0 {
 			st.syms = append(st.syms, plt...)
 		}
 		if len(st.syms) > 0 {
@@ -49,7 +50,10 @@ func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
 			if f == nil {
 				continue
 			}
-			syms, err := readSyms(f, want)
+			syms, sect, err := readSyms(f, want, pltEntries(runtime))
+			if f == runtime && want == elf.SHT_DYNSYM {
+				dyn = sect
+			}
 			if err != nil || len(syms) == 0 {
 				continue
 			}
@@ -61,20 +65,23 @@ func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
 	return st, nil
 }
 
-func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
+// readSyms reads f's function symbols from its section of type typ, with
+// room for extra more in the slice, and returns the section read.
+func readSyms(f *elfFile, typ elf.SectionType, extra int) (out []elfSym, syms *symbolSection, err error) {
 	s := f.ef.SectionByType(typ)
 	if s == nil || s.Type == elf.SHT_NOBITS || s.Size == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: fmt.Errorf("debug/elf panicked: %v", p)}
+			out, syms, err = nil, nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: fmt.Errorf("debug/elf panicked: %v", p)}
 		}
 	}()
-	syms, err := rawSymbols(f.ef, s)
+	syms, err = rawSymbols(f.ef, s)
 	if err != nil {
-		return nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: err}
+		return nil, nil, &FormatError{Path: f.path, Msg: "reading symbols", Err: err}
 	}
+	out = make([]elfSym, 0, syms.n+extra)
 	// binutils (elf.c elf_find_function) names the source file of a
 	// symbol-only address after the STT_FILE symbol before it; a global
 	// symbol after a second STT_FILE gets none.
@@ -119,7 +126,7 @@ func readSyms(f *elfFile, typ elf.SectionType) (out []elfSym, err error) {
 		}
 		out = append(out, elfSym{start: sym.value, end: sym.value + sym.size, name: name, bind: elf.ST_BIND(sym.info), file: symFile})
 	}
-	return out, nil
+	return out, syms, nil
 }
 
 // symbolSection is a symbol table as stored, read without building an
@@ -193,33 +200,57 @@ func (t *symbolSection) name(s rawSym) string {
 	return ""
 }
 
-// sortedByStart returns syms stably sorted by start. A stable sort of the
-// 80-byte symbols themselves (slices.SortStableFunc: insertion sort and
-// in-place merges by rotation) was 70% of opening cc1, whose .dynsym holds
-// 29,000 symbols; sorting indices by (start, index) is the same order in
-// O(n log n) with 4-byte swaps, plus one copy.
-func sortedByStart(syms []elfSym) []elfSym {
-	idx := make([]int32, len(syms))
-	for i := range idx {
-		idx[i] = int32(i)
+// sortByStart sorts syms stably by start. A stable sort of the 80-byte
+// symbols themselves (slices.SortStableFunc: insertion sort and in-place
+// merges by rotation) was 70% of opening cc1, whose .dynsym holds 29,000
+// symbols; sorting indices by (start, index) is the same order in
+// O(n log n) with 16-byte swaps, and the permutation is then applied in
+// place, cycle by cycle.
+func sortByStart(syms []elfSym) {
+	// The keys sit next to the indices: comparing through syms[a] missed
+	// the cache on every comparison.
+	type key struct {
+		start uint64
+		i     int32
 	}
-	slices.SortFunc(idx, func(a, b int32) int {
-		if c := cmp.Compare(syms[a].start, syms[b].start); c != 0 {
-			return c
+	keys := make([]key, len(syms))
+	for i := range syms {
+		keys[i] = key{syms[i].start, int32(i)}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.start != b.start {
+			return cmp.Compare(a.start, b.start)
 		}
-		return cmp.Compare(a, b)
+		return cmp.Compare(a.i, b.i)
 	})
-	out := make([]elfSym, len(syms))
-	for k, i := range idx {
-		out[k] = syms[i]
+	idx := make([]int32, len(syms))
+	for k := range keys {
+		idx[k] = keys[k].i
 	}
-	return out
+	// Position k takes the symbol at idx[k]; a placed position is marked -1.
+	for k := range idx {
+		if idx[k] < 0 {
+			continue
+		}
+		tmp, j := syms[k], k
+		for {
+			next := int(idx[j])
+			idx[j] = -1
+			if next == k {
+				syms[j] = tmp
+				break
+			}
+			syms[j] = syms[next]
+			j = next
+		}
+	}
 }
 
 // fixup sorts, keeps perf's best symbol per start address, and gives
 // zero-sized symbols the extent up to the next one.
 func (st *symtab) fixup() {
-	s := sortedByStart(st.syms)
+	s := st.syms
+	sortByStart(s)
 	out := s[:0]
 	for _, sym := range s {
 		if n := len(out); n > 0 && out[n-1].start == sym.start {
@@ -306,11 +337,23 @@ func demangleName(s string) string {
 	return demangle.Filter(s)
 }
 
-// synthesizePLT names x86-64 PLT entries as perf does: entry i (after the
+// pltEntries is how many entries synthesizePLT may add for f.
+func pltEntries(f *elfFile) int {
+	if f == nil {
+		return 0
+	}
+	if rel := f.ef.Section(".rela.plt"); rel != nil && rel.Size <= 1<<24 {
+		return int(rel.Size / 24)
+	}
+	return 0
+}
+
+// synthesizePLT (dyn: f's .dynsym when the caller has read it, else nil)
+// names x86-64 PLT entries as perf does: entry i (after the
 // 16-byte header of .plt, or of .plt.sec when the binary has one) is
 // "SYM@plt" for the i-th .rela.plt relocation's dynamic symbol, "@plt" for
 // one without a symbol (IRELATIVE).
-func synthesizePLT(f *elfFile) (out []elfSym) {
+func synthesizePLT(f *elfFile, dyn *symbolSection) (out []elfSym) {
 	if f == nil || f.ef.Machine != elf.EM_X86_64 || f.ef.Class != elf.ELFCLASS64 {
 		return nil
 	}
@@ -332,8 +375,7 @@ func synthesizePLT(f *elfFile) (out []elfSym) {
 	if err != nil {
 		return nil
 	}
-	var dyn *symbolSection
-	if s := f.ef.SectionByType(elf.SHT_DYNSYM); s != nil && s.Type != elf.SHT_NOBITS {
+	if s := f.ef.SectionByType(elf.SHT_DYNSYM); dyn == nil && s != nil && s.Type != elf.SHT_NOBITS {
 		dyn, _ = rawSymbols(f.ef, s) // nil: entries without names
 	}
 	bo := f.ef.ByteOrder
