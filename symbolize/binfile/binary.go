@@ -107,12 +107,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 				// Which units a run asks for is known only at its end, and
 				// libc's are spread over all of .debug_info: inflate the
 				// sections now, while the recording is being decoded.
-				l := x.lazy // x.lazy is cleared if x turns eager (dwarfIndex.readAll)
-				b.prefill.Add(1)
-				go func() {
-					defer b.prefill.Done()
-					l.readAll(&b.mu)
-				}()
+				x.lazy.prefill(&b.prefill)
 			}
 		}
 	}
@@ -277,7 +272,7 @@ func (b *Binary) Close() error {
 	<-b.symsReady // the background reads use the files
 	b.mu.Lock()
 	if b.dw != nil && b.dw.lazy != nil {
-		b.dw.lazy.stop = true
+		b.dw.lazy.stop.Store(true)
 	}
 	b.mu.Unlock()
 	b.prefill.Wait()

@@ -221,6 +221,9 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 			return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
 		}
 		cu.d, cu.names, cu.start = d, d.Reader(), 0
+		if s := x.lazy.sect["line"]; s != nil {
+			line = s.data // read whole by openUnit
+		}
 	}
 	r := cu.d.Reader()
 	r.Seek(cu.start)
@@ -236,9 +239,6 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 	var lr *dwarf.LineReader
 	var lerr error
 	if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
-		if x.lazy != nil {
-			line = x.lazy.ensureLine(off)
-		}
 		lerr = checkLineHeader(line, off, x.order)
 	}
 	if lerr == nil {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	kzlib "github.com/klauspost/compress/zlib"
 )
@@ -21,8 +22,10 @@ import (
 // recording's samples hit a few dozen units. When the debug file has
 // .debug_aranges, the index is built from it alone, and a unit is read
 // only when an address inside it is first asked about, from a
-// debug/dwarf.Data holding just that unit; the sections are inflated up to
-// the furthest byte read so far (zlib streams are sequential).
+// debug/dwarf.Data holding just that unit. The sections are inflated in
+// the background from open on, each on its own (zlib streams are
+// sequential, but independent of each other); a unit waits only for the
+// bytes it needs: .debug_info up to its end, the other sections whole.
 //
 // The result is the same as indexing every unit by its own ranges
 // (newDWARFIndex), which is what happens without .debug_aranges, or when
@@ -36,6 +39,7 @@ import (
 type lazySection struct {
 	name string
 	data []byte
+	mu   sync.Mutex // guards n, r and err: the background and a reader share s
 	n    int
 	r    io.Reader // the rest of the section; nil once all is read
 	err  error     // the first read error, sticky
@@ -44,8 +48,11 @@ type lazySection struct {
 // lazyChunk is the least a lazySection reads at once.
 const lazyChunk = 256 << 10
 
-// ensure reads the section up to byte end (capped at its size).
+// ensure reads the section up to byte end (capped at its size). Bytes
+// before end are not written again: a caller may read them without s.mu.
 func (s *lazySection) ensure(end int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	end = min(end, len(s.data))
 	for s.n < end && s.err == nil {
 		want := min(len(s.data), max(end, s.n+lazyChunk))
@@ -111,49 +118,49 @@ func openLazySection(f *elfFile, s *elf.Section) (ls *lazySection, err error) {
 	return ls, nil
 }
 
-// lazyDWARF is what a dwarfIndex reads its units from while lazy.
+// lazyDWARF is what a dwarfIndex reads its units from while lazy. Its
+// fields but the sections and stop are guarded by the Binary's mutex.
 type lazyDWARF struct {
 	sect  map[string]*lazySection // by name without ".debug_"
 	order binary.ByteOrder
-	ready bool // every section but info and line read whole
-	stop  bool // Close was called: readAll stops
+	ready bool // every section but info read whole
 	// mismatch: a unit read disagreed with .debug_aranges or may refer
 	// outside itself; the index must be rebuilt from all units.
 	mismatch bool
+	stop     atomic.Bool // Close was called: prefill stops
 }
 
-// readAll reads every section whole, a chunk at a time under mu (which
-// guards l), so that a unit asked for meanwhile is read as soon as its
-// bytes are in; small sections first, .debug_info and .debug_line last.
-// It stops at the first error, which the unit that needs the bytes then
-// reports.
-func (l *lazyDWARF) readAll(mu *sync.Mutex) {
-	var order []*lazySection
-	for name, s := range l.sect {
-		if name != "info" && name != "line" {
-			order = append(order, s)
-		}
-	}
-	for _, name := range []string{"info", "line"} {
+// prefill reads every section whole in the background: .debug_info on one
+// goroutine, the rest on another, a chunk at a time, so that a unit asked
+// for meanwhile is read as soon as its bytes are in. It stops at the first
+// error (which the unit that needs the bytes then reports) or when stop
+// is set; wg is done when both have returned.
+func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
+	var rest []*lazySection
+	for _, name := range []string{"abbrev", "line", "str", "line_str", "str_offsets", "addr", "rnglists", "ranges"} {
 		if s := l.sect[name]; s != nil {
-			order = append(order, s)
+			rest = append(rest, s)
 		}
 	}
-	for _, s := range order {
-		for done := false; !done; {
-			mu.Lock()
-			if l.stop {
-				mu.Unlock()
-				return
-			}
-			err := s.ensure(s.n + 4*lazyChunk)
-			done = err != nil || s.n == len(s.data)
-			mu.Unlock()
-			if err != nil {
-				return
+	read := func(ss ...*lazySection) {
+		defer wg.Done()
+		for _, s := range ss {
+			for !l.stop.Load() {
+				s.mu.Lock()
+				n, err := s.n, s.err
+				s.mu.Unlock()
+				if n == len(s.data) || err != nil {
+					break
+				}
+				if s.ensure(n+4*lazyChunk) != nil {
+					return
+				}
 			}
 		}
 	}
+	wg.Add(2)
+	go read(l.sect["info"])
+	go read(rest...)
 }
 
 // get returns section name read up to end; nil if the file has none.
@@ -289,7 +296,7 @@ func (x *dwarfIndex) indexAranges(data []byte, infoSize int) bool {
 func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 	if !l.ready {
 		for name, s := range l.sect {
-			if name == "info" || name == "line" {
+			if name == "info" {
 				continue
 			}
 			if err := s.ensure(len(s.data)); err != nil {
@@ -353,7 +360,7 @@ func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 	}
 	var line, ranges, str []byte
 	if s := l.sect["line"]; s != nil {
-		line = s.data // read on demand by readUnit (ensureLine)
+		line = s.data
 	}
 	if s := l.sect["ranges"]; s != nil {
 		ranges = s.data
@@ -377,28 +384,6 @@ func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 
 // errUnitNotLazy: the unit cannot be read on its own.
 var errUnitNotLazy = errors.New("unit refers outside itself")
-
-// ensureLine reads .debug_line up to the end of the line table at off and
-// returns the section (only the part read is valid).
-func (l *lazyDWARF) ensureLine(off int64) []byte {
-	s := l.sect["line"]
-	if s == nil || off < 0 || off >= int64(len(s.data)) {
-		if s == nil {
-			return nil
-		}
-		return s.data[:s.n]
-	}
-	o := int(off)
-	if s.ensure(o+12) != nil || o+4 > s.n {
-		return s.data[:s.n]
-	}
-	length, hdr := uint64(l.order.Uint32(s.data[o:])), 4
-	if length == 0xffffffff && o+12 <= s.n {
-		length, hdr = l.order.Uint64(s.data[o+4:]), 12
-	}
-	s.ensure(int(min(uint64(len(s.data)), uint64(o+hdr)+min(length, uint64(len(s.data))))))
-	return s.data[:s.n]
-}
 
 // crossUnitForms reports whether the abbreviation table at off uses a
 // form that refers outside its unit (or one this scan cannot size), or
