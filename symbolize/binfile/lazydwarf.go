@@ -38,21 +38,39 @@ import (
 // demand: data has the section's full size, data[:n] has been read.
 type lazySection struct {
 	name string
-	data []byte
-	mu   sync.Mutex // guards n, r and err: the background and a reader share s
-	n    int
-	r    io.Reader // the rest of the section; nil once all is read
-	err  error     // the first read error, sticky
+	size int // bytes once read (decompressed)
+	f    *elfFile
+	sec  *elf.Section
+
+	mu      sync.Mutex // guards the rest: the background and a reader share s
+	started bool
+	data    []byte // size bytes, of which data[:n] are read
+	n       int
+	r       io.Reader // the rest of the section; nil once all is read
+	err     error     // the first error, sticky
 }
 
 // lazyChunk is the least a lazySection reads at once.
 const lazyChunk = 256 << 10
+
+// newLazySection prepares s of f for reading on demand; nothing is read
+// or allocated until the first ensure. The caller has reserved s.Size
+// (dwarfCost).
+func newLazySection(f *elfFile, s *elf.Section) *lazySection {
+	return &lazySection{name: s.Name, size: int(s.Size), f: f, sec: s}
+}
 
 // ensure reads the section up to byte end (capped at its size). Bytes
 // before end are not written again: a caller may read them without s.mu.
 func (s *lazySection) ensure(end int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.started {
+		s.started = true
+		if err := s.start(); err != nil {
+			s.err = fmt.Errorf("reading %s: %w", s.name, err)
+		}
+	}
 	end = min(end, len(s.data))
 	for s.n < end && s.err == nil {
 		want := min(len(s.data), max(end, s.n+lazyChunk))
@@ -65,7 +83,7 @@ func (s *lazySection) ensure(end int) error {
 	if s.n == len(s.data) {
 		s.r = nil // drop the compressed bytes and the inflater
 	}
-	if s.n < end {
+	if s.n < end || s.err != nil && len(s.data) == 0 {
 		return s.err
 	}
 	return nil
@@ -73,49 +91,53 @@ func (s *lazySection) ensure(end int) error {
 
 // all reads the whole section and returns it.
 func (s *lazySection) all() ([]byte, error) {
-	if err := s.ensure(len(s.data)); err != nil {
+	if err := s.ensure(s.size); err != nil {
 		return nil, err
 	}
 	return s.data, nil
 }
 
-// openLazySection prepares s for reading on demand. Like inflateSection,
-// it inflates zlib-compressed ELF64 sections with klauspost/compress; an
-// uncompressed section is read from the file as needed; anything else is
-// read whole by debug/elf. The caller has reserved s.Size (dwarfCost).
-func openLazySection(f *elfFile, s *elf.Section) (ls *lazySection, err error) {
+// start sets up the reading. Like inflateSection, it inflates
+// zlib-compressed ELF64 sections with klauspost/compress; an uncompressed
+// section is read from the file as needed; anything else is read whole by
+// debug/elf.
+func (s *lazySection) start() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			ls, err = nil, fmt.Errorf("debug/elf panicked: %v", p)
+			s.data, s.n, err = nil, 0, fmt.Errorf("debug/elf panicked: %v", p)
 		}
 	}()
-	ls = &lazySection{name: s.Name}
+	f, sec := s.f, s.sec
 	switch {
 	case f.f == nil || f.ef.Class != elf.ELFCLASS64:
-	case s.Flags&elf.SHF_COMPRESSED == 0:
-		ls.data, ls.r = make([]byte, s.Size), io.NewSectionReader(f.f, int64(s.Offset), int64(s.Size))
-		return ls, nil
-	case s.FileSize >= chdr64Size && s.FileSize <= s.Size:
-		raw := make([]byte, s.FileSize)
-		if _, err := f.f.ReadAt(raw, int64(s.Offset)); err != nil {
-			return nil, err
+	case sec.Flags&elf.SHF_COMPRESSED == 0:
+		s.data, s.r = make([]byte, s.size), io.NewSectionReader(f.f, int64(sec.Offset), int64(sec.Size))
+		return nil
+	case sec.FileSize >= chdr64Size && sec.FileSize <= sec.Size:
+		raw := make([]byte, sec.FileSize)
+		if _, err := f.f.ReadAt(raw, int64(sec.Offset)); err != nil {
+			return err
 		}
 		bo := f.ef.ByteOrder
-		if elf.CompressionType(bo.Uint32(raw)) != elf.COMPRESS_ZLIB || bo.Uint64(raw[8:]) != s.Size {
+		if elf.CompressionType(bo.Uint32(raw)) != elf.COMPRESS_ZLIB || bo.Uint64(raw[8:]) != sec.Size {
 			break
 		}
 		zr, err := kzlib.NewReader(bytes.NewReader(raw[chdr64Size:]))
 		if err != nil {
-			return nil, err
+			return err
 		}
-		ls.data, ls.r = make([]byte, s.Size), zr
-		return ls, nil
+		s.data, s.r = make([]byte, s.size), zr
+		return nil
 	}
-	if ls.data, err = s.Data(); err != nil {
-		return nil, err
+	data, err := sec.Data()
+	if err != nil {
+		return err
 	}
-	ls.n = len(ls.data)
-	return ls, nil
+	if len(data) != s.size {
+		return fmt.Errorf("%d bytes, not the %d its header gives", len(data), s.size)
+	}
+	s.data, s.n = data, len(data)
+	return nil
 }
 
 // lazyDWARF is what a dwarfIndex reads its units from while lazy. Its
@@ -147,9 +169,9 @@ func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 		for _, s := range ss {
 			for !l.stop.Load() {
 				s.mu.Lock()
-				n, err := s.n, s.err
+				n, done := s.n, s.started && s.n == len(s.data) || s.err != nil
 				s.mu.Unlock()
-				if n == len(s.data) || err != nil {
+				if done {
 					break
 				}
 				if s.ensure(n+4*lazyChunk) != nil {
@@ -190,18 +212,14 @@ func newLazyDWARFIndex(f *elfFile, names []string) (x *dwarfIndex, err error) {
 		if s == nil || s.Type == elf.SHT_NOBITS {
 			continue
 		}
-		ls, err := openLazySection(f, s)
-		if err != nil {
-			return nil, &FormatError{Path: f.path, Msg: "reading .debug_" + name, Err: err}
-		}
-		l.sect[name] = ls
+		l.sect[name] = newLazySection(f, s)
 	}
 	data, err := l.sect["aranges"].all()
 	if err != nil {
 		return nil, &FormatError{Path: f.path, Msg: "reading .debug_aranges", Err: err}
 	}
 	x = &dwarfIndex{path: f.path, order: f.ef.ByteOrder, lazy: l}
-	if !x.indexAranges(data, len(l.sect["info"].data)) {
+	if !x.indexAranges(data, l.sect["info"].size) {
 		return nil, nil
 	}
 	return x, nil
@@ -299,7 +317,7 @@ func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 			if name == "info" {
 				continue
 			}
-			if err := s.ensure(len(s.data)); err != nil {
+			if _, err := s.all(); err != nil {
 				return nil, err
 			}
 		}
