@@ -194,6 +194,11 @@ func (x *dwarfIndex) readAll() {
 	}
 }
 
+// langC are the DW_AT_language values of C (DW_LANG_C89, C, C99, C11,
+// C17), whose structures and unions hold no functions: their members are
+// not read (with DW_AT_sibling, not even decoded).
+var langC = map[int64]bool{0x1: true, 0x2: true, 0xc: true, 0x1d: true, 0x2c: true}
+
 // Tags whose children never hold code.
 func skipTag(t dwarf.Tag) bool {
 	switch t {
@@ -245,6 +250,8 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 		lr, lerr = cu.d.LineReader(e)
 	}
 	compDir, _ := e.Val(dwarf.AttrCompDir).(string)
+	lang, _ := e.Val(dwarf.AttrLanguage).(int64)
+	isC := langC[lang]
 	if lr != nil && lerr == nil {
 		fileTab = cu.readLines(lr, compDir)
 	}
@@ -290,7 +297,7 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 				cu.nodes[cur].children = append(cu.nodes[cur].children, self)
 			}
 		default:
-			if skipTag(e.Tag) {
+			if skipTag(e.Tag) || isC && (e.Tag == dwarf.TagStructType || e.Tag == dwarf.TagUnionType) {
 				if e.Children {
 					r.SkipChildren()
 				}
