@@ -221,13 +221,8 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 	}()
 	line := x.line
 	if x.lazy != nil {
-		d, err := x.lazy.openUnit(cu)
-		if err != nil {
+		if line, err = x.openLazyUnit(cu); err != nil {
 			return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
-		}
-		cu.d, cu.names, cu.start = d, d.Reader(), 0
-		if s := x.lazy.sect["line"]; s != nil {
-			line = s.data // read whole by openUnit
 		}
 	}
 	r := cu.d.Reader()
@@ -235,10 +230,6 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 	e, err := r.Next()
 	if err != nil || e == nil {
 		return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: err}
-	}
-	if x.lazy != nil && !x.sameRanges(cu, e) {
-		x.lazy.mismatch = true
-		return &FormatError{Path: x.path, Msg: fmt.Sprintf("compile unit at %#x", cu.off), Err: errors.New("ranges differ from .debug_aranges")}
 	}
 	var fileTab []*dwarf.LineFile
 	var lr *dwarf.LineReader
@@ -309,6 +300,33 @@ func (x *dwarfIndex) readUnit(cu *cuInfo) (err error) {
 		}
 	}
 	return nil
+}
+
+// openLazyUnit sets cu.d to a Data holding only the unit and returns
+// .debug_line as far as its line table. The unit entry is read twice: its
+// DW_AT_stmt_list says how much of .debug_line the Data must hold.
+func (x *dwarfIndex) openLazyUnit(cu *cuInfo) ([]byte, error) {
+	d, err := x.lazy.openUnit(cu, nil)
+	if err != nil {
+		return nil, err
+	}
+	e, err := d.Reader().Next()
+	if err != nil || e == nil {
+		return nil, fmt.Errorf("no unit entry: %w", err)
+	}
+	if !x.sameRanges(d, cu, e) {
+		x.lazy.mismatch = true
+		return nil, errors.New("ranges differ from .debug_aranges")
+	}
+	var line []byte
+	if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok {
+		line = x.lazy.lineFor(off)
+		if d, err = x.lazy.openUnit(cu, line); err != nil {
+			return nil, err
+		}
+	}
+	cu.d, cu.names, cu.start = d, d.Reader(), 0
+	return line, nil
 }
 
 // codeRanges returns e's address ranges without the empty ones and those
@@ -510,8 +528,8 @@ func (x *dwarfIndex) String() string {
 
 // sameRanges reports whether the unit entry e covers what .debug_aranges
 // said it does (the ranges newDWARFIndex would index, in the same order).
-func (x *dwarfIndex) sameRanges(cu *cuInfo, e *dwarf.Entry) bool {
-	rs, err := cu.d.Ranges(e)
+func (x *dwarfIndex) sameRanges(d *dwarf.Data, cu *cuInfo, e *dwarf.Entry) bool {
+	rs, err := d.Ranges(e)
 	if err != nil {
 		return false
 	}

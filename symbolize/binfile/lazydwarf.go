@@ -97,6 +97,13 @@ func (s *lazySection) all() ([]byte, error) {
 	return s.data, nil
 }
 
+// prefix returns the section as far as it has been read.
+func (s *lazySection) prefix() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data[:s.n]
+}
+
 // start sets up the reading. Like inflateSection, it inflates
 // zlib-compressed ELF64 sections with klauspost/compress; an uncompressed
 // section is read from the file as needed; anything else is read whole by
@@ -145,21 +152,22 @@ func (s *lazySection) start() (err error) {
 type lazyDWARF struct {
 	sect  map[string]*lazySection // by name without ".debug_"
 	order binary.ByteOrder
-	ready bool // every section but info read whole
+	ready bool // the small sections (all but info, abbrev, line) read whole
 	// mismatch: a unit read disagreed with .debug_aranges or may refer
 	// outside itself; the index must be rebuilt from all units.
 	mismatch bool
 	stop     atomic.Bool // Close was called: prefill stops
 }
 
-// prefill reads every section whole in the background: .debug_info on one
-// goroutine, the rest on another, a chunk at a time, so that a unit asked
-// for meanwhile is read as soon as its bytes are in. It stops at the first
-// error (which the unit that needs the bytes then reports) or when stop
-// is set; wg is done when both have returned.
+// prefill reads every section whole in the background, on three
+// goroutines: .debug_info; .debug_line; the small sections, then
+// .debug_abbrev. They read a chunk at a time, so that a unit asked for
+// meanwhile is read as soon as its bytes are in. Each stops at the first
+// error (which the unit that needs the bytes then reports) or when stop is
+// set; wg is done when all have returned.
 func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 	var rest []*lazySection
-	for _, name := range []string{"abbrev", "line", "str", "line_str", "str_offsets", "addr", "rnglists", "ranges"} {
+	for _, name := range []string{"str", "line_str", "str_offsets", "addr", "rnglists", "ranges", "abbrev"} {
 		if s := l.sect[name]; s != nil {
 			rest = append(rest, s)
 		}
@@ -167,7 +175,7 @@ func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 	read := func(ss ...*lazySection) {
 		defer wg.Done()
 		for _, s := range ss {
-			for !l.stop.Load() {
+			for s != nil && !l.stop.Load() {
 				s.mu.Lock()
 				n, done := s.n, s.started && s.n == len(s.data) || s.err != nil
 				s.mu.Unlock()
@@ -180,8 +188,9 @@ func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 			}
 		}
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go read(l.sect["info"])
+	go read(l.sect["line"])
 	go read(rest...)
 }
 
@@ -309,12 +318,16 @@ func (x *dwarfIndex) indexAranges(data []byte, infoSize int) bool {
 }
 
 // openUnit makes a debug/dwarf.Data holding only the unit at cu.off, with
-// the sections it reads inflated far enough. It sets l.mismatch when the
-// unit's abbreviations allow references outside it.
-func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
+// the sections it reads inflated far enough: .debug_info to the unit's
+// end, .debug_abbrev to its table's end, the small sections whole, and
+// .debug_line as far as line (nil: none; see lineFor). Each section is
+// handed over as the prefix read so far, bytes that are not written
+// again. It sets l.mismatch when the unit's abbreviations allow
+// references outside it.
+func (l *lazyDWARF) openUnit(cu *cuInfo, line []byte) (*dwarf.Data, error) {
 	if !l.ready {
 		for name, s := range l.sect {
-			if name == "info" {
+			if name == "info" || name == "abbrev" || name == "line" {
 				continue
 			}
 			if _, err := s.all(); err != nil {
@@ -368,25 +381,36 @@ func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 		}
 		abbrevOff = uint64(bo.Uint32(unit[p:]))
 	}
-	abbrev := l.sect["abbrev"]
-	if abbrev == nil {
+	s := l.sect["abbrev"]
+	if s == nil {
 		return nil, errors.New("no .debug_abbrev")
 	}
-	if crossUnitForms(abbrev.data, abbrevOff) {
-		l.mismatch = true
-		return nil, errUnitNotLazy
+	// Read the table until its end is in: a scan that runs out of bytes
+	// asks for twice as many.
+	var abbrev []byte
+	for want := int(min(abbrevOff, uint64(s.size))) + 4096; ; want *= 2 {
+		if err := s.ensure(want); err != nil {
+			return nil, err
+		}
+		abbrev = s.prefix()
+		cross, short := crossUnitForms(abbrev, abbrevOff)
+		if short && len(abbrev) < s.size {
+			continue
+		}
+		if cross || short {
+			l.mismatch = true
+			return nil, errUnitNotLazy
+		}
+		break
 	}
-	var line, ranges, str []byte
-	if s := l.sect["line"]; s != nil {
-		line = s.data
-	}
+	var ranges, str []byte
 	if s := l.sect["ranges"]; s != nil {
 		ranges = s.data
 	}
 	if s := l.sect["str"]; s != nil {
 		str = s.data
 	}
-	d, err := dwarf.New(abbrev.data, nil, nil, unit, line, nil, ranges, str)
+	d, err := dwarf.New(abbrev, nil, nil, unit, line, nil, ranges, str)
 	if err != nil {
 		return nil, err
 	}
@@ -400,20 +424,46 @@ func (l *lazyDWARF) openUnit(cu *cuInfo) (*dwarf.Data, error) {
 	return d, nil
 }
 
+// lineFor reads .debug_line up to the end of the line table at off and
+// returns the section as far as read; nil when the file has none.
+func (l *lazyDWARF) lineFor(off int64) []byte {
+	s := l.sect["line"]
+	if s == nil {
+		return nil
+	}
+	if off < 0 || off >= int64(s.size) {
+		return s.prefix()
+	}
+	o := int(off)
+	if s.ensure(o+12) != nil {
+		return s.prefix()
+	}
+	b := s.prefix()
+	if o+4 > len(b) {
+		return b
+	}
+	length, hdr := uint64(l.order.Uint32(b[o:])), 4
+	if length == 0xffffffff && o+12 <= len(b) {
+		length, hdr = l.order.Uint64(b[o+4:]), 12
+	}
+	s.ensure(o + hdr + int(min(length, uint64(s.size))))
+	return s.prefix()
+}
+
 // errUnitNotLazy: the unit cannot be read on its own.
 var errUnitNotLazy = errors.New("unit refers outside itself")
 
-// crossUnitForms reports whether the abbreviation table at off uses a
-// form that refers outside its unit (or one this scan cannot size), or
-// cannot be read.
-func crossUnitForms(abbrev []byte, off uint64) bool {
+// crossUnitForms scans the abbreviation table at off: cross reports
+// a form that refers outside its unit (or one this scan cannot size),
+// short that the table runs past the end of abbrev.
+func crossUnitForms(abbrev []byte, off uint64) (cross, short bool) {
 	if off >= uint64(len(abbrev)) {
-		return true
+		return false, true
 	}
 	c := lineCursor{b: abbrev, pos: int(off)}
 	for !c.err {
 		if code := c.uleb(); code == 0 || c.err {
-			return c.err
+			return false, c.err
 		}
 		c.uleb() // tag
 		c.u8()   // children
@@ -424,13 +474,13 @@ func crossUnitForms(abbrev []byte, off uint64) bool {
 			}
 			switch form {
 			case 0x10, 0x1c, 0x20, 0x24, 0x1f20, 0x1f21: // ref_addr, ref_sup4, ref_sig8, ref_sup8, GNU_ref_alt, GNU_strp_alt
-				return true
+				return true, false
 			case 0x21: // implicit_const: its value is in the table
 				c.uleb()
 			}
 		}
 	}
-	return true
+	return false, true
 }
 
 // openDWARF indexes f's DWARF: lazily from .debug_aranges when the file
