@@ -1,8 +1,11 @@
 package binfile
 
 import (
+	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -76,5 +79,27 @@ func TestLazyDWARFSameAsEager(t *testing.T) {
 			t.Errorf("%s: a unit disagreed with .debug_aranges; every unit was read", path)
 		}
 		t.Logf("%s: %d addresses, %d of %d units read, %s", path, len(addrs), read, len(lazy.units), fmt.Sprint(lazy))
+	}
+}
+
+// TestSortByStart: the radix sort orders symbols as a stable sort by start
+// does (slices.SortStableFunc), duplicates in their original order, on
+// random starts sharing high bytes and on many equal ones.
+func TestSortByStart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 2, 100, 5000} {
+		syms := make([]elfSym, n)
+		for i := range syms {
+			syms[i] = elfSym{start: 0x400000 + rng.Uint64N(uint64(n/3+1))*16, name: fmt.Sprint(i)}
+			if i%7 == 0 {
+				syms[i].start = 1<<40 + rng.Uint64N(1<<20)
+			}
+		}
+		want := slices.Clone(syms)
+		slices.SortStableFunc(want, func(a, b elfSym) int { return cmp.Compare(a.start, b.start) })
+		sortByStart(syms)
+		if !reflect.DeepEqual(syms, want) {
+			t.Fatalf("%d symbols: radix order differs from a stable sort", n)
+		}
 	}
 }

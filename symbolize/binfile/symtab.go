@@ -1,11 +1,9 @@
 package binfile
 
 import (
-	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -203,30 +201,11 @@ func (t *symbolSection) name(s rawSym) string {
 // sortByStart sorts syms stably by start. A stable sort of the 80-byte
 // symbols themselves (slices.SortStableFunc: insertion sort and in-place
 // merges by rotation) was 70% of opening cc1, whose .dynsym holds 29,000
-// symbols; sorting indices by (start, index) is the same order in
-// O(n log n) with 16-byte swaps, and the permutation is then applied in
-// place, cycle by cycle.
+// symbols, and a comparison sort of indices still most of it; the order
+// comes from a radix sort of the start addresses (radixOrder), and the
+// permutation is then applied in place, cycle by cycle.
 func sortByStart(syms []elfSym) {
-	// The keys sit next to the indices: comparing through syms[a] missed
-	// the cache on every comparison.
-	type key struct {
-		start uint64
-		i     int32
-	}
-	keys := make([]key, len(syms))
-	for i := range syms {
-		keys[i] = key{syms[i].start, int32(i)}
-	}
-	slices.SortFunc(keys, func(a, b key) int {
-		if a.start != b.start {
-			return cmp.Compare(a.start, b.start)
-		}
-		return cmp.Compare(a.i, b.i)
-	})
-	idx := make([]int32, len(syms))
-	for k := range keys {
-		idx[k] = keys[k].i
-	}
+	idx := radixOrder(syms)
 	// Position k takes the symbol at idx[k]; a placed position is marked -1.
 	for k := range idx {
 		if idx[k] < 0 {
@@ -244,6 +223,40 @@ func sortByStart(syms []elfSym) {
 			j = next
 		}
 	}
+}
+
+// radixOrder returns the indices of syms in stable order of start: an LSD
+// radix sort, a byte per pass, skipping the bytes all starts share.
+func radixOrder(syms []elfSym) []int32 {
+	n := len(syms)
+	keys, tmpKeys := make([]uint64, n), make([]uint64, n)
+	idx, tmpIdx := make([]int32, n), make([]int32, n)
+	var or, and uint64 = 0, ^uint64(0)
+	for i := range syms {
+		keys[i], idx[i] = syms[i].start, int32(i)
+		or |= syms[i].start
+		and &= syms[i].start
+	}
+	for shift := uint(0); shift < 64; shift += 8 {
+		if (or^and)>>shift&0xff == 0 {
+			continue // every key has the same byte here
+		}
+		var count [257]int
+		for _, k := range keys {
+			count[k>>shift&0xff+1]++
+		}
+		for b := 1; b < 257; b++ {
+			count[b] += count[b-1]
+		}
+		for i, k := range keys {
+			d := k >> shift & 0xff
+			tmpKeys[count[d]], tmpIdx[count[d]] = k, idx[i]
+			count[d]++
+		}
+		keys, tmpKeys = tmpKeys, keys
+		idx, tmpIdx = tmpIdx, idx
+	}
+	return idx
 }
 
 // fixup sorts, keeps perf's best symbol per start address, and gives
