@@ -88,6 +88,11 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 	}
 	go func() {
 		defer close(b.symsReady)
+		defer func() {
+			if recover() != nil { // readSyms and synthesizePLT recover their own
+				b.syms = symtab{}
+			}
+		}()
 		// loadSymbols reports no errors: a table it cannot read is
 		// passed over for the next, as perf does.
 		if dbg != nil && dbg != bin {

@@ -62,9 +62,15 @@ func newLazySection(f *elfFile, s *elf.Section) *lazySection {
 
 // ensure reads the section up to byte end (capped at its size). Bytes
 // before end are not written again: a caller may read them without s.mu.
-func (s *lazySection) ensure(end int) error {
+func (s *lazySection) ensure(end int) (err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil { // the inflater, on a hostile stream
+			s.err = fmt.Errorf("reading %s at %#x: inflating panicked: %v", s.name, s.n, p)
+			err = s.err
+		}
+	}()
 	if !s.started {
 		s.started = true
 		if err := s.start(); err != nil {

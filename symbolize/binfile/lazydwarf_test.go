@@ -1,7 +1,10 @@
 package binfile
 
 import (
+	"bytes"
 	"cmp"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -100,6 +103,75 @@ func TestSortByStart(t *testing.T) {
 		sortByStart(syms)
 		if !reflect.DeepEqual(syms, want) {
 			t.Fatalf("%d symbols: radix order differs from a stable sort", n)
+		}
+	}
+}
+
+// TestLazyDWARFFallbacks: on the C++ fixture (one unit with nine ranges,
+// readelf --debug-dump=aranges), the lazy index, the index of every unit
+// when the file has no .debug_aranges (the section renamed), and the one
+// rebuilt when .debug_aranges disagrees with the unit (the first range one
+// byte longer) name every byte of .text alike.
+func TestLazyDWARFFallbacks(t *testing.T) {
+	data := readFixture(t, "cxx")
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := ef.Section(".debug_aranges")
+	shstr := ef.Sections[binary.LittleEndian.Uint16(data[0x3e:])] // e_shstrndx
+	if ar == nil || ar.Flags&elf.SHF_COMPRESSED != 0 {
+		t.Fatal("testdata/cxx: no uncompressed .debug_aranges")
+	}
+	noAranges := bytes.Clone(data)
+	names := noAranges[shstr.Offset : shstr.Offset+shstr.Size]
+	i := bytes.Index(names, []byte(".debug_aranges\x00"))
+	if i < 0 {
+		t.Fatal("no .debug_aranges in .shstrtab")
+	}
+	names[i+len(".debug_arange")] = 'z'
+	mismatch := bytes.Clone(data)
+	// The first tuple follows the 12-byte set header padded to 16; its
+	// length is the second 8 bytes.
+	lenAt := ar.Offset + 16 + 8
+	binary.LittleEndian.PutUint64(mismatch[lenAt:], binary.LittleEndian.Uint64(mismatch[lenAt:])+1)
+
+	open := func(d []byte) *Binary {
+		b, err := (&Locator{FS: memFS{"/x": d}}).Open("/x", "")
+		if err != nil || b.dw == nil {
+			t.Fatalf("open: %v, warnings %q", err, b.Warnings)
+		}
+		return b
+	}
+	ref := open(data)
+	defer ref.Close()
+	if ref.dw.lazy == nil {
+		t.Fatal("testdata/cxx not indexed lazily")
+	}
+	eager := eagerDWARF(t, ref)
+	text := ef.Section(".text")
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		wantLazy bool // still lazy after every address was asked for
+	}{{"lazy", data, true}, {"no .debug_aranges", noAranges, false}, {"disagreeing .debug_aranges", mismatch, false}} {
+		b := open(tc.data)
+		defer b.Close()
+		if tc.name == "no .debug_aranges" && b.dw.lazy != nil {
+			t.Errorf("%s: indexed lazily", tc.name)
+		}
+		var got, want []Frame
+		for a := text.Addr; a < text.Addr+text.Size; a++ {
+			got = b.Symbolize(a, got[:0])
+			ref.dw, eager = eager, ref.dw
+			want = ref.Symbolize(a, want[:0])
+			ref.dw, eager = eager, ref.dw
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s %#x: %v, every unit %v", tc.name, a, got, want)
+			}
+		}
+		if lazy := b.dw.lazy != nil; lazy != tc.wantLazy {
+			t.Errorf("%s: lazy %v after all lookups, want %v", tc.name, lazy, tc.wantLazy)
 		}
 	}
 }
