@@ -120,9 +120,10 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 }
 
 // dwarfData loads the DWARF sections symbolization needs, with panics
-// turned into errors. It leaves out what it never reads (location lists,
-// .debug_frame, aranges, pubnames, type units): decompressing them was a
-// fifth of the time to open libc. Relocatable files and legacy .zdebug
+// turned into errors, for indexing every unit (openDWARF's way when the
+// lazy index cannot be had). It leaves out what it never reads (location
+// lists, .debug_frame, aranges, pubnames, type units): decompressing them
+// was a fifth of the time to open libc. Relocatable files and legacy .zdebug
 // compression go through elf.File.DWARF.
 //
 // Before anything is read, dwarfCost checks what the sections claim
