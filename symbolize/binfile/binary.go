@@ -49,10 +49,11 @@ type Binary struct {
 	bin, dbg *elfFile
 	loads    []*elf.Prog
 
-	// syms is loaded in the background from open on; symsReady is
-	// closed when it is done (see newBinary).
-	syms      symtab
-	symsReady chan struct{}
+	// syms is loaded once, in the background from open on or by the
+	// first caller that needs it (symbols).
+	syms     symtab
+	symsOnce sync.Once
+	loadSyms func()
 
 	mu      sync.Mutex // guards dw's lazy parts and buf
 	dw      *dwarfIndex
@@ -72,7 +73,7 @@ type Binary struct {
 // Symbolize waits for them. DWARF that cannot be indexed at all is found
 // out here, so Warnings are complete when newBinary returns.
 func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
-	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns, symsReady: make(chan struct{})}
+	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
 	main := bin
 	if main == nil {
 		main = dbg
@@ -86,8 +87,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 			b.loads = append(b.loads, p)
 		}
 	}
-	go func() {
-		defer close(b.symsReady)
+	b.loadSyms = func() {
 		defer func() {
 			if recover() != nil { // readSyms and synthesizePLT recover their own
 				b.syms = symtab{}
@@ -100,7 +100,8 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 		} else {
 			b.syms, _ = loadSymbols(bin, bin)
 		}
-	}()
+	}
+	background.add(func() { b.symsOnce.Do(b.loadSyms) })
 	if dbg != nil && dbg.hasDWARF() {
 		x, cost, err := openDWARF(dbg, budget)
 		if err != nil {
@@ -266,7 +267,7 @@ func (b *Binary) DebugELF() *elf.File {
 
 // symbols returns the symbol table once it is loaded.
 func (b *Binary) symbols() *symtab {
-	<-b.symsReady
+	b.symsOnce.Do(b.loadSyms)
 	return &b.syms
 }
 
@@ -275,7 +276,7 @@ func (b *Binary) HasDWARF() bool { return b.dw != nil }
 
 // Close closes the files the Binary opened.
 func (b *Binary) Close() error {
-	<-b.symsReady // the background reads use the files
+	b.symsOnce.Do(func() {}) // not loaded by now: never; loading: wait (it reads the files)
 	b.mu.Lock()
 	if b.dw != nil && b.dw.lazy != nil {
 		b.dw.lazy.stop.Store(true)

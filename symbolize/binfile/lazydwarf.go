@@ -165,12 +165,13 @@ type lazyDWARF struct {
 	stop     atomic.Bool // Close was called: prefill stops
 }
 
-// prefill reads every section whole in the background, on three
-// goroutines: .debug_info; .debug_line; the small sections, then
+// prefill queues the reading of every section whole in the background
+// (workQueue): .debug_info; .debug_line; the small sections, then
 // .debug_abbrev. They read a chunk at a time, so that a unit asked for
-// meanwhile is read as soon as its bytes are in. Each stops at the first
-// error (which the unit that needs the bytes then reports) or when stop is
-// set; wg is done when all have returned.
+// meanwhile is read as soon as its bytes are in (by its caller, if the
+// queue has not reached them). Each stops at the first error (which the
+// unit that needs the bytes then reports) or when stop is set; wg is done
+// when all have returned.
 func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 	var rest []*lazySection
 	for _, name := range []string{"str", "line_str", "str_offsets", "addr", "rnglists", "ranges", "abbrev"} {
@@ -195,9 +196,9 @@ func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 		}
 	}
 	wg.Add(3)
-	go read(l.sect["info"])
-	go read(l.sect["line"])
-	go read(rest...)
+	background.add(func() { read(l.sect["info"]) })
+	background.add(func() { read(l.sect["line"]) })
+	background.add(func() { read(rest...) })
 }
 
 // get returns section name read up to end; nil if the file has none.
