@@ -271,6 +271,13 @@ func (b *Binary) symbols() *symtab {
 	return &b.syms
 }
 
+// settle loads the symbol table if the background has not yet, and waits
+// for the background reading of the debug sections.
+func (b *Binary) settle() {
+	b.symbols()
+	b.prefill.Wait()
+}
+
 // HasDWARF reports whether frames get inline chains and file:line.
 func (b *Binary) HasDWARF() bool { return b.dw != nil }
 

@@ -33,9 +33,10 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	once sync.Once
-	b    *Binary
-	err  error
+	once  sync.Once
+	b     *Binary
+	err   error
+	ready chan struct{} // closed when b and err are set
 }
 
 // NewCache returns a Cache that finds files with l.
@@ -54,12 +55,33 @@ func (c *Cache) Open(k Key) (*Binary, error) {
 	c.mu.Lock()
 	e := c.m[ck]
 	if e == nil {
-		e = &cacheEntry{}
+		e = &cacheEntry{ready: make(chan struct{})}
 		c.m[ck] = e
 	}
 	c.mu.Unlock()
-	e.once.Do(func() { e.b, e.err = c.loc.Open(k.Path, k.BuildID) })
+	e.once.Do(func() {
+		defer close(e.ready)
+		e.b, e.err = c.loc.Open(k.Path, k.BuildID)
+	})
 	return e.b, e.err
+}
+
+// Settle waits until the background work of every Binary opened so far
+// (symbol tables, inflating debug sections; see newBinary) is done, so
+// that what follows runs alone: for measurements.
+func (c *Cache) Settle() {
+	c.mu.Lock()
+	var es []*cacheEntry
+	for _, e := range c.m {
+		es = append(es, e)
+	}
+	c.mu.Unlock()
+	for _, e := range es {
+		<-e.ready // an Open under way finishes first
+		if e.b != nil {
+			e.b.settle()
+		}
+	}
 }
 
 // Close closes every Binary the Cache opened.
