@@ -7,6 +7,7 @@ package perftest
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -150,6 +151,18 @@ func ReadTestdata(tb testing.TB, elem ...string) []byte {
 		tb.Fatal(err)
 	}
 	return data
+}
+
+// OpenELF opens the ELF file at path with debug/elf for the rest of the
+// test, failing tb when it cannot be opened.
+func OpenELF(tb testing.TB, path string) *elf.File {
+	tb.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }
 
 // Glob returns the committed fixtures under testdata/ that match pattern
