@@ -260,21 +260,13 @@ func Open(path string, opts *Options) (*Reader, error) {
 	}
 	r := newReader(opts)
 	r.closers = append(r.closers, f.Close)
-	size := fi.Size()
-	if !fi.Mode().IsRegular() {
+	if fi.Mode().IsRegular() {
+		err = r.initFile(f, fi.Size())
+	} else {
 		// A FIFO or character device: read it as a stream.
-		if err := r.initStream(f); err != nil {
-			r.Close()
-			return nil, err
-		}
-		return r, nil
+		err = r.initStream(f)
 	}
-	mem, unmap := mmapFile(f, size)
-	if unmap != nil {
-		r.closers = append(r.closers, unmap)
-		r.src.res.mapping = mem
-	}
-	if err := r.init(f, size, mem); err != nil {
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -286,6 +278,16 @@ func Open(path string, opts *Options) (*Reader, error) {
 // not close r.
 func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
 	r := newReader(opts)
+	if err := r.initFile(ra, size); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// initFile memory maps ra when it is an *os.File (keeping the unmapping for
+// Close) and reads the recording's header.
+func (r *Reader) initFile(ra io.ReaderAt, size int64) error {
 	var mem []byte
 	if f, ok := ra.(*os.File); ok {
 		m, unmap := mmapFile(f, size)
@@ -295,11 +297,7 @@ func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
 			r.src.res.mapping = m
 		}
 	}
-	if err := r.init(ra, size, mem); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
+	return r.init(ra, size, mem)
 }
 
 // NewStream decodes a pipe-mode recording from a stream such as stdin.
