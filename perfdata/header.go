@@ -157,6 +157,15 @@ func (m *Meta) HasFeature(f Feature) bool {
 	return false
 }
 
+// stringFeature returns the Meta field filled by feature f when f's section
+// is a single perf header string, and nil for every other feature.
+func (m *Meta) stringFeature(f Feature) *string {
+	return map[Feature]*string{
+		FeatHostname: &m.Hostname, FeatOSRelease: &m.OSRelease, FeatVersion: &m.Version,
+		FeatArch: &m.Arch, FeatCPUDesc: &m.CPUDesc, FeatCPUID: &m.CPUID,
+	}[f]
+}
+
 // maxFeatureSize caps a feature section read from a stream (pipe mode) or
 // held in memory; perf's largest (TRACING_DATA with kallsyms) stays far below.
 const maxFeatureSize = 256 << 20
@@ -167,6 +176,10 @@ const maxFeatureSize = 256 << 20
 func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 	b := makeBuf(p, base, r.bo, "feature "+feat.String())
 	m := &r.meta
+	if s := m.stringFeature(feat); s != nil {
+		*s = b.headerString()
+		return b.err
+	}
 	switch feat {
 	case FeatTracingData:
 		td, err := parseTracingData(p, base)
@@ -190,21 +203,9 @@ func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 			m.BuildIDs = append(m.BuildIDs, bid)
 			b.off = start + size
 		}
-	case FeatHostname:
-		m.Hostname = b.headerString()
-	case FeatOSRelease:
-		m.OSRelease = b.headerString()
-	case FeatVersion:
-		m.Version = b.headerString()
-	case FeatArch:
-		m.Arch = b.headerString()
 	case FeatNrCPUs:
 		m.NrCPUsAvail = b.u32()
 		m.NrCPUsOnline = b.u32()
-	case FeatCPUDesc:
-		m.CPUDesc = b.headerString()
-	case FeatCPUID:
-		m.CPUID = b.headerString()
 	case FeatTotalMem:
 		m.TotalMemKB = b.u64()
 	case FeatCmdline:
