@@ -231,6 +231,7 @@ type Reader struct {
 
 func newReader(opts *Options) *Reader {
 	r := &Reader{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1, sorted: true}
+	r.rec.index()
 	if opts != nil {
 		r.opts = *opts
 	}

@@ -322,7 +322,8 @@ type Auxtrace struct {
 	Data                    []byte
 }
 
-// records is the set of reused record structs of a Reader.
+// records is the set of reused record structs of a Reader, indexed by
+// record type in byType.
 type records struct {
 	sample      Sample
 	mmap        Mmap
@@ -356,6 +357,58 @@ type records struct {
 	buildID     HeaderBuildID
 	feature     HeaderFeature
 	auxtrace    Auxtrace
+
+	byType [RecordBPFMetadata + 1]Record
+}
+
+// index fills byType: the reused struct each record type the decoder
+// parses is decoded into (Throttle, Switch and Marker serve two types each).
+func (rs *records) index() {
+	rs.byType = [len(rs.byType)]Record{
+		RecordMmap:          &rs.mmap,
+		RecordMmap2:         &rs.mmap,
+		RecordComm:          &rs.comm,
+		RecordFork:          &rs.fork,
+		RecordExit:          &rs.exit,
+		RecordLost:          &rs.lost,
+		RecordLostSamples:   &rs.lostSamples,
+		RecordThrottle:      &rs.throttle,
+		RecordUnthrottle:    &rs.throttle,
+		RecordRead:          &rs.read,
+		RecordAux:           &rs.aux,
+		RecordItraceStart:   &rs.itrace,
+		RecordSwitch:        &rs.sw,
+		RecordSwitchCPUWide: &rs.sw,
+		RecordNamespaces:    &rs.ns,
+		RecordKsymbol:       &rs.ksym,
+		RecordBPFEvent:      &rs.bpf,
+		RecordCgroup:        &rs.cgroup,
+		RecordTextPoke:      &rs.poke,
+		RecordFinishedRound: &rs.marker,
+		RecordFinishedInit:  &rs.marker,
+		RecordIDIndex:       &rs.idIndex,
+		RecordThreadMap:     &rs.threadMap,
+		RecordCPUMap:        &rs.cpuMap,
+		RecordTimeConv:      &rs.timeConv,
+		RecordStat:          &rs.stat,
+		RecordStatRound:     &rs.statRound,
+		RecordStatConfig:    &rs.statConfig,
+		RecordEventUpdate:   &rs.eventUpdate,
+		RecordHeaderAttr:    &rs.headerAttr,
+		RecordHeaderTracing: &rs.tracing,
+		RecordHeaderBuildID: &rs.buildID,
+		RecordHeaderFeature: &rs.feature,
+		RecordAuxtrace:      &rs.auxtrace,
+	}
+}
+
+// of returns the reused struct that records of type typ are decoded into:
+// Raw for the types the decoder does not parse.
+func (rs *records) of(typ RecordType) Record {
+	if int(typ) < len(rs.byType) && rs.byType[typ] != nil {
+		return rs.byType[typ]
+	}
+	return &rs.raw
 }
 
 // idTrailerMask are the sample_type bits that appear in a sample_id_all trailer.
