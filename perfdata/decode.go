@@ -216,10 +216,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 			x.Namespaces = append(x.Namespaces, NamespaceLink{b.u64(), b.u64()})
 		}
 	case *Ksymbol:
-		x.Addr = b.u64()
-		x.Len = b.u32()
-		x.KsymType = b.u16()
-		x.Flags = b.u16()
+		x.Addr, x.Len, x.KsymType, x.Flags = b.u64(), b.u32(), b.u16(), b.u16()
 		x.Name = cstr(b.b[b.off:])
 	case *BPFEvent:
 		x.EventType, x.Flags, x.ID = b.u16(), b.u16(), b.u32()
