@@ -182,8 +182,7 @@ func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 			b.off = start + size
 		}
 	case FeatNrCPUs:
-		m.NrCPUsAvail = b.u32()
-		m.NrCPUsOnline = b.u32()
+		m.NrCPUsAvail, m.NrCPUsOnline = b.u32(), b.u32()
 	case FeatTotalMem:
 		m.TotalMemKB = b.u64()
 	case FeatCmdline:
@@ -195,8 +194,7 @@ func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 	case FeatEventDesc:
 		r.parseEventDesc(&b)
 	case FeatSampleTime:
-		m.SampleTimeFirst = b.u64()
-		m.SampleTimeLast = b.u64()
+		m.SampleTimeFirst, m.SampleTimeLast = b.u64(), b.u64()
 	case FeatClockID:
 		m.ClockID = b.u64()
 	case FeatClockData:
