@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -99,6 +100,7 @@ type analyzeFlags struct {
 	jobs                int
 	cpuProfile          string
 	memProfile          string
+	execTrace           string
 	rawSites            bool
 }
 
@@ -125,7 +127,9 @@ func runAnalyze(env *Env, args []string) error {
 	// For profiling faultline itself (testdata/bench/bench.sh).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
+	fs.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the analysis to `FILE` (go tool trace: which stage keeps a core idle)")
 	fs.MarkHidden("cpuprofile")
+	fs.MarkHidden("trace")
 	fs.MarkHidden("memprofile")
 	if done, err := parseFlags(env, fs, analyzeHelp, args); done {
 		return err
@@ -175,6 +179,17 @@ func runAnalyze(env *Env, args []string) error {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if f.execTrace != "" {
+		tf, err := os.Create(f.execTrace)
+		if err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer tf.Close()
+		if err := trace.Start(tf); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		defer trace.Stop()
 	}
 	var nt notes
 	if f.memProfile != "" {
