@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -169,27 +170,25 @@ func runAnalyze(env *Env, args []string) error {
 		}
 	}
 	start := time.Now()
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
+	// The CPU profile and the execution trace each write their file until
+	// analyze returns.
+	for _, rec := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{{f.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {f.execTrace, trace.Start, trace.Stop}} {
+		if rec.path == "" {
+			continue
+		}
+		out, err := os.Create(rec.path)
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
+		defer out.Close()
+		if err := rec.start(out); err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		defer pprof.StopCPUProfile()
-	}
-	if f.execTrace != "" {
-		tf, err := os.Create(f.execTrace)
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
-		}
-		defer tf.Close()
-		if err := trace.Start(tf); err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
-		}
-		defer trace.Stop()
+		defer rec.stop()
 	}
 	var nt notes
 	if f.memProfile != "" {
