@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package perfdata
+
+func prefetch(b []byte) {}
