@@ -45,7 +45,7 @@ type Pipeline struct {
 	sent     uint64 // batches sent (the reader's)
 	dropMu   sync.Mutex
 	dropCond *sync.Cond // on dropMu: a pending release ran
-	consumed uint64 // batches consumed (the caller's; under dropMu)
+	consumed uint64     // batches consumed (the caller's; under dropMu)
 	drops    []pendingDrop
 
 	cur *pipeBatch
