@@ -1,7 +1,7 @@
 package perfdata
 
-// prefetch hints the CPU to cache the start and the end of b (a record
-// about to be decoded), which must not be empty. See prefetch_amd64.s.
+// prefetchLines asks the CPU to bring the n cache lines (64 bytes) from p
+// into its cache, without waiting for them; see prefetch_amd64.s.
 //
 //go:noescape
-func prefetch(b []byte)
+func prefetchLines(p *byte, n int)

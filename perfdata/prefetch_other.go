@@ -2,4 +2,4 @@
 
 package perfdata
 
-func prefetch(b []byte) {}
+func prefetchLines(p *byte, n int) {}

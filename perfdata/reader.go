@@ -727,9 +727,7 @@ func (r *Reader) Next() bool {
 			// CPUs' parts of it, each in memory (or in a page) not
 			// read for a while: ask for the one after next now.
 			if r.readyPos+1 < len(r.ready) {
-				if d := r.ready[r.readyPos+1].rec.data; len(d) > 0 {
-					prefetch(d)
-				}
+				prefetchRecord(r.ready[r.readyPos+1].rec.data)
 			}
 			rec := e.rec
 			e.rec = rawRec{}

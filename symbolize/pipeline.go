@@ -153,9 +153,17 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 
 func walkBatch(wk *Walker, b *pipeBatch) {
 	for i := range b.nwalks {
+		if i+1 < b.nwalks {
+			// The next walk reads its stack from the top: ask for it.
+			perfdata.Prefetch(b.walks[i+1].stack, stackPrefetch)
+		}
 		wk.Walk(&b.walks[i])
 	}
 }
+
+// stackPrefetch is how much of a stack a walk of a gcc compile reads, most
+// of the time: its first kilobyte.
+const stackPrefetch = 1024
 
 // await returns once b is walked: by a walker goroutine, or now by the
 // caller.
