@@ -722,6 +722,12 @@ func (r *Reader) Next() bool {
 		if r.readyPos < len(r.ready) {
 			e := &r.ready[r.readyPos]
 			r.readyPos++
+			// Records of a round are delivered hopping between the
+			// CPUs' parts of it, each in memory (or in a page) not
+			// read for a while: ask for the one after next now.
+			if r.readyPos+1 < len(r.ready) {
+				prefetchRecord(r.ready[r.readyPos+1].rec.data)
+			}
 			rec := e.rec
 			e.rec = rawRec{}
 			if r.deliver(rec) {

@@ -1,7 +1,9 @@
 package perfdata
 
 import (
+	"context"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 )
@@ -159,7 +161,8 @@ const maxQueuedReleases = 2
 
 func newPager() *pager {
 	p := &pager{ahead: make(chan []byte, 2), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go p.run()
+	// Labelled for CPU profiles (it would inherit its starter's labels).
+	go pprof.Do(context.Background(), pprof.Labels("stage", "page"), func(context.Context) { p.run() })
 	return p
 }
 

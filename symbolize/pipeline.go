@@ -44,7 +44,8 @@ type Pipeline struct {
 	// pipeline: the reader never waits for one).
 	sent     uint64 // batches sent (the reader's)
 	dropMu   sync.Mutex
-	consumed uint64 // batches consumed (the caller's; under dropMu)
+	dropCond *sync.Cond // on dropMu: a pending release ran
+	consumed uint64     // batches consumed (the caller's; under dropMu)
 	drops    []pendingDrop
 
 	cur *pipeBatch
@@ -58,7 +59,7 @@ const (
 	pipeDepth  = 4   // batches per walker in the pool (at least 8)
 	// heldGranules is how much of the mapped recording (in 2 MiB
 	// granules) is read between releases of its pages.
-	heldGranules = 32 // 64 MiB
+	heldGranules = 16 // 32 MiB
 )
 
 const (
@@ -121,6 +122,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	p := &Pipeline{r: r, s: s, walks: walks,
 		free: make(chan *pipeBatch, nb), work: make(chan *pipeBatch, nwork), ordered: make(chan *pipeBatch, nb),
 		stop: make(chan struct{})}
+	p.dropCond = sync.NewCond(&p.dropMu)
 	for range nb {
 		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
 	}
@@ -151,9 +153,17 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 
 func walkBatch(wk *Walker, b *pipeBatch) {
 	for i := range b.nwalks {
+		if i+1 < b.nwalks {
+			// The next walk reads its stack from the top: ask for it.
+			perfdata.Prefetch(b.walks[i+1].stack, stackPrefetch)
+		}
 		wk.Walk(&b.walks[i])
 	}
 }
+
+// stackPrefetch is how much of a stack a walk of a gcc compile reads, most
+// of the time: its first kilobyte.
+const stackPrefetch = 1024
 
 // await returns once b is walked: by a walker goroutine, or now by the
 // caller.
@@ -204,13 +214,17 @@ func (p *Pipeline) feed(pre *Prewalker) {
 	r.DeferDrops(heldGranules, func(drop func()) {
 		send()
 		p.dropMu.Lock()
+		defer p.dropMu.Unlock()
+		// At most one release waits: a reader further ahead of the
+		// caller would keep more of the file resident.
+		for len(p.drops) > 0 {
+			p.dropCond.Wait()
+		}
 		if p.consumed >= p.sent {
-			p.dropMu.Unlock()
 			drop()
 			return
 		}
 		p.drops = append(p.drops, pendingDrop{p.sent, drop})
-		p.dropMu.Unlock()
 	})
 	defer r.DeferDrops(0, nil)
 	for r.Next() {
@@ -329,15 +343,14 @@ func (p *Pipeline) release() {
 	for n < len(p.drops) && p.drops[n].after <= seq {
 		n++
 	}
-	due := p.drops[:n]
+	due := p.drops[:n:n]
+	p.drops = p.drops[n:]
+	if n > 0 {
+		p.dropCond.Broadcast()
+	}
 	p.dropMu.Unlock()
 	for _, d := range due {
 		d.drop()
-	}
-	if n > 0 {
-		p.dropMu.Lock()
-		p.drops = append(p.drops[:0], p.drops[n:]...)
-		p.dropMu.Unlock()
 	}
 }
 
