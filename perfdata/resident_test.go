@@ -46,10 +46,6 @@ func TestResidencyDropsKeepRecords(t *testing.T) {
 	if len(p) < 2*maxGranules*granule {
 		t.Fatalf("synthetic recording of %d bytes is too small to exercise drops", len(p))
 	}
-	path := filepath.Join(t.TempDir(), "big.data")
-	if err := os.WriteFile(path, p, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	mem, err := New(bytes.NewReader(p), int64(len(p)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -57,14 +53,8 @@ func TestResidencyDropsKeepRecords(t *testing.T) {
 	want, wantN := digest(t, mem)
 	mem.Close()
 
-	r, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openMapped(t, p)
 	defer r.Close()
-	if r.src.res.mapping == nil {
-		t.Skip("file not memory mapped on this system")
-	}
 	got, gotN := digest(t, r)
 	if got != want || gotN != wantN {
 		t.Errorf("mapped decode with drops: %d samples, digest %x; in memory: %d samples, digest %x", gotN, got, wantN, want)
@@ -72,6 +62,24 @@ func TestResidencyDropsKeepRecords(t *testing.T) {
 	if r.src.res.drops == 0 {
 		t.Errorf("no pages dropped while decoding %d MB", len(p)>>20)
 	}
+}
+
+// openMapped writes recording p to a file and opens it, memory mapped.
+func openMapped(t *testing.T, p []byte) *Reader {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "big.data")
+	if err := os.WriteFile(path, p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.src.res.mapping == nil {
+		r.Close()
+		t.Fatal("a regular file was not memory mapped")
+	}
+	return r
 }
 
 // mappingRSS returns the resident bytes of the mapping starting at b
@@ -113,18 +121,8 @@ func TestResidencyBoundWithPager(t *testing.T) {
 		t.Skip("the pager runs only with GOMAXPROCS >= 2")
 	}
 	p := dwarfSynth(8000)
-	path := filepath.Join(t.TempDir(), "big.data")
-	if err := os.WriteFile(path, p, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openMapped(t, p)
 	defer r.Close()
-	if r.src.res.mapping == nil {
-		t.Fatal("file not memory mapped")
-	}
 	const hold = 1
 	r.DeferDrops(hold, func(drop func()) { drop() })
 	// Held before a drop (hold+1 granules, a record may straddle), one

@@ -62,19 +62,9 @@ const (
 	heldGranules = 16 // 32 MiB
 )
 
-const (
-	itemSample = iota
-	itemMmap
-	itemComm
-	itemFork
-	itemExit
-	itemLost
-	itemLostSamples
-)
-
 type pipeItem struct {
-	kind uint8
-	walk int32 // index into pipeBatch.walks; -1: not walked
+	rec  perfdata.Record // points to the field below that holds the record
+	walk int32           // index into pipeBatch.walks; -1: not walked
 	smp  perfdata.Sample
 	mmap perfdata.Mmap
 	comm perfdata.Comm
@@ -276,7 +266,7 @@ func copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
 	case *perfdata.Sample:
 		// The decoded slices (Regs, Callchain, ...) are the reader's: the
 		// walk has its own copies; Raw and Stack point into the file.
-		it.kind = itemSample
+		it.rec = &it.smp
 		it.smp = perfdata.Sample{RecordCommon: rec.RecordCommon, Event: rec.Event,
 			IP: rec.IP, Addr: rec.Addr, Period: rec.Period, Raw: rec.Raw, RegsABI: rec.RegsABI, RegsMask: rec.RegsMask,
 			StackSize: rec.StackSize, Weight: rec.Weight, DataSrc: rec.DataSrc, Transaction: rec.Transaction,
@@ -286,21 +276,21 @@ func copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
 			it.smp.Raw = it.raw
 		}
 	case *perfdata.Mmap:
-		it.kind, it.mmap = itemMmap, *rec
+		it.mmap, it.rec = *rec, &it.mmap
 		if rec.BuildID != nil {
 			it.bid = append(it.bid[:0], rec.BuildID...)
 			it.mmap.BuildID = it.bid
 		}
 	case *perfdata.Comm:
-		it.kind, it.comm = itemComm, *rec
+		it.comm, it.rec = *rec, &it.comm
 	case *perfdata.Fork:
-		it.kind, it.fork = itemFork, *rec
+		it.fork, it.rec = *rec, &it.fork
 	case *perfdata.Exit:
-		it.kind, it.exit = itemExit, *rec
+		it.exit, it.rec = *rec, &it.exit
 	case *perfdata.Lost:
-		it.kind, it.lost = itemLost, *rec
+		it.lost, it.rec = *rec, &it.lost
 	case *perfdata.LostSamples:
-		it.kind, it.ls = itemLostSamples, *rec
+		it.ls, it.rec = *rec, &it.ls
 	default:
 		return false
 	}
@@ -357,22 +347,7 @@ func (p *Pipeline) release() {
 // Record returns the current record, valid until the next call to Next.
 // Its slices other than Raw and Stack are nil.
 func (p *Pipeline) Record() perfdata.Record {
-	it := &p.cur.items[p.pos]
-	switch it.kind {
-	case itemSample:
-		return &it.smp
-	case itemMmap:
-		return &it.mmap
-	case itemComm:
-		return &it.comm
-	case itemFork:
-		return &it.fork
-	case itemExit:
-		return &it.exit
-	case itemLost:
-		return &it.lost
-	}
-	return &it.ls
+	return p.cur.items[p.pos].rec
 }
 
 // Walk returns the current sample's walk, ready for Session.Intern, or
