@@ -74,6 +74,15 @@ func (b *buf) u64() uint64 {
 	return 0
 }
 
+// u64If reads a u64 when has is set and returns 0 without reading otherwise:
+// a field that a format word (sample_type, read_format) may leave out.
+func (b *buf) u64If(has bool) uint64 {
+	if !has {
+		return 0
+	}
+	return b.u64()
+}
+
 // bytes returns the next n bytes without copying.
 func (b *buf) bytes(n uint64) []byte {
 	if uint64(b.left()) < n {

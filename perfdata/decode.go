@@ -166,68 +166,31 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		}
 	}
 	b := makeBuf(body, rec.off+8, bo, typ.String())
-	var out Record
-	switch typ {
-	case RecordMmap, RecordMmap2:
-		m := &r.rec.mmap
-		m.RecordCommon = common
-		parseMmap(m, &b, typ, misc)
-		out = m
-	case RecordComm:
-		c := &r.rec.comm
-		c.RecordCommon = common
-		c.Pid = b.u32()
-		c.Tid = b.u32()
-		c.Comm = cstr(b.b[b.off:])
-		c.Exec = misc&MiscCommExec != 0
-		out = c
-	case RecordFork:
-		f := &r.rec.fork
-		f.RecordCommon = common
-		f.Pid, f.Ppid, f.Tid, f.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
-		f.Time = b.u64()
-		out = f
-	case RecordExit:
-		e := &r.rec.exit
-		e.RecordCommon = common
-		e.Pid, e.Ppid, e.Tid, e.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
-		e.Time = b.u64()
-		out = e
-	case RecordLost:
-		l := &r.rec.lost
-		l.RecordCommon = common
-		l.ID = b.u64()
-		l.Count = b.u64()
-		if b.err != nil {
-			break
-		}
-		l.Event = r.lostEvent(l.ID)
-		if l.Event != nil {
-			l.Event.LostBuffer += l.Count
-		}
-		r.stats.Lost += l.Count
-		out = l
-	case RecordLostSamples:
-		l := &r.rec.lostSamples
-		l.RecordCommon = common
-		l.Count = b.u64()
-		if b.err != nil {
-			break
-		}
-		l.Event = r.lostEvent(common.ID)
-		if l.Event != nil {
-			l.Event.Lost += l.Count
-		}
-		r.stats.LostSamples += l.Count
-		out = l
-	case RecordThrottle, RecordUnthrottle:
-		t := &r.rec.throttle
-		t.RecordCommon = common
-		t.Time, t.ID, t.StreamID = b.u64(), b.u64(), b.u64()
-		out = t
-	case RecordRead:
-		x := &r.rec.read
-		x.RecordCommon = common
+	out := r.rec.of(typ)
+	*out.Common() = common
+	switch x := out.(type) {
+	case *Mmap:
+		parseMmap(x, &b, typ, misc)
+	case *Comm:
+		x.Pid = b.u32()
+		x.Tid = b.u32()
+		x.Comm = cstr(b.b[b.off:])
+		x.Exec = misc&MiscCommExec != 0
+	case *Fork:
+		x.Pid, x.Ppid, x.Tid, x.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
+		x.Time = b.u64()
+	case *Exit:
+		x.Pid, x.Ppid, x.Tid, x.Ptid = b.u32(), b.u32(), b.u32(), b.u32()
+		x.Time = b.u64()
+	case *Lost:
+		x.ID, x.Count = b.u64(), b.u64()
+		x.Event = r.lostEvent(x.ID)
+	case *LostSamples:
+		x.Count = b.u64()
+		x.Event = r.lostEvent(common.ID)
+	case *Throttle:
+		x.Time, x.ID, x.StreamID = b.u64(), b.u64(), b.u64()
+	case *Read:
 		x.Pid, x.Tid = b.u32(), b.u32()
 		var rf uint64
 		if ev := r.trailerEvent(body); ev != nil {
@@ -236,92 +199,50 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 			rf = r.events[0].Attr.ReadFormat
 		}
 		parseReadValues(&x.Values, &b, rf)
-		out = x
-	case RecordAux:
-		x := &r.rec.aux
-		x.RecordCommon = common
+	case *Aux:
 		x.AuxOffset, x.AuxSize, x.Flags = b.u64(), b.u64(), b.u64()
-		out = x
-	case RecordItraceStart:
-		x := &r.rec.itrace
-		x.RecordCommon = common
+	case *ItraceStart:
 		x.Pid, x.Tid = b.u32(), b.u32()
-		out = x
-	case RecordSwitch, RecordSwitchCPUWide:
-		x := &r.rec.sw
-		x.RecordCommon = common
+	case *Switch:
 		x.Out = misc&MiscSwitchOut != 0
 		x.NextPrevPid, x.NextPrevTid = 0, 0
 		if typ == RecordSwitchCPUWide {
 			x.NextPrevPid, x.NextPrevTid = b.u32(), b.u32()
 		}
-		out = x
-	case RecordNamespaces:
-		x := &r.rec.ns
-		x.RecordCommon = common
+	case *Namespaces:
 		x.Pid, x.Tid = b.u32(), b.u32()
 		x.Namespaces = x.Namespaces[:0]
 		for range b.count(16) {
 			x.Namespaces = append(x.Namespaces, NamespaceLink{b.u64(), b.u64()})
 		}
-		out = x
-	case RecordKsymbol:
-		x := &r.rec.ksym
-		x.RecordCommon = common
-		x.Addr = b.u64()
-		x.Len = b.u32()
-		x.KsymType = b.u16()
-		x.Flags = b.u16()
+	case *Ksymbol:
+		x.Addr, x.Len, x.KsymType, x.Flags = b.u64(), b.u32(), b.u16(), b.u16()
 		x.Name = cstr(b.b[b.off:])
-		out = x
-	case RecordBPFEvent:
-		x := &r.rec.bpf
-		x.RecordCommon = common
+	case *BPFEvent:
 		x.EventType, x.Flags, x.ID = b.u16(), b.u16(), b.u32()
 		copy(x.Tag[:], b.bytes(8))
-		out = x
-	case RecordCgroup:
-		x := &r.rec.cgroup
-		x.RecordCommon = common
+	case *Cgroup:
 		x.ID = b.u64()
 		x.Path = cstr(b.b[b.off:])
-		out = x
-	case RecordTextPoke:
-		x := &r.rec.poke
-		x.RecordCommon = common
+	case *TextPoke:
 		x.Addr = b.u64()
 		ol, nl := b.u16(), b.u16()
 		x.Old = b.bytes(uint64(ol))
 		x.New = b.bytes(uint64(nl))
-		out = x
-	case RecordFinishedRound, RecordFinishedInit:
-		x := &r.rec.marker
-		x.RecordCommon = common
-		out = x
-	case RecordIDIndex:
-		x := &r.rec.idIndex
-		x.RecordCommon = common
+	case *Marker:
+	case *IDIndex:
 		x.Entries = x.Entries[:0]
 		for range b.count(32) {
 			x.Entries = append(x.Entries, IDIndexEntry{b.u64(), b.u64(), b.u64(), b.u64()})
 		}
-		out = x
-	case RecordThreadMap:
-		x := &r.rec.threadMap
-		x.RecordCommon = common
+	case *ThreadMap:
 		x.Threads = x.Threads[:0]
 		for range b.count(24) {
 			x.Threads = append(x.Threads, ThreadMapEntry{b.u64(), cstr(b.bytes(16))})
 		}
-		out = x
-	case RecordCPUMap:
-		x := &r.rec.cpuMap
-		x.RecordCommon = common
+	case *CPUMap:
 		parseCPUMap(x, &b)
-		out = x
-	case RecordTimeConv:
-		x := &r.rec.timeConv
-		x.RecordCommon = common
+	case *TimeConv:
 		*x = TimeConv{RecordCommon: common}
 		x.TimeShift, x.TimeMult, x.TimeZero = b.u64(), b.u64(), b.u64()
 		if b.left() >= 16 {
@@ -331,29 +252,18 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 			x.CapUserTimeZero = b.u8() != 0
 			x.CapUserTimeShort = b.u8() != 0
 		}
-		out = x
-	case RecordStat:
-		x := &r.rec.stat
-		x.RecordCommon = common
+	case *Stat:
 		x.ID = b.u64()
 		x.CPU, x.Thread = b.u32(), b.u32()
 		x.Val, x.Ena, x.Run = b.u64(), b.u64(), b.u64()
-		out = x
-	case RecordStatRound:
-		x := &r.rec.statRound
-		x.RecordCommon = common
+	case *StatRound:
 		x.RoundType, x.Time = b.u64(), b.u64()
-		out = x
-	case RecordStatConfig:
-		x := &r.rec.statConfig
-		x.RecordCommon = common
+	case *StatConfig:
 		x.Entries = x.Entries[:0]
 		for range b.count(16) {
 			x.Entries = append(x.Entries, StatConfigEntry{b.u64(), b.u64()})
 		}
-		out = x
-	case RecordEventUpdate:
-		x := &r.rec.eventUpdate
+	case *EventUpdate:
 		*x = EventUpdate{RecordCommon: common}
 		x.UpdateType = b.u64()
 		x.ID = b.u64()
@@ -366,10 +276,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		case eventUpdateScale:
 			x.Scale = float64frombits(b.u64())
 		}
-		out = x
-	case RecordHeaderAttr:
-		x := &r.rec.headerAttr
-		x.RecordCommon = common
+	case *HeaderAttr:
 		n := attrLen(body, bo)
 		if n > len(body) {
 			b.fail(n)
@@ -380,40 +287,43 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		for k := n; k+8 <= len(body); k += 8 {
 			x.IDs = append(x.IDs, bo.Uint64(body[k:]))
 		}
-		out = x
-	case RecordHeaderTracing:
-		x := &r.rec.tracing
-		x.RecordCommon = common
+	case *HeaderTracingData:
 		x.Data = rec.extra
-		out = x
-	case RecordHeaderBuildID:
-		x := &r.rec.buildID
-		x.RecordCommon = common
+	case *HeaderBuildID:
 		parseBuildIDEvent(&x.BuildID, &b, misc)
-		out = x
-	case RecordHeaderFeature:
-		x := &r.rec.feature
-		x.RecordCommon = common
+	case *HeaderFeature:
 		x.Feature = int(b.u64())
 		x.Data = b.b[b.off:]
-		out = x
-	case RecordAuxtrace:
-		x := &r.rec.auxtrace
-		x.RecordCommon = common
+	case *Auxtrace:
 		x.Size, x.Offset, x.Reference = b.u64(), b.u64(), b.u64()
 		x.Idx, x.Tid, x.CPU = b.u32(), b.u32(), b.u32()
 		x.Data = rec.extra
-		out = x
-	default:
-		x := &r.rec.raw
-		x.RecordCommon = common
+	case *Raw:
 		x.Data = body
-		out = x
 	}
 	if b.err != nil {
 		return nil, b.err
 	}
+	r.countLoss(out)
 	return out, nil
+}
+
+// countLoss adds the count of a whole LOST or LOST_SAMPLES record to the
+// reader's totals and to its event's: LOST counts what a ring buffer
+// dropped (all events on it), LOST_SAMPLES what one event dropped.
+func (r *Reader) countLoss(rec Record) {
+	switch x := rec.(type) {
+	case *Lost:
+		r.stats.Lost += x.Count
+		if x.Event != nil {
+			x.Event.LostBuffer += x.Count
+		}
+	case *LostSamples:
+		r.stats.LostSamples += x.Count
+		if x.Event != nil {
+			x.Event.Lost += x.Count
+		}
+	}
 }
 
 // lostEvent resolves the event a LOST or LOST_SAMPLES record names; with a

@@ -8,7 +8,11 @@ import (
 
 type byteOrder = binary.ByteOrder
 
-// Attr is the subset of perf_event_attr the decoder and its users need.
+// Attr is struct perf_event_attr up to PERF_ATTR_SIZE_VER8
+// (include/uapi/linux/perf_event.h). Its fields are in the C struct's order
+// and sizes, blank ones standing for the reserved fields, so that
+// encoding/binary reads and writes it as perf lays it out: it holds only
+// such fields.
 type Attr struct {
 	Type             EventType
 	Size             uint32 // attr.size as recorded (0 means PERF_ATTR_SIZE_VER0)
@@ -17,20 +21,22 @@ type Attr struct {
 	SampleType       SampleFormat
 	ReadFormat       uint64
 	Flags            uint64 // the bitfield word (disabled, inherit, ..., sample_id_all, ...)
-	SampleRegsUser   uint64
-	SampleStackUser  uint32
-	SampleRegsIntr   uint64
 	WakeupEvents     uint32
 	BPType           uint32
 	Config1          uint64 // bp_addr, kprobe_func, uprobe_path, config1
 	Config2          uint64 // bp_len, kprobe_addr, probe_offset, config2
-	Config3          uint64
 	BranchSampleType uint64
+	SampleRegsUser   uint64
+	SampleStackUser  uint32
 	ClockID          int32
+	SampleRegsIntr   uint64
 	AuxWatermark     uint32
 	SampleMaxStack   uint16
+	_                uint16 // __reserved_2
 	AuxSampleSize    uint32
+	_                uint32 // __reserved_3
 	SigData          uint64
+	Config3          uint64
 }
 
 // SampleIDAll reports whether non-sample records carry a sample_id trailer.
@@ -42,44 +48,16 @@ func (a *Attr) SampleIDAll() bool { return a.Flags&AttrSampleIDAll != 0 }
 func (a *Attr) MmapData() bool { return a.Flags&AttrMmapData != 0 }
 
 // parseAttr reads a perf_event_attr from p as far as we know it; p may be
-// shorter (older perf) or longer (newer perf) than what we know.
+// shorter (older perf: the fields it lacks read as zero) or longer (newer
+// perf: the rest is not read) than what we know.
 func parseAttr(p []byte, bo byteOrder) Attr {
+	var known [attrSizeVer8]byte
+	copy(known[:], p)
 	var a Attr
-	u32 := func(off int) uint32 {
-		if off+4 <= len(p) {
-			return bo.Uint32(p[off:])
-		}
-		return 0
+	if _, err := binary.Decode(known[:], bo, &a); err != nil {
+		// Unreachable: known is exactly Attr's size (TestAttrLayout).
+		panic("perfdata: Attr does not match perf_event_attr: " + err.Error())
 	}
-	u64 := func(off int) uint64 {
-		if off+8 <= len(p) {
-			return bo.Uint64(p[off:])
-		}
-		return 0
-	}
-	a.Type = EventType(u32(0))
-	a.Size = u32(4)
-	a.Config = u64(8)
-	a.SamplePeriod = u64(16)
-	a.SampleType = SampleFormat(u64(24))
-	a.ReadFormat = u64(32)
-	a.Flags = u64(40)
-	a.WakeupEvents = u32(48)
-	a.BPType = u32(52)
-	a.Config1 = u64(56)
-	a.Config2 = u64(64)
-	a.BranchSampleType = u64(72)
-	a.SampleRegsUser = u64(80)
-	a.SampleStackUser = u32(88)
-	a.ClockID = int32(u32(92))
-	a.SampleRegsIntr = u64(96)
-	a.AuxWatermark = u32(104)
-	if len(p) >= 110 {
-		a.SampleMaxStack = bo.Uint16(p[108:])
-	}
-	a.AuxSampleSize = u32(112)
-	a.SigData = u64(120)
-	a.Config3 = u64(128)
 	return a
 }
 
@@ -157,6 +135,15 @@ func (m *Meta) HasFeature(f Feature) bool {
 	return false
 }
 
+// stringFeature returns the Meta field filled by feature f when f's section
+// is a single perf header string, and nil for every other feature.
+func (m *Meta) stringFeature(f Feature) *string {
+	return map[Feature]*string{
+		FeatHostname: &m.Hostname, FeatOSRelease: &m.OSRelease, FeatVersion: &m.Version,
+		FeatArch: &m.Arch, FeatCPUDesc: &m.CPUDesc, FeatCPUID: &m.CPUID,
+	}[f]
+}
+
 // maxFeatureSize caps a feature section read from a stream (pipe mode) or
 // held in memory; perf's largest (TRACING_DATA with kallsyms) stays far below.
 const maxFeatureSize = 256 << 20
@@ -167,6 +154,10 @@ const maxFeatureSize = 256 << 20
 func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 	b := makeBuf(p, base, r.bo, "feature "+feat.String())
 	m := &r.meta
+	if s := m.stringFeature(feat); s != nil {
+		*s = b.headerString()
+		return b.err
+	}
 	switch feat {
 	case FeatTracingData:
 		td, err := parseTracingData(p, base)
@@ -190,21 +181,8 @@ func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 			m.BuildIDs = append(m.BuildIDs, bid)
 			b.off = start + size
 		}
-	case FeatHostname:
-		m.Hostname = b.headerString()
-	case FeatOSRelease:
-		m.OSRelease = b.headerString()
-	case FeatVersion:
-		m.Version = b.headerString()
-	case FeatArch:
-		m.Arch = b.headerString()
 	case FeatNrCPUs:
-		m.NrCPUsAvail = b.u32()
-		m.NrCPUsOnline = b.u32()
-	case FeatCPUDesc:
-		m.CPUDesc = b.headerString()
-	case FeatCPUID:
-		m.CPUID = b.headerString()
+		m.NrCPUsAvail, m.NrCPUsOnline = b.u32(), b.u32()
 	case FeatTotalMem:
 		m.TotalMemKB = b.u64()
 	case FeatCmdline:
@@ -216,8 +194,7 @@ func (r *Reader) parseFeature(feat Feature, p []byte, base int64) error {
 	case FeatEventDesc:
 		r.parseEventDesc(&b)
 	case FeatSampleTime:
-		m.SampleTimeFirst = b.u64()
-		m.SampleTimeLast = b.u64()
+		m.SampleTimeFirst, m.SampleTimeLast = b.u64(), b.u64()
 	case FeatClockID:
 		m.ClockID = b.u64()
 	case FeatClockData:

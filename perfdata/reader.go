@@ -231,6 +231,7 @@ type Reader struct {
 
 func newReader(opts *Options) *Reader {
 	r := &Reader{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1, sorted: true}
+	r.rec.index()
 	if opts != nil {
 		r.opts = *opts
 	}
@@ -260,21 +261,13 @@ func Open(path string, opts *Options) (*Reader, error) {
 	}
 	r := newReader(opts)
 	r.closers = append(r.closers, f.Close)
-	size := fi.Size()
-	if !fi.Mode().IsRegular() {
+	if fi.Mode().IsRegular() {
+		err = r.initFile(f, fi.Size())
+	} else {
 		// A FIFO or character device: read it as a stream.
-		if err := r.initStream(f); err != nil {
-			r.Close()
-			return nil, err
-		}
-		return r, nil
+		err = r.initStream(f)
 	}
-	mem, unmap := mmapFile(f, size)
-	if unmap != nil {
-		r.closers = append(r.closers, unmap)
-		r.src.res.mapping = mem
-	}
-	if err := r.init(f, size, mem); err != nil {
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
@@ -286,6 +279,16 @@ func Open(path string, opts *Options) (*Reader, error) {
 // not close r.
 func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
 	r := newReader(opts)
+	if err := r.initFile(ra, size); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// initFile memory maps ra when it is an *os.File (keeping the unmapping for
+// Close) and reads the recording's header.
+func (r *Reader) initFile(ra io.ReaderAt, size int64) error {
 	var mem []byte
 	if f, ok := ra.(*os.File); ok {
 		m, unmap := mmapFile(f, size)
@@ -295,11 +298,7 @@ func New(ra io.ReaderAt, size int64, opts *Options) (*Reader, error) {
 			r.src.res.mapping = m
 		}
 	}
-	if err := r.init(ra, size, mem); err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
+	return r.init(ra, size, mem)
 }
 
 // NewStream decodes a pipe-mode recording from a stream such as stdin.
@@ -694,6 +693,7 @@ func (r *Reader) WarningCount() int { return r.nwarnings }
 // recordings). It does not close a reader passed to New or NewStream.
 func (r *Reader) Close() error {
 	r.src.z.close()
+	r.src.res.stop()
 	var first error
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		if err := r.closers[i](); err != nil && first == nil {
@@ -722,6 +722,12 @@ func (r *Reader) Next() bool {
 		if r.readyPos < len(r.ready) {
 			e := &r.ready[r.readyPos]
 			r.readyPos++
+			// Records of a round are delivered hopping between the
+			// CPUs' parts of it, each in memory (or in a page) not
+			// read for a while: ask for the one after next now.
+			if r.readyPos+1 < len(r.ready) {
+				prefetchRecord(r.ready[r.readyPos+1].rec.data)
+			}
 			rec := e.rec
 			e.rec = rawRec{}
 			if r.deliver(rec) {

@@ -322,7 +322,8 @@ type Auxtrace struct {
 	Data                    []byte
 }
 
-// records is the set of reused record structs of a Reader.
+// records is the set of reused record structs of a Reader, indexed by
+// record type in byType.
 type records struct {
 	sample      Sample
 	mmap        Mmap
@@ -356,6 +357,58 @@ type records struct {
 	buildID     HeaderBuildID
 	feature     HeaderFeature
 	auxtrace    Auxtrace
+
+	byType [RecordBPFMetadata + 1]Record
+}
+
+// index fills byType: the reused struct each record type the decoder
+// parses is decoded into (Throttle, Switch and Marker serve two types each).
+func (rs *records) index() {
+	rs.byType = [len(rs.byType)]Record{
+		RecordMmap:          &rs.mmap,
+		RecordMmap2:         &rs.mmap,
+		RecordComm:          &rs.comm,
+		RecordFork:          &rs.fork,
+		RecordExit:          &rs.exit,
+		RecordLost:          &rs.lost,
+		RecordLostSamples:   &rs.lostSamples,
+		RecordThrottle:      &rs.throttle,
+		RecordUnthrottle:    &rs.throttle,
+		RecordRead:          &rs.read,
+		RecordAux:           &rs.aux,
+		RecordItraceStart:   &rs.itrace,
+		RecordSwitch:        &rs.sw,
+		RecordSwitchCPUWide: &rs.sw,
+		RecordNamespaces:    &rs.ns,
+		RecordKsymbol:       &rs.ksym,
+		RecordBPFEvent:      &rs.bpf,
+		RecordCgroup:        &rs.cgroup,
+		RecordTextPoke:      &rs.poke,
+		RecordFinishedRound: &rs.marker,
+		RecordFinishedInit:  &rs.marker,
+		RecordIDIndex:       &rs.idIndex,
+		RecordThreadMap:     &rs.threadMap,
+		RecordCPUMap:        &rs.cpuMap,
+		RecordTimeConv:      &rs.timeConv,
+		RecordStat:          &rs.stat,
+		RecordStatRound:     &rs.statRound,
+		RecordStatConfig:    &rs.statConfig,
+		RecordEventUpdate:   &rs.eventUpdate,
+		RecordHeaderAttr:    &rs.headerAttr,
+		RecordHeaderTracing: &rs.tracing,
+		RecordHeaderBuildID: &rs.buildID,
+		RecordHeaderFeature: &rs.feature,
+		RecordAuxtrace:      &rs.auxtrace,
+	}
+}
+
+// of returns the reused struct that records of type typ are decoded into:
+// Raw for the types the decoder does not parse.
+func (rs *records) of(typ RecordType) Record {
+	if int(typ) < len(rs.byType) && rs.byType[typ] != nil {
+		return rs.byType[typ]
+	}
+	return &rs.raw
 }
 
 // idTrailerMask are the sample_type bits that appear in a sample_id_all trailer.
@@ -379,15 +432,9 @@ func parseTrailer(b []byte, st SampleFormat, bo byteOrder, id *SampleID) (int, b
 	if st&SampleTID != 0 {
 		id.Pid, id.Tid = t.u32(), t.u32()
 	}
-	if st&SampleTime != 0 {
-		id.Time = t.u64()
-	}
-	if st&SampleID_ != 0 {
-		id.ID = t.u64()
-	}
-	if st&SampleStreamID != 0 {
-		id.StreamID = t.u64()
-	}
+	id.Time = t.u64If(st&SampleTime != 0)
+	id.ID = t.u64If(st&SampleID_ != 0)
+	id.StreamID = t.u64If(st&SampleStreamID != 0)
 	if st&SampleCPU != 0 {
 		id.CPU, _ = t.u32(), t.u32() // u32 cpu, u32 res
 	}
@@ -406,35 +453,20 @@ func parseSample(s *Sample, b *buf, ev *Event) {
 	if st&SampleIdentifier != 0 {
 		s.ID = b.u64()
 	}
-	s.IP = 0
-	if st&SampleIP != 0 {
-		s.IP = b.u64()
-	}
+	s.IP = b.u64If(st&SampleIP != 0)
 	if st&SampleTID != 0 {
-		s.Pid = b.u32()
-		s.Tid = b.u32()
+		s.Pid, s.Tid = b.u32(), b.u32()
 	}
-	if st&SampleTime != 0 {
-		s.Time = b.u64()
-	}
-	s.Addr = 0
-	if st&SampleAddr != 0 {
-		s.Addr = b.u64()
-	}
-	if st&SampleID_ != 0 {
+	s.Time = b.u64If(st&SampleTime != 0)
+	s.Addr = b.u64If(st&SampleAddr != 0)
+	if st&SampleID_ != 0 { // perf writes the same id as SampleIdentifier
 		s.ID = b.u64()
 	}
-	if st&SampleStreamID != 0 {
-		s.StreamID = b.u64()
-	}
+	s.StreamID = b.u64If(st&SampleStreamID != 0)
 	if st&SampleCPU != 0 {
-		s.CPU = b.u32()
-		b.u32()
+		s.CPU, _ = b.u32(), b.u32() // u32 cpu, u32 res
 	}
-	s.Period = 0
-	if st&SamplePeriod != 0 {
-		s.Period = b.u64()
-	}
+	s.Period = b.u64If(st&SamplePeriod != 0)
 	s.Read.Values = s.Read.Values[:0]
 	s.Read.TimeEnabled, s.Read.TimeRunning = 0, 0
 	if st&SampleRead != 0 {
@@ -469,14 +501,10 @@ func parseSample(s *Sample, b *buf, ev *Event) {
 			}
 		}
 	}
-	s.RegsABI = 0
 	s.RegsMask = a.SampleRegsUser
-	s.Regs = s.Regs[:0]
+	s.RegsABI, s.Regs = 0, s.Regs[:0]
 	if st&SampleRegsUser != 0 {
-		s.RegsABI = b.u64()
-		if s.RegsABI != 0 {
-			s.Regs = b.u64s(s.Regs, uint64(bits.OnesCount64(a.SampleRegsUser)))
-		}
+		s.RegsABI, s.Regs = parseRegs(b, s.RegsMask, s.Regs)
 	}
 	s.Stack = nil
 	s.StackSize = 0
@@ -492,43 +520,18 @@ func parseSample(s *Sample, b *buf, ev *Event) {
 		}
 		s.Stack = data
 	}
-	s.Weight = 0
-	if st&(SampleWeight|SampleWeightStruct) != 0 {
-		s.Weight = b.u64()
-	}
-	s.DataSrc = 0
-	if st&SampleDataSrc != 0 {
-		s.DataSrc = b.u64()
-	}
-	s.Transaction = 0
-	if st&SampleTransaction != 0 {
-		s.Transaction = b.u64()
-	}
-	s.RegsIntrABI = 0
+	s.Weight = b.u64If(st&(SampleWeight|SampleWeightStruct) != 0)
+	s.DataSrc = b.u64If(st&SampleDataSrc != 0)
+	s.Transaction = b.u64If(st&SampleTransaction != 0)
 	s.RegsIntrMask = a.SampleRegsIntr
-	s.RegsIntr = s.RegsIntr[:0]
+	s.RegsIntrABI, s.RegsIntr = 0, s.RegsIntr[:0]
 	if st&SampleRegsIntr != 0 {
-		s.RegsIntrABI = b.u64()
-		if s.RegsIntrABI != 0 {
-			s.RegsIntr = b.u64s(s.RegsIntr, uint64(bits.OnesCount64(a.SampleRegsIntr)))
-		}
+		s.RegsIntrABI, s.RegsIntr = parseRegs(b, s.RegsIntrMask, s.RegsIntr)
 	}
-	s.PhysAddr = 0
-	if st&SamplePhysAddr != 0 {
-		s.PhysAddr = b.u64()
-	}
-	s.Cgroup = 0
-	if st&SampleCgroup != 0 {
-		s.Cgroup = b.u64()
-	}
-	s.DataPageSize = 0
-	if st&SampleDataPageSize != 0 {
-		s.DataPageSize = b.u64()
-	}
-	s.CodePageSize = 0
-	if st&SampleCodePageSize != 0 {
-		s.CodePageSize = b.u64()
-	}
+	s.PhysAddr = b.u64If(st&SamplePhysAddr != 0)
+	s.Cgroup = b.u64If(st&SampleCgroup != 0)
+	s.DataPageSize = b.u64If(st&SampleDataPageSize != 0)
+	s.CodePageSize = b.u64If(st&SampleCodePageSize != 0)
 	s.Aux = nil
 	if st&SampleAux != 0 {
 		n := b.u64()
@@ -536,48 +539,45 @@ func parseSample(s *Sample, b *buf, ev *Event) {
 	}
 }
 
+// parseRegs reads a PERF_SAMPLE_REGS_USER or PERF_SAMPLE_REGS_INTR block into
+// dst (reused): the ABI, then one u64 per bit of mask unless the ABI is
+// PERF_SAMPLE_REGS_ABI_NONE (0), when no registers follow.
+func parseRegs(b *buf, mask uint64, dst []uint64) (abi uint64, regs []uint64) {
+	abi = b.u64()
+	if abi == 0 {
+		return 0, dst[:0]
+	}
+	return abi, b.u64s(dst, uint64(bits.OnesCount64(mask)))
+}
+
+// parseReadValues reads a read_format-shaped block (PERF_SAMPLE_READ, or
+// PERF_RECORD_READ's values) into v, reusing v.Values.
 func parseReadValues(v *ReadValues, b *buf, rf uint64) {
 	v.Values = v.Values[:0]
 	if rf&ReadGroup != 0 {
 		n := b.u64()
-		if rf&ReadTotalTimeEnabled != 0 {
-			v.TimeEnabled = b.u64()
-		}
-		if rf&ReadTotalTimeRunning != 0 {
-			v.TimeRunning = b.u64()
-		}
+		v.TimeEnabled = b.u64If(rf&ReadTotalTimeEnabled != 0)
+		v.TimeRunning = b.u64If(rf&ReadTotalTimeRunning != 0)
 		per := 1 + bits.OnesCount64(rf&(ReadID|ReadLost))
 		if n > uint64(b.left()/(8*per)) {
 			b.fail(int(min(n, 1<<50)) * 8 * per)
 			return
 		}
 		for i := uint64(0); i < n; i++ {
-			var x ReadValue
-			x.Value = b.u64()
-			if rf&ReadID != 0 {
-				x.ID = b.u64()
-			}
-			if rf&ReadLost != 0 {
-				x.Lost = b.u64()
-			}
+			x := ReadValue{Value: b.u64()}
+			x.ID = b.u64If(rf&ReadID != 0)
+			x.Lost = b.u64If(rf&ReadLost != 0)
 			v.Values = append(v.Values, x)
 		}
 		return
 	}
-	var x ReadValue
-	x.Value = b.u64()
-	if rf&ReadTotalTimeEnabled != 0 {
-		v.TimeEnabled = b.u64()
-	}
-	if rf&ReadTotalTimeRunning != 0 {
-		v.TimeRunning = b.u64()
-	}
-	if rf&ReadID != 0 {
-		x.ID = b.u64()
-	}
-	if rf&ReadLost != 0 {
-		x.Lost = b.u64()
-	}
+	// One counter: its value comes before the times, its id and lost count
+	// after them.
+	x := ReadValue{Value: b.u64()}
+	v.TimeEnabled = b.u64If(rf&ReadTotalTimeEnabled != 0)
+	v.TimeRunning = b.u64If(rf&ReadTotalTimeRunning != 0)
+	x.ID = b.u64If(rf&ReadID != 0)
+	x.Lost = b.u64If(rf&ReadLost != 0)
 	v.Values = append(v.Values, x)
 }
 

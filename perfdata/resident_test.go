@@ -2,10 +2,14 @@ package perfdata
 
 import (
 	"bytes"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
+	"unsafe"
 )
 
 // digest decodes r in time order and hashes what the samples carry.
@@ -42,10 +46,6 @@ func TestResidencyDropsKeepRecords(t *testing.T) {
 	if len(p) < 2*maxGranules*granule {
 		t.Fatalf("synthetic recording of %d bytes is too small to exercise drops", len(p))
 	}
-	path := filepath.Join(t.TempDir(), "big.data")
-	if err := os.WriteFile(path, p, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	mem, err := New(bytes.NewReader(p), int64(len(p)), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -53,19 +53,100 @@ func TestResidencyDropsKeepRecords(t *testing.T) {
 	want, wantN := digest(t, mem)
 	mem.Close()
 
-	r, err := Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := openMapped(t, p)
 	defer r.Close()
-	if r.src.res.mapping == nil {
-		t.Skip("file not memory mapped on this system")
-	}
 	got, gotN := digest(t, r)
 	if got != want || gotN != wantN {
 		t.Errorf("mapped decode with drops: %d samples, digest %x; in memory: %d samples, digest %x", gotN, got, wantN, want)
 	}
 	if r.src.res.drops == 0 {
 		t.Errorf("no pages dropped while decoding %d MB", len(p)>>20)
+	}
+}
+
+// openMapped writes recording p to a file and opens it, memory mapped.
+func openMapped(t *testing.T, p []byte) *Reader {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "big.data")
+	if err := os.WriteFile(path, p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.src.res.mapping == nil {
+		r.Close()
+		t.Fatal("a regular file was not memory mapped")
+	}
+	return r
+}
+
+// mappingRSS returns the resident bytes of the mapping starting at b
+// (the Rss of its VMA in /proc/self/smaps).
+func mappingRSS(t *testing.T, b []byte) int64 {
+	t.Helper()
+	f, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc/self/smaps: %v", err)
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(&b[0])))
+	in := false
+	for _, line := range strings.Split(string(f), "\n") {
+		if strings.HasPrefix(line, start) {
+			in = true
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "Rss:")), "%d kB", &kb); err != nil {
+				t.Fatalf("smaps line %q: %v", line, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VMA at %s in /proc/self/smaps", start)
+	return 0
+}
+
+// TestResidencyBoundWithPager: with the pager mapping granules ahead of the
+// reader and dropping behind it on its own goroutine, what the recording
+// holds resident stays within the granules the reader may hold, the one
+// asked ahead and the releases the pager may have queued — checked
+// throughout a decode of a recording three times that size, and at its end
+// (a granule mapped ahead after the release that covered it would stay
+// resident until Close).
+func TestResidencyBoundWithPager(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("the pager runs only with GOMAXPROCS >= 2")
+	}
+	p := dwarfSynth(8000)
+	r := openMapped(t, p)
+	defer r.Close()
+	const hold = 1
+	r.DeferDrops(hold, func(drop func()) { drop() })
+	// Held before a drop (hold+1 granules, a record may straddle), one
+	// asked ahead, and up to maxQueuedReleases queued drops of as much.
+	bound := int64((hold+1)*(1+maxQueuedReleases)+1) * granule
+	if 3*bound > int64(len(p)) {
+		t.Fatalf("synthetic recording of %d bytes is too small for a bound of %d", len(p), bound)
+	}
+	var peak int64
+	n := 0
+	for r.Next() {
+		if n++; n%200 == 0 {
+			peak = max(peak, mappingRSS(t, r.src.res.mapping))
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r.src.res.pager == nil {
+		t.Fatal("no pager with GOMAXPROCS >= 2")
+	}
+	end := mappingRSS(t, r.src.res.mapping)
+	t.Logf("recording %d MB: peak resident %d KB, at the end %d KB, bound %d KB", len(p)>>20, peak>>10, end>>10, bound>>10)
+	if peak > bound || end > bound {
+		t.Errorf("resident part of the mapping: peak %d KB, at the end %d KB; want at most %d KB", peak>>10, end>>10, bound>>10)
 	}
 }

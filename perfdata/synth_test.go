@@ -120,6 +120,47 @@ func (w *wbuf) hstr(v string) { // perf_header_string
 	w.str(v, 8)
 }
 
+// u64If appends v when has is set: the encoding side of buf.u64If.
+func (w *wbuf) u64If(has bool, v uint64) {
+	if has {
+		w.u64(v)
+	}
+}
+
+// regs appends a PERF_SAMPLE_REGS_USER or _INTR block: the ABI, then the
+// registers unless the ABI is PERF_SAMPLE_REGS_ABI_NONE (0).
+func (w *wbuf) regs(abi uint64, regs []uint64) {
+	w.u64(abi)
+	if abi != 0 {
+		for _, r := range regs {
+			w.u64(r)
+		}
+	}
+}
+
+// readValues appends v in read_format rf's layout: a group is nr, the times,
+// then value (id, lost) per member; a single counter is its value, the
+// times, then its id and lost count.
+func (w *wbuf) readValues(rf uint64, v *ReadValues) {
+	if rf&ReadGroup != 0 {
+		w.u64(uint64(len(v.Values)))
+		w.u64If(rf&ReadTotalTimeEnabled != 0, v.TimeEnabled)
+		w.u64If(rf&ReadTotalTimeRunning != 0, v.TimeRunning)
+		for _, x := range v.Values {
+			w.u64(x.Value)
+			w.u64If(rf&ReadID != 0, x.ID)
+			w.u64If(rf&ReadLost != 0, x.Lost)
+		}
+		return
+	}
+	x := v.Values[0]
+	w.u64(x.Value)
+	w.u64If(rf&ReadTotalTimeEnabled != 0, v.TimeEnabled)
+	w.u64If(rf&ReadTotalTimeRunning != 0, v.TimeRunning)
+	w.u64If(rf&ReadID != 0, x.ID)
+	w.u64If(rf&ReadLost != 0, x.Lost)
+}
+
 // trailer encodes a sample_id_all trailer for event ev.
 func (s *synth) trailer(ev int, id SampleID) []byte {
 	w := wbuf{bo: s.bo}
@@ -128,22 +169,14 @@ func (s *synth) trailer(ev int, id SampleID) []byte {
 		w.u32(id.Pid)
 		w.u32(id.Tid)
 	}
-	if st&SampleTime != 0 {
-		w.u64(id.Time)
-	}
-	if st&SampleID_ != 0 {
-		w.u64(s.events[ev].ids[0])
-	}
-	if st&SampleStreamID != 0 {
-		w.u64(id.StreamID)
-	}
+	w.u64If(st&SampleTime != 0, id.Time)
+	w.u64If(st&SampleID_ != 0, s.events[ev].ids[0])
+	w.u64If(st&SampleStreamID != 0, id.StreamID)
 	if st&SampleCPU != 0 {
 		w.u32(id.CPU)
 		w.u32(0)
 	}
-	if st&SampleIdentifier != 0 {
-		w.u64(s.events[ev].ids[0])
-	}
+	w.u64If(st&SampleIdentifier != 0, s.events[ev].ids[0])
 	return w.b
 }
 
@@ -153,70 +186,23 @@ func (s *synth) sample(ev int, x *Sample) []byte {
 	st := a.SampleType
 	id := s.events[ev].ids[0]
 	w := wbuf{bo: s.bo}
-	if st&SampleIdentifier != 0 {
-		w.u64(id)
-	}
-	if st&SampleIP != 0 {
-		w.u64(x.IP)
-	}
+	w.u64If(st&SampleIdentifier != 0, id)
+	w.u64If(st&SampleIP != 0, x.IP)
 	if st&SampleTID != 0 {
 		w.u32(x.Pid)
 		w.u32(x.Tid)
 	}
-	if st&SampleTime != 0 {
-		w.u64(x.Time)
-	}
-	if st&SampleAddr != 0 {
-		w.u64(x.Addr)
-	}
-	if st&SampleID_ != 0 {
-		w.u64(id)
-	}
-	if st&SampleStreamID != 0 {
-		w.u64(x.StreamID)
-	}
+	w.u64If(st&SampleTime != 0, x.Time)
+	w.u64If(st&SampleAddr != 0, x.Addr)
+	w.u64If(st&SampleID_ != 0, id)
+	w.u64If(st&SampleStreamID != 0, x.StreamID)
 	if st&SampleCPU != 0 {
 		w.u32(x.CPU)
 		w.u32(0)
 	}
-	if st&SamplePeriod != 0 {
-		w.u64(x.Period)
-	}
+	w.u64If(st&SamplePeriod != 0, x.Period)
 	if st&SampleRead != 0 {
-		rf := a.ReadFormat
-		if rf&ReadGroup != 0 {
-			w.u64(uint64(len(x.Read.Values)))
-			if rf&ReadTotalTimeEnabled != 0 {
-				w.u64(x.Read.TimeEnabled)
-			}
-			if rf&ReadTotalTimeRunning != 0 {
-				w.u64(x.Read.TimeRunning)
-			}
-			for _, v := range x.Read.Values {
-				w.u64(v.Value)
-				if rf&ReadID != 0 {
-					w.u64(v.ID)
-				}
-				if rf&ReadLost != 0 {
-					w.u64(v.Lost)
-				}
-			}
-		} else {
-			v := x.Read.Values[0]
-			w.u64(v.Value)
-			if rf&ReadTotalTimeEnabled != 0 {
-				w.u64(x.Read.TimeEnabled)
-			}
-			if rf&ReadTotalTimeRunning != 0 {
-				w.u64(x.Read.TimeRunning)
-			}
-			if rf&ReadID != 0 {
-				w.u64(v.ID)
-			}
-			if rf&ReadLost != 0 {
-				w.u64(v.Lost)
-			}
-		}
+		w.readValues(a.ReadFormat, &x.Read)
 	}
 	if st&SampleCallchain != 0 {
 		w.u64(uint64(len(x.Callchain)))
@@ -233,9 +219,7 @@ func (s *synth) sample(ev int, x *Sample) []byte {
 	}
 	if st&SampleBranchStack != 0 {
 		w.u64(uint64(len(x.Branches)))
-		if a.BranchSampleType&branchHWIndex != 0 {
-			w.u64(x.BranchHWIndex)
-		}
+		w.u64If(a.BranchSampleType&branchHWIndex != 0, x.BranchHWIndex)
 		for _, br := range x.Branches {
 			w.u64(br.From)
 			w.u64(br.To)
@@ -243,12 +227,7 @@ func (s *synth) sample(ev int, x *Sample) []byte {
 		}
 	}
 	if st&SampleRegsUser != 0 {
-		w.u64(x.RegsABI)
-		if x.RegsABI != 0 {
-			for _, r := range x.Regs {
-				w.u64(r)
-			}
-		}
+		w.regs(x.RegsABI, x.Regs)
 	}
 	if st&SampleStackUser != 0 {
 		w.u64(x.StackSize)
@@ -259,35 +238,16 @@ func (s *synth) sample(ev int, x *Sample) []byte {
 			w.u64(uint64(len(x.Stack)))
 		}
 	}
-	if st&(SampleWeight|SampleWeightStruct) != 0 {
-		w.u64(x.Weight)
-	}
-	if st&SampleDataSrc != 0 {
-		w.u64(x.DataSrc)
-	}
-	if st&SampleTransaction != 0 {
-		w.u64(x.Transaction)
-	}
+	w.u64If(st&(SampleWeight|SampleWeightStruct) != 0, x.Weight)
+	w.u64If(st&SampleDataSrc != 0, x.DataSrc)
+	w.u64If(st&SampleTransaction != 0, x.Transaction)
 	if st&SampleRegsIntr != 0 {
-		w.u64(x.RegsIntrABI)
-		if x.RegsIntrABI != 0 {
-			for _, r := range x.RegsIntr {
-				w.u64(r)
-			}
-		}
+		w.regs(x.RegsIntrABI, x.RegsIntr)
 	}
-	if st&SamplePhysAddr != 0 {
-		w.u64(x.PhysAddr)
-	}
-	if st&SampleCgroup != 0 {
-		w.u64(x.Cgroup)
-	}
-	if st&SampleDataPageSize != 0 {
-		w.u64(x.DataPageSize)
-	}
-	if st&SampleCodePageSize != 0 {
-		w.u64(x.CodePageSize)
-	}
+	w.u64If(st&SamplePhysAddr != 0, x.PhysAddr)
+	w.u64If(st&SampleCgroup != 0, x.Cgroup)
+	w.u64If(st&SampleDataPageSize != 0, x.DataPageSize)
+	w.u64If(st&SampleCodePageSize != 0, x.CodePageSize)
 	if st&SampleAux != 0 {
 		w.u64(uint64(len(x.Aux)))
 		w.b = append(w.b, x.Aux...)

@@ -395,31 +395,16 @@ func (w *Writer) eventDesc() []byte {
 }
 
 // appendAttr appends a as a PERF_ATTR_SIZE_VER7 perf_event_attr, the inverse
-// of parseAttr.
+// of parseAttr: Attr's layout cut to writerAttrSize bytes, size set to that.
 func appendAttr(b []byte, a *Attr) []byte {
-	p := make([]byte, writerAttrSize)
-	le := binary.LittleEndian
-	le.PutUint32(p[0:], uint32(a.Type))
-	le.PutUint32(p[4:], writerAttrSize)
-	le.PutUint64(p[8:], a.Config)
-	le.PutUint64(p[16:], a.SamplePeriod)
-	le.PutUint64(p[24:], uint64(a.SampleType))
-	le.PutUint64(p[32:], a.ReadFormat)
-	le.PutUint64(p[40:], a.Flags)
-	le.PutUint32(p[48:], a.WakeupEvents)
-	le.PutUint32(p[52:], a.BPType)
-	le.PutUint64(p[56:], a.Config1)
-	le.PutUint64(p[64:], a.Config2)
-	le.PutUint64(p[72:], a.BranchSampleType)
-	le.PutUint64(p[80:], a.SampleRegsUser)
-	le.PutUint32(p[88:], a.SampleStackUser)
-	le.PutUint32(p[92:], uint32(a.ClockID))
-	le.PutUint64(p[96:], a.SampleRegsIntr)
-	le.PutUint32(p[104:], a.AuxWatermark)
-	le.PutUint16(p[108:], a.SampleMaxStack)
-	le.PutUint32(p[112:], a.AuxSampleSize)
-	le.PutUint64(p[120:], a.SigData)
-	return append(b, p...)
+	v := *a
+	v.Size = writerAttrSize
+	var p [attrSizeVer8]byte
+	if _, err := binary.Encode(p[:], binary.LittleEndian, &v); err != nil {
+		// Unreachable: p is exactly Attr's size (TestAttrLayout).
+		panic("perfdata: Attr does not match perf_event_attr: " + err.Error())
+	}
+	return append(b, p[:writerAttrSize]...)
 }
 
 // appendHeaderString appends perf's do_write_string form: u32 length

@@ -37,8 +37,16 @@ type Pipeline struct {
 	stop                chan struct{}
 	stopped             bool
 	walking             sync.WaitGroup // batches sent to walkers and not walked yet
-	inflight            sync.WaitGroup // batches sent and not consumed yet
 	done                sync.WaitGroup
+
+	// Page releases of the mapped recording wait for the caller to
+	// consume the last batch sent before them (not for a drained
+	// pipeline: the reader never waits for one).
+	sent     uint64 // batches sent (the reader's)
+	dropMu   sync.Mutex
+	dropCond *sync.Cond // on dropMu: a pending release ran
+	consumed uint64     // batches consumed (the caller's; under dropMu)
+	drops    []pendingDrop
 
 	cur *pipeBatch
 	pos int
@@ -51,22 +59,12 @@ const (
 	pipeDepth  = 4   // batches per walker in the pool (at least 8)
 	// heldGranules is how much of the mapped recording (in 2 MiB
 	// granules) is read between releases of its pages.
-	heldGranules = 32 // 64 MiB
-)
-
-const (
-	itemSample = iota
-	itemMmap
-	itemComm
-	itemFork
-	itemExit
-	itemLost
-	itemLostSamples
+	heldGranules = 16 // 32 MiB
 )
 
 type pipeItem struct {
-	kind uint8
-	walk int32 // index into pipeBatch.walks; -1: not walked
+	rec  perfdata.Record // points to the field below that holds the record
+	walk int32           // index into pipeBatch.walks; -1: not walked
 	smp  perfdata.Sample
 	mmap perfdata.Mmap
 	comm perfdata.Comm
@@ -78,7 +76,15 @@ type pipeItem struct {
 	bid  []byte // owned copy of mmap.BuildID
 }
 
+// pendingDrop is a release of pages read for the batches up to and
+// including batch after.
+type pendingDrop struct {
+	after uint64
+	drop  func()
+}
+
 type pipeBatch struct {
+	seq    uint64 // 1, 2, ... in the order sent
 	items  []pipeItem
 	n      int
 	walks  []Walk
@@ -106,6 +112,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	p := &Pipeline{r: r, s: s, walks: walks,
 		free: make(chan *pipeBatch, nb), work: make(chan *pipeBatch, nwork), ordered: make(chan *pipeBatch, nb),
 		stop: make(chan struct{})}
+	p.dropCond = sync.NewCond(&p.dropMu)
 	for range nb {
 		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
 	}
@@ -136,9 +143,17 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 
 func walkBatch(wk *Walker, b *pipeBatch) {
 	for i := range b.nwalks {
+		if i+1 < b.nwalks {
+			// The next walk reads its stack from the top: ask for it.
+			perfdata.Prefetch(b.walks[i+1].stack, stackPrefetch)
+		}
 		wk.Walk(&b.walks[i])
 	}
 }
+
+// stackPrefetch is how much of a stack a walk of a gcc compile reads, most
+// of the time: its first kilobyte.
+const stackPrefetch = 1024
 
 // await returns once b is walked: by a walker goroutine, or now by the
 // caller.
@@ -169,7 +184,8 @@ func (p *Pipeline) feed(pre *Prewalker) {
 			return
 		}
 		p.walking.Add(1)
-		p.inflight.Add(1)
+		p.sent++
+		b.seq = p.sent
 		b.taken.Store(false)
 		if cap(p.work) > 0 {
 			p.work <- b
@@ -180,23 +196,36 @@ func (p *Pipeline) feed(pre *Prewalker) {
 	r := p.r
 	// Walkers read stacks and the caller reads payloads from the mapped
 	// file after Next moved on: pages are released once every record
-	// delivered so far was consumed. (Releasing them later instead, after
-	// the batch being filled is consumed, spares the reader the wait but
-	// peaked at 290 MB of RSS on a 6.8 GB recording, not 165 MB, for no
-	// measurable gain on two cores.)
+	// delivered so far was consumed, by the caller as it consumes the
+	// last batch sent. (The reader used to wait for that itself: a
+	// drained pipeline every 64 MiB kept both cores idle in turn, and
+	// the reader, the stage that bounds a parallel run, was blocked 15%
+	// of its time.)
 	r.DeferDrops(heldGranules, func(drop func()) {
 		send()
-		p.inflight.Wait()
-		drop()
+		p.dropMu.Lock()
+		defer p.dropMu.Unlock()
+		// At most one release waits: a reader further ahead of the
+		// caller would keep more of the file resident.
+		for len(p.drops) > 0 {
+			p.dropCond.Wait()
+		}
+		if p.consumed >= p.sent {
+			drop()
+			return
+		}
+		p.drops = append(p.drops, pendingDrop{p.sent, drop})
 	})
 	defer r.DeferDrops(0, nil)
 	for r.Next() {
 		rec := r.Record()
-		if pre.Changes(rec) {
-			// The walkers' maps change: let every walk sent so far finish.
+		if pre.Changes(rec) && pre.Observe(rec) {
+			// Walks prepared from here on see the change. A walker
+			// lags far behind the log: once every walk prepared so far
+			// is done, catch it up.
 			send()
 			p.walking.Wait()
-			pre.Observe(rec)
+			pre.Settle()
 		}
 		if b == nil {
 			select {
@@ -237,7 +266,7 @@ func copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
 	case *perfdata.Sample:
 		// The decoded slices (Regs, Callchain, ...) are the reader's: the
 		// walk has its own copies; Raw and Stack point into the file.
-		it.kind = itemSample
+		it.rec = &it.smp
 		it.smp = perfdata.Sample{RecordCommon: rec.RecordCommon, Event: rec.Event,
 			IP: rec.IP, Addr: rec.Addr, Period: rec.Period, Raw: rec.Raw, RegsABI: rec.RegsABI, RegsMask: rec.RegsMask,
 			StackSize: rec.StackSize, Weight: rec.Weight, DataSrc: rec.DataSrc, Transaction: rec.Transaction,
@@ -247,21 +276,21 @@ func copyItem(it *pipeItem, rec perfdata.Record, stable bool) bool {
 			it.smp.Raw = it.raw
 		}
 	case *perfdata.Mmap:
-		it.kind, it.mmap = itemMmap, *rec
+		it.mmap, it.rec = *rec, &it.mmap
 		if rec.BuildID != nil {
 			it.bid = append(it.bid[:0], rec.BuildID...)
 			it.mmap.BuildID = it.bid
 		}
 	case *perfdata.Comm:
-		it.kind, it.comm = itemComm, *rec
+		it.comm, it.rec = *rec, &it.comm
 	case *perfdata.Fork:
-		it.kind, it.fork = itemFork, *rec
+		it.fork, it.rec = *rec, &it.fork
 	case *perfdata.Exit:
-		it.kind, it.exit = itemExit, *rec
+		it.exit, it.rec = *rec, &it.exit
 	case *perfdata.Lost:
-		it.kind, it.lost = itemLost, *rec
+		it.lost, it.rec = *rec, &it.lost
 	case *perfdata.LostSamples:
-		it.kind, it.ls = itemLostSamples, *rec
+		it.ls, it.rec = *rec, &it.ls
 	default:
 		return false
 	}
@@ -295,30 +324,30 @@ func (p *Pipeline) Next() bool {
 }
 
 func (p *Pipeline) release() {
+	seq := p.cur.seq
 	p.free <- p.cur
 	p.cur = nil
-	p.inflight.Done()
+	p.dropMu.Lock()
+	p.consumed = seq
+	n := 0
+	for n < len(p.drops) && p.drops[n].after <= seq {
+		n++
+	}
+	due := p.drops[:n:n]
+	p.drops = p.drops[n:]
+	if n > 0 {
+		p.dropCond.Broadcast()
+	}
+	p.dropMu.Unlock()
+	for _, d := range due {
+		d.drop()
+	}
 }
 
 // Record returns the current record, valid until the next call to Next.
 // Its slices other than Raw and Stack are nil.
 func (p *Pipeline) Record() perfdata.Record {
-	it := &p.cur.items[p.pos]
-	switch it.kind {
-	case itemSample:
-		return &it.smp
-	case itemMmap:
-		return &it.mmap
-	case itemComm:
-		return &it.comm
-	case itemFork:
-		return &it.fork
-	case itemExit:
-		return &it.exit
-	case itemLost:
-		return &it.lost
-	}
-	return &it.ls
+	return p.cur.items[p.pos].rec
 }
 
 // Walk returns the current sample's walk, ready for Session.Intern, or

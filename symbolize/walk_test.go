@@ -18,16 +18,7 @@ func TestWalkerMatchesUnwind(t *testing.T) {
 			path := "../testdata/perf/" + name + ".data"
 			_, refSess := openSession(t, path, fixtureConfig)
 			ref := refSession{refSess}
-			r, err := perfdata.Open(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Close()
-			sess, err := symbolize.NewSession(fixtureConfig, r.Meta())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sess.Close()
+			r, sess := openSession(t, path, fixtureConfig)
 			pre, walkers := sess.NewPrewalker(1)
 			var w symbolize.Walk
 			n := 0

@@ -145,9 +145,7 @@ done
 	echo "glibc:  $(ldd --version | head -1)"
 	echo "probes: $(grep "$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
 	echo
-	echo "recording commands:"
-	printf '  %s\n' "${CMDS[@]/$TD/testdata}"
-	echo
+	note_commands "recording commands:" "${CMDS[@]/$TD/testdata}"
 	echo "build IDs: mixed $(buildid_of "$BIN/mixed"), launch $(buildid_of "$BIN/launch")"
 	echo
 	echo "files (bytes, sha256):"

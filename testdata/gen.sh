@@ -211,9 +211,7 @@ fi
 	echo "cflags: ${CFLAGS[*]/$SRC/\$SRC}  (launch: + -static, threads: + -pthread; cwd \$SRC=testdata/src)"
 	echo "run path: $BIN (binaries launched as $BIN/launch $BIN/<prog>)"
 	echo
-	echo "recording commands:"
-	printf '  %s\n' "${RECORD_CMDS[@]/$TD/testdata}"
-	echo
+	note_commands "recording commands:" "${RECORD_CMDS[@]/$TD/testdata}"
 	echo "build IDs referenced (perf buildid-list):"
 	sed 's/^/  /' "$BUILD/buildids"
 	echo

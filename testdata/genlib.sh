@@ -54,6 +54,20 @@ events_for() {
 	esac
 }
 
+# --- GENERATED notes -----------------------------------------------------------
+# note_commands HEADING COMMAND...: the block of a GENERATED note that lists
+# the recording commands, one indented line each, then a blank line.
+note_commands() {
+	echo "$1"
+	shift
+	printf '  %s\n' "$@"
+	echo
+}
+
+# note_file FILE: the GENERATED line that pins a recording: its name, size
+# and full sha256.
+note_file() { echo "${1##*/}: $(stat -c %s "$1") bytes, sha256 $(sha256sum "$1" | cut -c1-64)"; }
+
 # buildid_of FILE: the GNU build ID of an ELF file (readelf -n).
 buildid_of() { readelf -n "$1" 2>/dev/null | awk '/Build ID:/ { print $3; exit }'; }
 

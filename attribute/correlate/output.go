@@ -233,56 +233,45 @@ type profBuilder struct {
 }
 
 func (b *profBuilder) location(pid uint32, pc uint64) *profile.Location {
-	k := locKey{pid, pc}
-	if l := b.locs[k]; l != nil {
-		return l
-	}
-	l := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: pc}
-	if b.sym != nil && b.sym.Sess != nil {
-		id := b.sym.Sess.Locate(pid, pc)
-		loc := b.sym.Sess.Loc(id)
+	return report.Intern(b.locs, locKey{pid, pc}, &b.p.Location, func(id uint64) *profile.Location {
+		l := &profile.Location{ID: id, Address: pc}
+		if b.sym == nil || b.sym.Sess == nil {
+			return l
+		}
+		sid := b.sym.Sess.Locate(pid, pc)
+		loc := b.sym.Sess.Loc(sid)
 		l.Mapping = b.mapping(loc.Map)
 		if l.Mapping != nil {
 			// The session shares one mapping per file range among
 			// processes: keep the address in the mapping pprof is given.
 			l.Address = loc.PC
 		}
-		for _, fr := range b.sym.Sess.Lines(id, true) {
+		for _, fr := range b.sym.Sess.Lines(sid, true) {
 			if fr.Func == binfile.Unknown {
 				continue
 			}
 			l.Line = append(l.Line, profile.Line{Function: b.function(fr.Func, fr.System, fr.File), Line: int64(fr.Line)})
 		}
-	}
-	b.locs[k] = l
-	b.p.Location = append(b.p.Location, l)
-	return l
+		return l
+	})
 }
 
 func (b *profBuilder) mapping(m *symbolize.Mapping) *profile.Mapping {
 	if m == nil || m.Anon() {
 		return nil
 	}
-	if pm := b.maps[m]; pm != nil {
+	return report.Intern(b.maps, m, &b.p.Mapping, func(id uint64) *profile.Mapping {
+		pm := &profile.Mapping{ID: id, Start: m.Start, Limit: m.End, Offset: m.Pgoff, File: m.File,
+			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
+		if bin := b.sym.Sess.Binary(m); bin != nil {
+			pm.BuildID = bin.BuildID
+		}
 		return pm
-	}
-	pm := &profile.Mapping{ID: uint64(len(b.p.Mapping) + 1), Start: m.Start, Limit: m.End, Offset: m.Pgoff, File: m.File,
-		HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
-	if bin := b.sym.Sess.Binary(m); bin != nil {
-		pm.BuildID = bin.BuildID
-	}
-	b.maps[m] = pm
-	b.p.Mapping = append(b.p.Mapping, pm)
-	return pm
+	})
 }
 
 func (b *profBuilder) function(name, system, file string) *profile.Function {
-	k := funcKey{name, system, file}
-	if f := b.funcs[k]; f != nil {
-		return f
-	}
-	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: system, Filename: file}
-	b.funcs[k] = f
-	b.p.Function = append(b.p.Function, f)
-	return f
+	return report.Intern(b.funcs, funcKey{name, system, file}, &b.p.Function, func(id uint64) *profile.Function {
+		return &profile.Function{ID: id, Name: name, SystemName: system, Filename: file}
+	})
 }

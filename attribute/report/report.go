@@ -350,75 +350,71 @@ type builder struct {
 	funcs map[funcKey]*profile.Function
 }
 
+// Intern returns the profile entry that seen holds for key k. The first
+// time, it makes the entry with newEntry, giving it the next ID of list
+// (len(list)+1: unique and non-zero, as pprof requires), and adds it to
+// seen and list. Every profile faultline writes dedupes its mappings,
+// locations and functions through it.
+func Intern[K comparable, E any](seen map[K]*E, k K, list *[]*E, newEntry func(id uint64) *E) *E {
+	if e := seen[k]; e != nil {
+		return e
+	}
+	e := newEntry(uint64(len(*list) + 1))
+	seen[k] = e
+	*list = append(*list, e)
+	return e
+}
+
 func (b *builder) mapping(m *Mapping) *profile.Mapping {
 	if m == nil {
 		return nil
 	}
-	if pm := b.maps[*m]; pm != nil {
-		return pm
-	}
-	pm := &profile.Mapping{
-		ID:              uint64(len(b.p.Mapping) + 1),
-		Start:           m.Start,
-		Limit:           m.Limit,
-		Offset:          m.Offset,
-		File:            m.File,
-		BuildID:         m.BuildID,
-		HasFunctions:    true,
-		HasFilenames:    true,
-		HasLineNumbers:  true,
-		HasInlineFrames: true,
-	}
-	b.maps[*m] = pm
-	b.p.Mapping = append(b.p.Mapping, pm)
-	return pm
+	return Intern(b.maps, *m, &b.p.Mapping, func(id uint64) *profile.Mapping {
+		return &profile.Mapping{
+			ID:              id,
+			Start:           m.Start,
+			Limit:           m.Limit,
+			Offset:          m.Offset,
+			File:            m.File,
+			BuildID:         m.BuildID,
+			HasFunctions:    true,
+			HasFilenames:    true,
+			HasLineNumbers:  true,
+			HasInlineFrames: true,
+		}
+	})
 }
 
 func (b *builder) function(name, system, file string) *profile.Function {
-	k := funcKey{name, system, file}
-	if f := b.funcs[k]; f != nil {
-		return f
-	}
-	// Function.Name as pprof's symbolizer shows names (no parameters, no
-	// template arguments), the full name in SystemName.
-	if system == "" {
-		system = name
-	}
-	f := &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: FunctionName(name, system), SystemName: system, Filename: file}
-	b.funcs[k] = f
-	b.p.Function = append(b.p.Function, f)
-	return f
+	return Intern(b.funcs, funcKey{name, system, file}, &b.p.Function, func(id uint64) *profile.Function {
+		// Function.Name as pprof's symbolizer shows names (no parameters,
+		// no template arguments), the full name in SystemName.
+		if system == "" {
+			system = name
+		}
+		return &profile.Function{ID: id, Name: FunctionName(name, system), SystemName: system, Filename: file}
+	})
 }
 
 func (b *builder) location(l *Location) *profile.Location {
 	m := b.mapping(l.Mapping)
-	k := locKey{addr: l.Addr, m: m}
-	if loc := b.locs[k]; loc != nil {
+	return Intern(b.locs, locKey{addr: l.Addr, m: m}, &b.p.Location, func(id uint64) *profile.Location {
+		loc := &profile.Location{ID: id, Address: l.Addr, Mapping: m}
+		// pprof lists a location's lines caller-last: the innermost
+		// inlined function first, which is our order too.
+		for _, ln := range l.Lines {
+			loc.Line = append(loc.Line, profile.Line{Function: b.function(ln.Function, ln.SystemName, ln.File), Line: ln.Line})
+		}
 		return loc
-	}
-	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1), Address: l.Addr, Mapping: m}
-	// pprof lists a location's lines caller-last: the innermost inlined
-	// function first, which is our order too.
-	for _, ln := range l.Lines {
-		loc.Line = append(loc.Line, profile.Line{Function: b.function(ln.Function, ln.SystemName, ln.File), Line: ln.Line})
-	}
-	b.locs[k] = loc
-	b.p.Location = append(b.p.Location, loc)
-	return loc
+	})
 }
 
 // classLocation is the pseudo leaf naming what an unattributed fault
 // touched: a location with no mapping whose function is the class.
 func (b *builder) classLocation(class string) *profile.Location {
-	k := locKey{name: class}
-	if loc := b.locs[k]; loc != nil {
-		return loc
-	}
-	loc := &profile.Location{ID: uint64(len(b.p.Location) + 1),
-		Line: []profile.Line{{Function: b.function(class, class, "")}}}
-	b.locs[k] = loc
-	b.p.Location = append(b.p.Location, loc)
-	return loc
+	return Intern(b.locs, locKey{name: class}, &b.p.Location, func(id uint64) *profile.Location {
+		return &profile.Location{ID: id, Line: []profile.Line{{Function: b.function(class, class, "")}}}
+	})
 }
 
 // SiteTotals is one allocation site's totals for the summary.

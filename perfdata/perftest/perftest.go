@@ -7,6 +7,7 @@ package perftest
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -164,6 +165,18 @@ func Glob(tb testing.TB, pattern string) []string {
 		tb.Fatalf("no committed fixture matches testdata/%s (see testdata/README.md for how they are made)", pattern)
 	}
 	return m
+}
+
+// OpenELF opens the ELF file at path with debug/elf for the rest of the
+// test, failing tb when it cannot be opened.
+func OpenELF(tb testing.TB, path string) *elf.File {
+	tb.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }
 
 // Layout is where a little-endian perf.data file or stream keeps its

@@ -1,25 +1,15 @@
 package cfi
 
 import (
-	"debug/elf"
 	"testing"
-)
 
-// openELF opens the ELF file at path for the rest of the test.
-func openELF(tb testing.TB, path string) *elf.File {
-	tb.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	return f
-}
+	"github.com/faultline/faultline/perfdata/perftest"
+)
 
 // loadTable loads the CFI of the ELF file at path (no separate debug file).
 func loadTable(tb testing.TB, path string) *Table {
 	tb.Helper()
-	tab, err := Load(openELF(tb, path), nil)
+	tab, err := Load(perftest.OpenELF(tb, path), nil)
 	if err != nil {
 		tb.Fatalf("%s: %v", path, err)
 	}
@@ -68,7 +58,7 @@ func BenchmarkFindMiss(b *testing.B) {
 // BenchmarkLoad measures building a Table for a static glibc binary
 // (no .eh_frame_hdr, so the FDEs are scanned and sorted).
 func BenchmarkLoad(b *testing.B) {
-	f := openELF(b, "../unwind/testdata/prog")
+	f := perftest.OpenELF(b, "../unwind/testdata/prog")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := Load(f, nil); err != nil {

@@ -2,6 +2,7 @@ package cfi
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -34,115 +35,128 @@ func checkRows(t *testing.T, tab *Table, wants []rowWant) {
 	}
 }
 
-func TestInterpPrologue(t *testing.T) {
-	e := &ehBuilder{addr: 0x2000}
-	c := e.cie("zR", x86CIE...)
-	e.fde(c, 0x1000, 0x40,
-		// readelf -wf:
-		//   DW_CFA_advance_loc: 1 to 1001
-		//   DW_CFA_def_cfa_offset: 16
-		//   DW_CFA_offset: r6 (rbp) at cfa-16
-		//   DW_CFA_advance_loc: 3 to 1004
-		//   DW_CFA_def_cfa_register: r6 (rbp)
-		//   DW_CFA_advance_loc1: 48 to 1034
-		//   DW_CFA_def_cfa: r7 (rsp) ofs 8
-		0x41, 0x0e, 0x10, 0x86, 0x02,
-		0x43, 0x0d, 0x06,
-		0x02, 0x30, 0x0c, 0x07, 0x08,
-	)
-	tab := e.table(t)
-	// readelf -wF:
-	//   LOC              CFA      rbp   ra
-	//   0000000000001000 rsp+8    u     c-8
-	//   0000000000001001 rsp+16   c-16  c-8
-	//   0000000000001004 rbp+16   c-16  c-8
-	//   0000000000001034 rsp+8    c-16  c-8
-	checkRows(t, tab, []rowWant{
-		{0x1000, 0x1000, 0x1001, "cfa=r7+8 r16=c-8"},
-		{0x1001, 0x1001, 0x1004, "cfa=r7+16 r6=c-16 r16=c-8"},
-		{0x1003, 0x1001, 0x1004, "cfa=r7+16 r6=c-16 r16=c-8"},
-		{0x1010, 0x1004, 0x1034, "cfa=r6+16 r6=c-16 r16=c-8"},
-		{0x103f, 0x1034, 0x1040, "cfa=r7+8 r6=c-16 r16=c-8"},
-	})
-	var row Row
-	for _, pc := range []uint64{0xfff, 0x1040, 0} {
-		if err := tab.Find(pc, &row); !errors.Is(err, ErrNoFDE) {
-			t.Errorf("Find(%#x) = %v, want ErrNoFDE", pc, err)
-		}
+// TestInterpRows runs hand-assembled FDEs (after gcc's x86-64 CIE, plus
+// the case's own CIE instructions) and checks the rows Find returns, with
+// the row ranges and rules readelf prints for the same bytes.
+func TestInterpRows(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		addr        uint64 // .eh_frame's address
+		cie         []byte // CIE instructions after x86CIE
+		start, size uint64 // the FDE's range
+		ins         []byte // the FDE's instructions
+		rows        []rowWant
+		noFDE       []uint64 // PCs outside every FDE
+	}{{
+		name: "prologue", addr: 0x2000, start: 0x1000, size: 0x40,
+		ins: []byte{
+			// readelf -wf:
+			//   DW_CFA_advance_loc: 1 to 1001
+			//   DW_CFA_def_cfa_offset: 16
+			//   DW_CFA_offset: r6 (rbp) at cfa-16
+			//   DW_CFA_advance_loc: 3 to 1004
+			//   DW_CFA_def_cfa_register: r6 (rbp)
+			//   DW_CFA_advance_loc1: 48 to 1034
+			//   DW_CFA_def_cfa: r7 (rsp) ofs 8
+			0x41, 0x0e, 0x10, 0x86, 0x02,
+			0x43, 0x0d, 0x06,
+			0x02, 0x30, 0x0c, 0x07, 0x08,
+		},
+		// readelf -wF:
+		//   LOC              CFA      rbp   ra
+		//   0000000000001000 rsp+8    u     c-8
+		//   0000000000001001 rsp+16   c-16  c-8
+		//   0000000000001004 rbp+16   c-16  c-8
+		//   0000000000001034 rsp+8    c-16  c-8
+		rows: []rowWant{
+			{0x1000, 0x1000, 0x1001, "cfa=r7+8 r16=c-8"},
+			{0x1001, 0x1001, 0x1004, "cfa=r7+16 r6=c-16 r16=c-8"},
+			{0x1003, 0x1001, 0x1004, "cfa=r7+16 r6=c-16 r16=c-8"},
+			{0x1010, 0x1004, 0x1034, "cfa=r6+16 r6=c-16 r16=c-8"},
+			{0x103f, 0x1034, 0x1040, "cfa=r7+8 r6=c-16 r16=c-8"},
+		},
+		noFDE: []uint64{0xfff, 0x1040, 0},
+	}, {
+		name: "all opcodes", addr: 0x10000, start: 0x1000, size: 0x100000,
+		cie: []byte{
+			0x08, 0x03, // DW_CFA_same_value: r3 (rbx)
+		},
+		ins: []byte{
+			// DW_CFA_offset_extended: r3 (rbx) at cfa-16
+			0x05, 0x03, 0x02,
+			// DW_CFA_offset_extended_sf: r12 at cfa-24
+			0x11, 0x0c, 0x03,
+			// DW_CFA_GNU_negative_offset_extended: r13 at cfa+8 (−1 × −8)
+			0x2f, 0x0d, 0x01,
+			// DW_CFA_undefined: r14
+			0x07, 0x0e,
+			// DW_CFA_register: r15 in r1 (rdx)
+			0x09, 0x0f, 0x01,
+			// DW_CFA_val_offset: r8 is cfa-16 (uleb 2 × −8)
+			0x14, 0x08, 0x02,
+			// DW_CFA_val_offset_sf: r9 is cfa+16 (sleb −2 × −8)
+			0x15, 0x09, 0x7e,
+			// DW_CFA_GNU_args_size: 16; DW_CFA_nop
+			0x2e, 0x10, 0x00,
+			// DW_CFA_advance_loc2: 0x100 to 1100
+			0x03, 0x00, 0x01,
+			// DW_CFA_restore_extended: r3 (rbx) -> same value (CIE)
+			0x06, 0x03,
+			// DW_CFA_restore: r12 -> unspecified
+			0xcc,
+			// DW_CFA_def_cfa_sf: r6 (rbp) ofs 16 (sleb −2 × −8)
+			0x12, 0x06, 0x7e,
+			// DW_CFA_advance_loc4: 0x10000 to 11100
+			0x04, 0x00, 0x00, 0x01, 0x00,
+			// DW_CFA_def_cfa_offset_sf: 32 (sleb −4 × −8)
+			0x13, 0x7c,
+			// DW_CFA_expression: r10 (DW_OP_breg7 (rsp): 8)
+			0x10, 0x0a, 0x02, 0x77, 0x08,
+			// DW_CFA_val_expression: r11 (DW_OP_breg6 (rbp): -8)
+			0x16, 0x0b, 0x02, 0x76, 0x78,
+			// DW_CFA_advance_loc: 1
+			0x41,
+			// DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): 160; DW_OP_deref)
+			0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06,
+		},
+		rows: []rowWant{
+			{0x1000, 0x1000, 0x1100, "cfa=r7+8 r3=c-16 r8=v-16 r9=v+16 r12=c-24 r13=c+8 r14=undef r15=r1 r16=c-8"},
+			{0x1100, 0x1100, 0x11100, "cfa=r6+16 r3=s r8=v-16 r9=v+16 r13=c+8 r14=undef r15=r1 r16=c-8"},
+			{0x11100, 0x11100, 0x11101, "cfa=r6+32 r3=s r8=v-16 r9=v+16 r10=exp7708 r11=vexp7678 r13=c+8 r14=undef r15=r1 r16=c-8"},
+			{0x11101, 0x11101, 0x101000, "cfa=vexp77a00106 r3=s r8=v-16 r9=v+16 r10=exp7708 r11=vexp7678 r13=c+8 r14=undef r15=r1 r16=c-8"},
+		},
+	}, {
+		name: "remember state", addr: 0x10000, start: 0x1000, size: 0x20,
+		ins: []byte{
+			// DW_CFA_advance_loc: 1; DW_CFA_def_cfa_offset: 16; DW_CFA_offset: r3 at cfa-16
+			0x41, 0x0e, 0x10, 0x83, 0x02,
+			// DW_CFA_advance_loc: 4; DW_CFA_remember_state
+			0x44, 0x0a,
+			// DW_CFA_def_cfa_offset: 8; DW_CFA_restore: r3
+			0x0e, 0x08, 0xc3,
+			// DW_CFA_advance_loc: 1; DW_CFA_restore_state
+			0x41, 0x0b,
+		},
+		rows: []rowWant{
+			{0x1003, 0x1001, 0x1005, "cfa=r7+16 r3=c-16 r16=c-8"},
+			{0x1005, 0x1005, 0x1006, "cfa=r7+8 r16=c-8"},
+			{0x1006, 0x1006, 0x1020, "cfa=r7+16 r3=c-16 r16=c-8"},
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &ehBuilder{addr: tc.addr}
+			c := e.cie("zR", append(slices.Clip(x86CIE), tc.cie...)...)
+			e.fde(c, tc.start, tc.size, tc.ins...)
+			tab := e.table(t)
+			checkRows(t, tab, tc.rows)
+			var row Row
+			for _, pc := range tc.noFDE {
+				if err := tab.Find(pc, &row); !errors.Is(err, ErrNoFDE) {
+					t.Errorf("Find(%#x) = %v, want ErrNoFDE", pc, err)
+				}
+			}
+		})
 	}
-}
-
-func TestInterpAllOpcodes(t *testing.T) {
-	e := &ehBuilder{addr: 0x10000}
-	c := e.cie("zR", append(x86CIE,
-		0x08, 0x03, // DW_CFA_same_value: r3 (rbx)
-	)...)
-	e.fde(c, 0x1000, 0x100000,
-		// DW_CFA_offset_extended: r3 (rbx) at cfa-16
-		0x05, 0x03, 0x02,
-		// DW_CFA_offset_extended_sf: r12 at cfa-24
-		0x11, 0x0c, 0x03,
-		// DW_CFA_GNU_negative_offset_extended: r13 at cfa+8 (−1 × −8)
-		0x2f, 0x0d, 0x01,
-		// DW_CFA_undefined: r14
-		0x07, 0x0e,
-		// DW_CFA_register: r15 in r1 (rdx)
-		0x09, 0x0f, 0x01,
-		// DW_CFA_val_offset: r8 is cfa-16 (uleb 2 × −8)
-		0x14, 0x08, 0x02,
-		// DW_CFA_val_offset_sf: r9 is cfa+16 (sleb −2 × −8)
-		0x15, 0x09, 0x7e,
-		// DW_CFA_GNU_args_size: 16; DW_CFA_nop
-		0x2e, 0x10, 0x00,
-		// DW_CFA_advance_loc2: 0x100 to 1100
-		0x03, 0x00, 0x01,
-		// DW_CFA_restore_extended: r3 (rbx) -> same value (CIE)
-		0x06, 0x03,
-		// DW_CFA_restore: r12 -> unspecified
-		0xcc,
-		// DW_CFA_def_cfa_sf: r6 (rbp) ofs 16 (sleb −2 × −8)
-		0x12, 0x06, 0x7e,
-		// DW_CFA_advance_loc4: 0x10000 to 11100
-		0x04, 0x00, 0x00, 0x01, 0x00,
-		// DW_CFA_def_cfa_offset_sf: 32 (sleb −4 × −8)
-		0x13, 0x7c,
-		// DW_CFA_expression: r10 (DW_OP_breg7 (rsp): 8)
-		0x10, 0x0a, 0x02, 0x77, 0x08,
-		// DW_CFA_val_expression: r11 (DW_OP_breg6 (rbp): -8)
-		0x16, 0x0b, 0x02, 0x76, 0x78,
-		// DW_CFA_advance_loc: 1
-		0x41,
-		// DW_CFA_def_cfa_expression (DW_OP_breg7 (rsp): 160; DW_OP_deref)
-		0x0f, 0x04, 0x77, 0xa0, 0x01, 0x06,
-	)
-	tab := e.table(t)
-	checkRows(t, tab, []rowWant{
-		{0x1000, 0x1000, 0x1100, "cfa=r7+8 r3=c-16 r8=v-16 r9=v+16 r12=c-24 r13=c+8 r14=undef r15=r1 r16=c-8"},
-		{0x1100, 0x1100, 0x11100, "cfa=r6+16 r3=s r8=v-16 r9=v+16 r13=c+8 r14=undef r15=r1 r16=c-8"},
-		{0x11100, 0x11100, 0x11101, "cfa=r6+32 r3=s r8=v-16 r9=v+16 r10=exp7708 r11=vexp7678 r13=c+8 r14=undef r15=r1 r16=c-8"},
-		{0x11101, 0x11101, 0x101000, "cfa=vexp77a00106 r3=s r8=v-16 r9=v+16 r10=exp7708 r11=vexp7678 r13=c+8 r14=undef r15=r1 r16=c-8"},
-	})
-}
-
-func TestInterpRememberState(t *testing.T) {
-	e := &ehBuilder{addr: 0x10000}
-	c := e.cie("zR", x86CIE...)
-	e.fde(c, 0x1000, 0x20,
-		// DW_CFA_advance_loc: 1; DW_CFA_def_cfa_offset: 16; DW_CFA_offset: r3 at cfa-16
-		0x41, 0x0e, 0x10, 0x83, 0x02,
-		// DW_CFA_advance_loc: 4; DW_CFA_remember_state
-		0x44, 0x0a,
-		// DW_CFA_def_cfa_offset: 8; DW_CFA_restore: r3
-		0x0e, 0x08, 0xc3,
-		// DW_CFA_advance_loc: 1; DW_CFA_restore_state
-		0x41, 0x0b,
-	)
-	tab := e.table(t)
-	checkRows(t, tab, []rowWant{
-		{0x1003, 0x1001, 0x1005, "cfa=r7+16 r3=c-16 r16=c-8"},
-		{0x1005, 0x1005, 0x1006, "cfa=r7+8 r16=c-8"},
-		{0x1006, 0x1006, 0x1020, "cfa=r7+16 r3=c-16 r16=c-8"},
-	})
 }
 
 // TestInterpPLT checks the .plt FDE gcc/ld emit, whose CFA depends on
@@ -303,13 +317,19 @@ func TestInterpErrors(t *testing.T) {
 	}
 }
 
-func TestFindAllocs(t *testing.T) {
+// manyFDEs builds a table of n FDEs, 0x100 bytes each from 0x10000 on, each
+// a small prologue and epilogue (def_cfa_offset 16 after 1 byte, 8 after 16).
+func manyFDEs(t *testing.T, n uint64) *Table {
 	e := &ehBuilder{addr: 0x3000}
 	c := e.cie("zR", x86CIE...)
-	for i := uint64(0); i < 100; i++ {
+	for i := uint64(0); i < n; i++ {
 		e.fde(c, 0x10000+i*0x100, 0x100, 0x41, 0x0e, 0x10, 0x4f, 0x0e, 0x08)
 	}
-	tab := e.table(t)
+	return e.table(t)
+}
+
+func TestFindAllocs(t *testing.T) {
+	tab := manyFDEs(t, 100)
 	var row Row
 	i := uint64(0)
 	// Misses and hits alike must not allocate.
@@ -326,12 +346,7 @@ func TestFindAllocs(t *testing.T) {
 
 // TestFindConcurrent runs Find from several goroutines (run with -race).
 func TestFindConcurrent(t *testing.T) {
-	e := &ehBuilder{addr: 0x3000}
-	c := e.cie("zR", x86CIE...)
-	for i := uint64(0); i < 50; i++ {
-		e.fde(c, 0x10000+i*0x100, 0x100, 0x41, 0x0e, 0x10, 0x4f, 0x0e, 0x08)
-	}
-	tab := e.table(t)
+	tab := manyFDEs(t, 50)
 	done := make(chan bool)
 	for g := 0; g < 4; g++ {
 		go func(g int) {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // The expected rows in these tests come from binutils readelf
@@ -156,7 +158,7 @@ func readelfCell(rule Rule, isCFA bool) string {
 // crossCheck compares every row readelf prints for path with Table.Find.
 func crossCheck(t *testing.T, path string, frames io.Reader) {
 	t.Helper()
-	secs, err := elfSections(openELF(t, path), nil)
+	secs, err := elfSections(perftest.OpenELF(t, path), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

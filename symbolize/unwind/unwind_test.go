@@ -179,13 +179,3 @@ func keys(m map[string]bool) []string {
 	sort.Strings(k)
 	return k
 }
-
-func openELF(t *testing.T, path string) *elf.File {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}

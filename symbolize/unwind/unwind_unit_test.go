@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize/cfi"
 )
 
@@ -181,7 +182,7 @@ func TestUnwindBadCFA(t *testing.T) {
 }
 
 func TestLoadBias(t *testing.T) {
-	f := openELF(t, "testdata/prog")
+	f := perftest.OpenELF(t, "testdata/prog")
 	// Non-PIE static: text segment at 0x401000, file offset 0x1000.
 	if b, ok := LoadBias(f, 0x401000, 0x1000); !ok || b != 0 {
 		t.Errorf("static bias = %#x, %v", b, ok)

@@ -132,11 +132,9 @@ if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 	echo "libc:   $LIBC, build id $bid"
 	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"
 	echo
-	echo "recording commands (cwd testdata/heapgrow):"
-	for c in "${CMDS[@]}"; do echo "  $c"; done
-	echo
+	note_commands "recording commands (cwd testdata/heapgrow):" "${CMDS[@]}"
 	for prog in heapgrow containers; do
-		echo "$prog.data: $(stat -c %s "$TD/$prog.data") bytes, sha256 $(sha256sum "$TD/$prog.data" | cut -c1-64)"
+		note_file "$TD/$prog.data"
 		perf report --stats -i "$TD/$prog.data" 2>/dev/null | grep -E "SAMPLE events|LOST" | sed 's/^ */  /'
 	done
 } >"$TD/GENERATED"

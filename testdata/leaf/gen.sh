@@ -88,11 +88,9 @@ install -D -m 0644 "$LIBSTDCXX" "$TD/symfs$LIBSTDCXX"
 	echo "libc:   $LIBC, build id $(buildid_of "$LIBC")"
 	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"
 	echo
-	echo "recording commands (cwd testdata/leaf):"
-	for c in "${CMDS[@]}"; do echo "  $c"; done
-	echo
+	note_commands "recording commands (cwd testdata/leaf):" "${CMDS[@]}"
 	for name in default every; do
-		echo "$name.data: $(stat -c %s "$TD/$name.data") bytes, sha256 $(sha256sum "$TD/$name.data" | cut -c1-64)"
+		note_file "$TD/$name.data"
 		"$WORK/faultline" info "$TD/$name.data" | sed -n '/samples *lost/,$p' | grep -v '^ *0  *0 ' | sed 's/^/  /'
 	done
 } >"$TD/GENERATED"

@@ -51,34 +51,26 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 	funcs := map[string]*profile.Function{}
 	locs := map[Frame]*profile.Location{}
 	function := func(name, file string) *profile.Function {
-		if f := funcs[name]; f != nil {
-			return f
-		}
-		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
-		funcs[name] = f
-		p.Function = append(p.Function, f)
-		return f
+		return report.Intern(funcs, name, &p.Function, func(id uint64) *profile.Function {
+			return &profile.Function{ID: id, Name: name, SystemName: name, Filename: file}
+		})
 	}
 	location := func(f Frame, class bool) *profile.Location {
-		if l := locs[f]; l != nil {
-			return l
-		}
-		id := uint64(len(p.Location) + 1)
-		l := &profile.Location{ID: id}
-		if class {
-			// report.Builder's class location: no mapping, no address.
-			l.Line = []profile.Line{{Function: function(f.Func, "")}}
-		} else {
+		return report.Intern(locs, f, &p.Location, func(id uint64) *profile.Location {
+			l := &profile.Location{ID: id}
+			if class {
+				// report.Builder's class location: no mapping, no address.
+				l.Line = []profile.Line{{Function: function(f.Func, "")}}
+				return l
+			}
 			file := f.File
 			if !filepath.IsAbs(file) { // system headers stay where they are
 				file = filepath.Join(dir, file)
 			}
 			l.Mapping, l.Address = m, start+0x1000+id*stride
 			l.Line = []profile.Line{{Function: function(f.Func, file), Line: f.Line}}
-		}
-		locs[f] = l
-		p.Location = append(p.Location, l)
-		return l
+			return l
+		})
 	}
 	for _, s := range samples {
 		ps := &profile.Sample{Value: append([]int64(nil), s.Values[:]...), Label: map[string][]string{}}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -99,6 +101,7 @@ type analyzeFlags struct {
 	jobs                int
 	cpuProfile          string
 	memProfile          string
+	execTrace           string
 	rawSites            bool
 }
 
@@ -125,7 +128,9 @@ func runAnalyze(env *Env, args []string) error {
 	// For profiling faultline itself (testdata/bench/bench.sh).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
+	fs.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the analysis to `FILE` (go tool trace: which stage keeps a core idle)")
 	fs.MarkHidden("cpuprofile")
+	fs.MarkHidden("trace")
 	fs.MarkHidden("memprofile")
 	if done, err := parseFlags(env, fs, analyzeHelp, args); done {
 		return err
@@ -165,16 +170,25 @@ func runAnalyze(env *Env, args []string) error {
 		}
 	}
 	start := time.Now()
-	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
+	// The CPU profile and the execution trace each write their file until
+	// analyze returns.
+	for _, rec := range []struct {
+		path  string
+		start func(io.Writer) error
+		stop  func()
+	}{{f.cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile}, {f.execTrace, trace.Start, trace.Stop}} {
+		if rec.path == "" {
+			continue
+		}
+		out, err := os.Create(rec.path)
 		if err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
+		defer out.Close()
+		if err := rec.start(out); err != nil {
 			return &ExitError{Code: ExitFailure, Err: err}
 		}
-		defer pprof.StopCPUProfile()
+		defer rec.stop()
 	}
 	var nt notes
 	if f.memProfile != "" {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
 var correlateData = filepath.Join("..", "..", "..", "..", "attribute", "correlate", "testdata")
@@ -38,15 +38,7 @@ func TestCorrelateCommand(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
 	}
-	f, err := os.Open(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := reporttest.Read(t, prof)
 	if p.Mapping[0].File != "/tmp/fl_correlate_gen/selftrace" {
 		t.Errorf("first mapping %q, want the program", p.Mapping[0].File)
 	}

@@ -431,11 +431,6 @@ func (r *recorder) exitStatus(res *rec.Result) error {
 	return nil
 }
 
-// oneLine joins a multi-line message into one line.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
-
 func (r *recorder) checkPrivileges() error {
 	if r.sys.Geteuid() == 0 {
 		return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/attribute/report/reporttest"
+	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -332,7 +333,7 @@ func TestRecordLiveErrorAndInterrupt(t *testing.T) {
 // probe the path would have deleted (a group of this test's own) stays.
 func TestRecordLiveNewlineLibc(t *testing.T) {
 	requireLiveRecord(t)
-	lib := libcForTest(t)
+	lib := libctest.SystemLibc(t)
 	victim := fmt.Sprintf("fltestvictim_%d", os.Getpid())
 	sys := realSystem{}
 	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: victim, tracefs: "/sys/kernel/tracing"}
@@ -483,7 +484,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	lib := libcForTest(t)
+	lib := libctest.SystemLibc(t)
 	libCopy := filepath.Join(dir, "libc-copy.so.6")
 	copyFile(t, lib, libCopy)
 	first := exec.Command(bin, "record", "-q", "-o", filepath.Join(dir, "first.data"), "--", filepath.Join(progs, "churn"), "30000")

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
+	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
 
@@ -21,9 +20,8 @@ import (
 // to real files (for ELF contents); uprobe_events behaves like tracefs:
 // "p:"/"r:" lines add a probe, "-:G/E" removes one, EBUSY when in use.
 type fakeSys struct {
+	libctest.Files
 	euid     int
-	files    map[string]string // path → contents
-	real     map[string]string // path → real file
 	path     map[string]string // LookPath results
 	run      map[string]fakeRun
 	probes   []string // uprobe_events lines
@@ -47,8 +45,7 @@ const fakeEvents = "/sys/kernel/tracing/uprobe_events"
 
 func newFakeSys() *fakeSys {
 	return &fakeSys{
-		files:   map[string]string{fakeEvents: ""},
-		real:    map[string]string{},
+		Files:   libctest.Files{Text: map[string]string{fakeEvents: ""}, Real: map[string]string{}},
 		path:    map[string]string{},
 		run:     map[string]fakeRun{},
 		busy:    map[string]bool{},
@@ -74,40 +71,13 @@ func (f *fakeSys) Run(name string, args ...string) ([]byte, []byte, error) {
 }
 
 func (f *fakeSys) ReadFile(path string) ([]byte, error) {
-	if path == fakeEvents {
-		if _, ok := f.files[path]; !ok {
-			return nil, fs.ErrNotExist
-		}
+	if _, ok := f.Text[path]; ok && path == fakeEvents {
 		return []byte(strings.Join(f.probes, "\n") + "\n"), nil
 	}
-	if c, ok := f.files[path]; ok {
-		return []byte(c), nil
-	}
-	if r, ok := f.real[path]; ok {
-		return os.ReadFile(r)
-	}
-	return nil, fs.ErrNotExist
+	return f.Files.ReadFile(path)
 }
 
-type nopFile struct{ *bytes.Reader }
-
-func (nopFile) Close() error { return nil }
-
-func (f *fakeSys) Open(path string) (libc.File, error) {
-	if r, ok := f.real[path]; ok {
-		return os.Open(r)
-	}
-	if c, ok := f.files[path]; ok {
-		return nopFile{bytes.NewReader([]byte(c))}, nil
-	}
-	return nil, fs.ErrNotExist
-}
-
-func (f *fakeSys) Exists(path string) bool {
-	_, a := f.files[path]
-	_, b := f.real[path]
-	return a || b
-}
+func (f *fakeSys) Open(path string) (libc.File, error) { return f.Files.Open(path) }
 
 func (f *fakeSys) Inode(path string) (uint64, error) { return 0, fs.ErrNotExist }
 func (f *fakeSys) Getenv(key string) string          { return f.env[key] }
@@ -137,7 +107,7 @@ func (f *fakeSys) MountTracefs(dir string) error {
 		return syscall.EPERM
 	}
 	f.mounted = append(f.mounted, dir)
-	f.files[filepath.Join(dir, "uprobe_events")] = ""
+	f.Text[filepath.Join(dir, "uprobe_events")] = ""
 	return nil
 }
 
@@ -348,28 +318,10 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	}
 }
 
-// libcForTest is this machine's libc as ldd (the loader) reports it.
-func libcForTest(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("ldd", "/bin/true").Output()
-	if err != nil {
-		t.Skipf("ldd: %v", err)
-	}
-	m := regexp.MustCompile(`libc\.so\.6 => (\S+)`).FindSubmatch(out)
-	if m == nil {
-		t.Skip("ldd names no libc.so.6")
-	}
-	p, err := filepath.EvalSymlinks(string(m[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestProbeDefinitions(t *testing.T) {
-	path := libcForTest(t)
+	path := libctest.SystemLibc(t)
 	sys := newFakeSys()
-	sys.real["/lib/libc.so.6"] = path
+	sys.Real["/lib/libc.so.6"] = path
 	lib, err := libc.Open(sys, "/lib/libc.so.6")
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +385,7 @@ func TestProbeDefinitions(t *testing.T) {
 // would inject a command into uprobe_events. It is refused before
 // anything is written; so are other separators and non-regular files.
 func TestProbePathValidation(t *testing.T) {
-	path := libcForTest(t)
+	path := libctest.SystemLibc(t)
 	for _, bad := range []string{
 		"/tmp/x\n-:probe_libc/malloc\n/lib/libc.so.6",
 		"/tmp/with space/libc.so.6",
@@ -442,14 +394,14 @@ func TestProbePathValidation(t *testing.T) {
 		"/tmp/bell\alibc.so.6",
 	} {
 		sys := newFakeSys()
-		sys.real[bad] = path
+		sys.Real[bad] = path
 		_, _, err := probeDefinitions(sys, bad, "faultline_4242", []string{"malloc"})
 		if err == nil || !strings.Contains(err.Error(), "refusing to write it to uprobe_events") {
 			t.Errorf("%q: err = %v", bad, err)
 		}
 	}
 	sys := newFakeSys()
-	sys.real["/dev/libc.so.6"] = path
+	sys.Real["/dev/libc.so.6"] = path
 	sys.regular["/dev/libc.so.6"] = false
 	if _, _, err := probeDefinitions(sys, "/dev/libc.so.6", "faultline_4242", []string{"malloc"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("non-regular: %v", err)
@@ -468,7 +420,7 @@ func TestCheckPrivileges(t *testing.T) {
 		t.Errorf("root: %v", err)
 	}
 	sys.euid = 1000
-	sys.files["/proc/sys/kernel/perf_event_paranoid"] = "2\n"
+	sys.Text["/proc/sys/kernel/perf_event_paranoid"] = "2\n"
 	err := r.checkPrivileges()
 	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "sudo faultline record") || !strings.Contains(err.Error(), "perf_event_paranoid is 2") {
 		t.Errorf("non-root: %v", err)
@@ -483,15 +435,15 @@ func TestEnsureTracefs(t *testing.T) {
 	}
 	// Only the old debugfs location.
 	sys = newFakeSys()
-	delete(sys.files, fakeEvents)
-	sys.files["/sys/kernel/debug/tracing/uprobe_events"] = ""
+	delete(sys.Text, fakeEvents)
+	sys.Text["/sys/kernel/debug/tracing/uprobe_events"] = ""
 	r, _ = newTestRecorder(sys, nil)
 	if err := r.ensureTracefs(); err != nil || r.tracefs != "/sys/kernel/debug/tracing" {
 		t.Errorf("debugfs: %v %s", err, r.tracefs)
 	}
 	// Not mounted: mount it and say so.
 	sys = newFakeSys()
-	delete(sys.files, fakeEvents)
+	delete(sys.Text, fakeEvents)
 	sys.canMount = true
 	r, errb := newTestRecorder(sys, nil)
 	if err := r.ensureTracefs(); err != nil || strings.Join(sys.mounted, " ") != "/sys/kernel/tracing" || !strings.Contains(errb.String(), "mounted tracefs at /sys/kernel/tracing") {
@@ -499,7 +451,7 @@ func TestEnsureTracefs(t *testing.T) {
 	}
 	// Cannot mount: the error gives the command.
 	sys.canMount = false
-	delete(sys.files, fakeEvents)
+	delete(sys.Text, fakeEvents)
 	err := r.ensureTracefs()
 	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "mount -t tracefs nodev /sys/kernel/tracing") {
 		t.Errorf("no mount: %v", err)

@@ -1,7 +1,6 @@
 package libc
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -11,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 )
 
-// fakeSystem serves a virtual file system: virtual paths map to real files
-// (for ELF contents) or to literal contents.
+// fakeSystem serves a virtual file system (Files) and scripted answers.
 type fakeSystem struct {
-	files  map[string]string // virtual path → real file
-	text   map[string]string // virtual path → contents
+	libctest.Files
 	inodes map[string]uint64
 	env    map[string]string
 	ldconf string // `ldconfig -p` output; "" means no ldconfig
@@ -41,35 +40,7 @@ func (f *fakeSystem) Run(name string, args ...string) ([]byte, []byte, error) {
 	return nil, nil, errors.New("unexpected command " + name)
 }
 
-func (f *fakeSystem) ReadFile(path string) ([]byte, error) {
-	if t, ok := f.text[path]; ok {
-		return []byte(t), nil
-	}
-	if r, ok := f.files[path]; ok {
-		return os.ReadFile(r)
-	}
-	return nil, fs.ErrNotExist
-}
-
-type nopCloser struct{ *bytes.Reader }
-
-func (nopCloser) Close() error { return nil }
-
-func (f *fakeSystem) Open(path string) (File, error) {
-	if t, ok := f.text[path]; ok {
-		return nopCloser{bytes.NewReader([]byte(t))}, nil
-	}
-	if r, ok := f.files[path]; ok {
-		return os.Open(r)
-	}
-	return nil, fs.ErrNotExist
-}
-
-func (f *fakeSystem) Exists(path string) bool {
-	_, a := f.files[path]
-	_, b := f.text[path]
-	return a || b
-}
+func (f *fakeSystem) Open(path string) (File, error) { return f.Files.Open(path) }
 
 func (f *fakeSystem) Inode(path string) (uint64, error) {
 	if n, ok := f.inodes[path]; ok {
@@ -80,26 +51,8 @@ func (f *fakeSystem) Inode(path string) (uint64, error) {
 
 func (f *fakeSystem) Getenv(key string) string { return f.env[key] }
 
-// realLibc is the libc /bin/true loads, as ldd (the loader itself) says.
-func realLibc(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("ldd", "/bin/true").Output()
-	if err != nil {
-		t.Skipf("ldd /bin/true: %v", err)
-	}
-	m := regexp.MustCompile(`libc\.so\.6 => (\S+)`).FindSubmatch(out)
-	if m == nil {
-		t.Skipf("ldd /bin/true names no libc.so.6:\n%s", out)
-	}
-	p, err := filepath.EvalSymlinks(string(m[1]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestForBinaryMatchesLdd(t *testing.T) {
-	want := realLibc(t)
+	want := libctest.SystemLibc(t)
 	got, err := ForBinary(realSys{}, "/bin/true")
 	if err != nil {
 		t.Fatal(err)
@@ -116,18 +69,17 @@ func TestForBinaryMatchesLdd(t *testing.T) {
 }
 
 func TestForBinarySearchOrder(t *testing.T) {
-	libc := realLibc(t)
+	libc := libctest.SystemLibc(t)
 	base := func() *fakeSystem {
 		return &fakeSystem{
-			files: map[string]string{"/opt/app/prog": "/bin/true"},
-			text:  map[string]string{},
+			Files: libctest.Files{Real: map[string]string{"/opt/app/prog": "/bin/true"}, Text: map[string]string{}},
 			env:   map[string]string{},
 		}
 	}
 	// LD_LIBRARY_PATH comes before the cache.
 	f := base()
-	f.files["/opt/lib/libc.so.6"] = libc
-	f.files["/cache/libc.so.6"] = libc
+	f.Real["/opt/lib/libc.so.6"] = libc
+	f.Real["/cache/libc.so.6"] = libc
 	f.env["LD_LIBRARY_PATH"] = "/nowhere:/opt/lib"
 	f.ldconf = "2 libs found in cache `/etc/ld.so.cache'\n\tlibc.so.6 (libc6,x86-64) => /cache/libc.so.6\n"
 	if got, err := ForBinary(f, "/opt/app/prog"); err != nil || got != "/opt/lib/libc.so.6" {
@@ -135,8 +87,8 @@ func TestForBinarySearchOrder(t *testing.T) {
 	}
 	// Then the cache; a candidate that is not ELF is skipped.
 	f = base()
-	f.text["/cache32/libc.so.6"] = "not elf"
-	f.files["/cache/libc.so.6"] = libc
+	f.Text["/cache32/libc.so.6"] = "not elf"
+	f.Real["/cache/libc.so.6"] = libc
 	f.ldconf = "\tlibc.so.6 (libc6) => /cache32/libc.so.6\n\tlibc.so.6 (libc6,x86-64) => /cache/libc.so.6\n"
 	if got, err := ForBinary(f, "/opt/app/prog"); err != nil || got != "/cache/libc.so.6" {
 		t.Errorf("from the cache: %s, %v", got, err)
@@ -148,7 +100,7 @@ func TestForBinarySearchOrder(t *testing.T) {
 	}
 	// Not a program.
 	f = base()
-	f.text["/opt/app/data"] = "hello"
+	f.Text["/opt/app/data"] = "hello"
 	if _, err := ForBinary(f, "/opt/app/data"); err == nil || !strings.Contains(err.Error(), "not a program") {
 		t.Errorf("non-ELF: err = %v", err)
 	}
@@ -209,24 +161,24 @@ const maps = `55d0c8a00000-55d0c8a02000 r--p 00000000 fe:01 1311 /usr/bin/sleep
 
 func TestForProcess(t *testing.T) {
 	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
-	f := &fakeSystem{text: map[string]string{"/proc/42/maps": maps}, inodes: map[string]uint64{libc: 4242}}
+	f := &fakeSystem{Files: libctest.Files{Text: map[string]string{"/proc/42/maps": maps}}, inodes: map[string]uint64{libc: 4242}}
 	if got, err := ForProcess(f, 42); err != nil || got != libc {
 		t.Errorf("same file system: %s, %v", got, err)
 	}
 	// In a container: our libc is another file; go through /proc/PID/root.
 	f.inodes[libc] = 99
-	f.text["/proc/42/root"+libc] = "elf"
+	f.Text["/proc/42/root"+libc] = "elf"
 	if got, err := ForProcess(f, 42); err != nil || got != "/proc/42/root"+libc {
 		t.Errorf("other mount namespace: %s, %v", got, err)
 	}
 	if _, err := ForProcess(f, 7); err == nil || err.Error() != "no process 7" {
 		t.Errorf("no process: %v", err)
 	}
-	f.text["/proc/43/maps"] = strings.ReplaceAll(maps, "libc.so.6", "libc.so.6 (deleted)")
+	f.Text["/proc/43/maps"] = strings.ReplaceAll(maps, "libc.so.6", "libc.so.6 (deleted)")
 	if _, err := ForProcess(f, 43); err == nil || !strings.Contains(err.Error(), "deleted") {
 		t.Errorf("deleted libc: %v", err)
 	}
-	f.text["/proc/44/maps"] = "55d0c8a00000-55d0c8a02000 r-xp 00000000 fe:01 1311 /usr/bin/static\n"
+	f.Text["/proc/44/maps"] = "55d0c8a00000-55d0c8a02000 r-xp 00000000 fe:01 1311 /usr/bin/static\n"
 	if _, err := ForProcess(f, 44); err == nil || !strings.Contains(err.Error(), "--libc") {
 		t.Errorf("no libc: %v", err)
 	}
@@ -235,7 +187,7 @@ func TestForProcess(t *testing.T) {
 // TestOpenOffsets checks symbol file offsets against readelf (binutils):
 // for the symbol's PT_LOAD, offset = value - p_vaddr + p_offset.
 func TestOpenOffsets(t *testing.T) {
-	libc := realLibc(t)
+	libc := libctest.SystemLibc(t)
 	out, err := exec.Command("readelf", "-W", "--dyn-syms", "-l", libc).Output()
 	if err != nil {
 		t.Skipf("readelf: %v", err)

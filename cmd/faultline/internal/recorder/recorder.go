@@ -165,16 +165,15 @@ type session struct {
 	res      *Result
 	released bool
 
-	counts   map[uint64]*uint64 // sample id → its spec's count
-	perSpec  map[*spec]*uint64
-	specOf   map[uint64]*spec
-	twins    twins
-	lost     map[*spec]uint64
-	firstT   uint64
-	lastT    uint64
-	mmaps    map[string]bool // executable files mapped, for BUILD_ID
-	trackID  uint64          // an id of the tracking dummy, for synthesized records
-	lastTime uint64
+	counts  map[uint64]*uint64 // sample id → its spec's count
+	perSpec map[*spec]*uint64
+	specOf  map[uint64]*spec
+	twins   twins
+	lost    map[*spec]uint64
+	firstT  uint64
+	lastT   uint64
+	mmaps   map[string]bool // executable files mapped, for BUILD_ID
+	trackID uint64          // an id of the tracking dummy, for synthesized records
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.

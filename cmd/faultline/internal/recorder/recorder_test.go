@@ -135,23 +135,38 @@ func TestParseCPUList(t *testing.T) {
 }
 
 // TestParseMaps reads /proc/PID/maps lines as the kernel prints them (a
-// name with a space, anonymous memory, a shared mapping).
+// name with a space, anonymous memory, a shared mapping), each into the
+// mapping beside it: prot from "rwx" (PROT_READ 1 | PROT_WRITE 2 |
+// PROT_EXEC 4), flags MAP_PRIVATE (2) for "p" and MAP_SHARED (1) for "s",
+// "//anon" (perf's name) where the line names nothing.
 func TestParseMaps(t *testing.T) {
-	text := "55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1311 /usr/bin/my prog\n" +
-		"55d0c0a02000-55d0c0a06000 r-xp 00002000 fd:01 1311 /usr/bin/my prog\n" +
-		"55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0 [heap]\n" +
-		"7f0000000000-7f0000100000 rw-p 00000000 00:00 0 \n" +
-		"7f0000200000-7f0000201000 rw-s 00000000 00:05 77 /dev/zero (deleted)\n"
-	m := parseMaps(text)
-	if len(m) != 5 {
-		t.Fatalf("%d mappings: %+v", len(m), m)
+	lines := []struct {
+		text string
+		want mapping
+	}{
+		{"55d0c0a00000-55d0c0a02000 r--p 00000000 fd:01 1311 /usr/bin/my prog",
+			mapping{start: 0x55d0c0a00000, end: 0x55d0c0a02000, maj: 0xfd, min: 1, ino: 1311, prot: 1, flags: 2, name: "/usr/bin/my prog"}},
+		{"55d0c0a02000-55d0c0a06000 r-xp 00002000 fd:01 1311 /usr/bin/my prog",
+			mapping{start: 0x55d0c0a02000, end: 0x55d0c0a06000, pgoff: 0x2000, maj: 0xfd, min: 1, ino: 1311, prot: 5, flags: 2, name: "/usr/bin/my prog"}},
+		{"55d0c1000000-55d0c1021000 rw-p 00000000 00:00 0 [heap]",
+			mapping{start: 0x55d0c1000000, end: 0x55d0c1021000, prot: 3, flags: 2, name: "[heap]"}},
+		{"7f0000000000-7f0000100000 rw-p 00000000 00:00 0 ",
+			mapping{start: 0x7f0000000000, end: 0x7f0000100000, prot: 3, flags: 2, name: "//anon"}},
+		{"7f0000200000-7f0000201000 rw-s 00000000 00:05 77 /dev/zero (deleted)",
+			mapping{start: 0x7f0000200000, end: 0x7f0000201000, min: 5, ino: 77, prot: 3, flags: 1, name: "/dev/zero (deleted)"}},
 	}
-	if m[1].name != "/usr/bin/my prog" || m[1].start != 0x55d0c0a02000 || m[1].end-m[1].start != 0x4000 ||
-		m[1].pgoff != 0x2000 || m[1].maj != 0xfd || m[1].min != 1 || m[1].ino != 1311 || m[1].prot != 5 || m[1].flags != 2 {
-		t.Errorf("exec mapping %+v", m[1])
+	var text strings.Builder
+	for _, l := range lines {
+		text.WriteString(l.text + "\n")
 	}
-	if m[2].name != "[heap]" || m[3].name != "//anon" || m[4].flags != 1 || m[4].name != "/dev/zero (deleted)" {
-		t.Errorf("others %+v", m[2:])
+	got := parseMaps(text.String())
+	if len(got) != len(lines) {
+		t.Fatalf("%d mappings: %+v", len(got), got)
+	}
+	for i, l := range lines {
+		if got[i] != l.want {
+			t.Errorf("%q:\n got %+v\nwant %+v", l.text, got[i], l.want)
+		}
 	}
 }
 
