@@ -115,7 +115,6 @@ type Session struct {
 	// infoMu guards opening binaries and tables (cache, tables, tableErr,
 	// warnings): parallel walkers (walk.go) load them too.
 	infoMu   sync.Mutex
-	warming  sync.WaitGroup // AddBuildIDs' background opens
 	warnings []error
 	warned   map[string]bool
 	stats    UnwindStats
@@ -207,51 +206,25 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 
 // AddBuildIDs records build IDs by path (the BUILD_ID feature, or pipe
 // mode's HEADER_BUILD_ID records as they arrive). Not while Walkers walk.
-//
-// perf lists there the binaries its samples hit, so the user-space ones
-// are opened now, in the background, one after the other in the table's
-// order (perf's, about the order of first use): their symbol tables and
-// DWARF sections are read while the recording is decoded, not when a
-// walker or the tracker first needs them. Failures are reported, as
-// before, by the first mapping that uses the binary.
 func (s *Session) AddBuildIDs(ids []perfdata.BuildID) {
-	var warm []binfile.Key
 	for _, b := range ids {
 		if len(b.ID) > 0 && b.Filename != "" {
 			// Only what is new: walkers may be reading the map.
 			if id := hex.EncodeToString(b.ID); s.buildIDs[b.Filename] != id {
 				s.buildIDs[b.Filename] = id
-				if b.Misc == perfdata.MiscUser && binfile.IsFileMapping(b.Filename) {
-					warm = append(warm, binfile.Key{Path: b.Filename, BuildID: id})
-				}
 			}
 		}
 	}
-	if len(warm) > 0 {
-		s.warming.Add(1)
-		go func() {
-			defer s.warming.Done()
-			for _, k := range warm {
-				s.cache.Open(k) // the Cache keeps the outcome for mapInfo
-			}
-		}()
-	}
 }
 
-// Settle waits until the binaries opened so far are read in full: the
-// background opening of AddBuildIDs and each binary's background work
-// (symbol tables, debug sections). Nothing needs it for results; a
-// measurement of what follows (allocations, time) does.
-func (s *Session) Settle() {
-	s.warming.Wait()
-	s.cache.Settle()
-}
+// Settle waits until the binaries opened so far are read in full: their
+// background work (symbol tables, debug sections; see binfile). Nothing
+// needs it for results; a measurement of what follows (allocations, time)
+// does.
+func (s *Session) Settle() { s.cache.Settle() }
 
 // Close releases the opened binaries.
-func (s *Session) Close() error {
-	s.warming.Wait()
-	return s.cache.Close()
-}
+func (s *Session) Close() error { return s.cache.Close() }
 
 // Warnings returns what could not be found or used, each said once: the
 // binaries' own warnings (a *binfile.NoDebugInfoError for each binary
