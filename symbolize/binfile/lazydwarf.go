@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -189,9 +190,13 @@ func (l *lazyDWARF) prefill(wg *sync.WaitGroup) {
 				if done {
 					break
 				}
-				if s.ensure(n+4*lazyChunk) != nil {
+				if s.ensure(n+lazyChunk) != nil {
 					return
 				}
+				// A caller woken by the unlock (it waits for these bytes)
+				// runs next on this core; without yielding it would wait
+				// out this goroutine's time slice.
+				runtime.Gosched()
 			}
 		}
 	}
