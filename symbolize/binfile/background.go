@@ -1,6 +1,9 @@
 package binfile
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
 // background runs the work opening a binary leaves for later (symbol
 // tables, inflating debug sections) in the order it was queued, on at most
@@ -49,5 +52,6 @@ func (q *workQueue) work() {
 		q.jobs = q.jobs[1:]
 		q.mu.Unlock()
 		f()
+		runtime.Gosched() // let a caller f woke run now, not after this goroutine's time slice
 	}
 }
