@@ -74,6 +74,7 @@ func BenchmarkOpenLibc(b *testing.B) {
 func TestSymbolizeAllocs(t *testing.T) {
 	bin := openFixture(t, "cxx")
 	defer bin.Close()
+	bin.settle() // the background reads allocate too
 	addrs := benchAddrs(t, bin)
 	out := make([]Frame, 0, 16)
 	for _, a := range addrs {

@@ -86,9 +86,11 @@
 // unit's own ranges); the functions, inline trees and line table of a unit
 // are read the first time an address inside it is asked for, from the
 // unit alone. Opening reads only headers: the symbol table is built and
-// compressed debug sections are inflated in the background, and Symbolize
-// waits for what it needs, so unwinding (which needs only program headers
-// and CFI) does not wait for naming. Names follow
+// the debug sections are inflated in the background (two goroutines for
+// all binaries, in the order they were opened), and Symbolize waits for
+// what it needs or reads it itself, so unwinding (which needs only program
+// headers and CFI) does not wait for naming. Cache.Settle waits for the
+// background, for measurements. Names follow
 // DW_AT_abstract_origin and DW_AT_specification, preferring the linkage
 // name (demangled: C++ and Rust) like addr2line -f -C; each inlined level's
 // caller line comes from DW_AT_call_file/DW_AT_call_line, like
