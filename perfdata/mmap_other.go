@@ -7,5 +7,3 @@ import "os"
 func mmapFile(f *os.File, size int64) ([]byte, func() error) { return nil, nil }
 
 func dropPages(b []byte) {}
-
-func populatePages(b []byte) {}

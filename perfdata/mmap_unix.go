@@ -32,9 +32,3 @@ func mmapFile(f *os.File, size int64) ([]byte, func() error) {
 // starting at a page boundary: they stay valid and are read back from the
 // page cache on the next access. Errors only cost memory and are ignored.
 func dropPages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }
-
-// populatePages maps the pages of b, a part of a read-only file mapping,
-// from the page cache (reading them in if needed) without faulting on
-// each: a later read of b takes no page fault. Errors (kernels before
-// 5.14 lack MADV_POPULATE_READ) only cost the faults saved.
-func populatePages(b []byte) { _ = unix.Madvise(b, unix.MADV_POPULATE_READ) }

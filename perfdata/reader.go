@@ -693,7 +693,6 @@ func (r *Reader) WarningCount() int { return r.nwarnings }
 // recordings). It does not close a reader passed to New or NewStream.
 func (r *Reader) Close() error {
 	r.src.z.close()
-	r.src.res.stop()
 	var first error
 	for i := len(r.closers) - 1; i >= 0; i-- {
 		if err := r.closers[i](); err != nil && first == nil {

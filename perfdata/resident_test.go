@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -109,25 +108,26 @@ func mappingRSS(t *testing.T, b []byte) int64 {
 	return 0
 }
 
-// TestResidencyBoundWithPager: with the pager mapping granules ahead of the
-// reader and dropping behind it on its own goroutine, what the recording
-// holds resident stays within the granules the reader may hold, the one
-// asked ahead and the releases the pager may have queued — checked
-// throughout a decode of a recording three times that size, and at its end
-// (a granule mapped ahead after the release that covered it would stay
-// resident until Close).
-func TestResidencyBoundWithPager(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("the pager runs only with GOMAXPROCS >= 2")
-	}
+// TestResidencyBound: with releases deferred as a pipeline defers them (one
+// waits until the next is asked for), what the recording holds resident
+// stays within the granules the reader may hold before a release and the
+// one pending release — checked throughout a decode of a recording several
+// times that size, and at its end.
+func TestResidencyBound(t *testing.T) {
 	p := dwarfSynth(8000)
 	r := openMapped(t, p)
 	defer r.Close()
 	const hold = 1
-	r.DeferDrops(hold, func(drop func()) { drop() })
-	// Held before a drop (hold+1 granules, a record may straddle), one
-	// asked ahead, and up to maxQueuedReleases queued drops of as much.
-	bound := int64((hold+1)*(1+maxQueuedReleases)+1) * granule
+	var pending func()
+	r.DeferDrops(hold, func(drop func()) {
+		if pending != nil {
+			pending()
+		}
+		pending = drop
+	})
+	// Held before a release (hold+1 granules: a record may straddle)
+	// and as much waiting in the pending release.
+	bound := int64(2*(hold+1)+1) * granule
 	if 3*bound > int64(len(p)) {
 		t.Fatalf("synthetic recording of %d bytes is too small for a bound of %d", len(p), bound)
 	}
@@ -141,8 +141,8 @@ func TestResidencyBoundWithPager(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r.src.res.pager == nil {
-		t.Fatal("no pager with GOMAXPROCS >= 2")
+	if r.src.res.drops < 3 {
+		t.Fatalf("only %d releases while decoding %d MB", r.src.res.drops, len(p)>>20)
 	}
 	end := mappingRSS(t, r.src.res.mapping)
 	t.Logf("recording %d MB: peak resident %d KB, at the end %d KB, bound %d KB", len(p)>>20, peak>>10, end>>10, bound>>10)
