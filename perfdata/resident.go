@@ -100,4 +100,3 @@ func (d *residency) maybeDrop() {
 	}
 	d.n, d.full, d.lo, d.hi = 0, false, 0, 0
 }
-
