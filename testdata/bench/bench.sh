@@ -204,9 +204,8 @@ gcc_bench() {
 			"$(echo "$fl / $ni" | bc -l)" "$(echo "$fl1 / $fl2" | bc -l)" "$rss"
 	done
 	echo "medians of $RUNS runs each (interleaved); fl = GOMAXPROCS unset ($(nproc) CPUs); all runs: $OUT/times (label wall_s rss_kb)"
-	# The CPU profile by pipeline stage (labels stage=read|walk|track|page):
-	# read and track are serial, walk runs on every core, page (the file
-	# mapping's page tables) on a goroutine of its own.
+	# The CPU profile by pipeline stage (labels stage=read|walk|track):
+	# read and track are serial, walk runs on every core.
 	GOMAXPROCS=2 "$FL" analyze -q -o /dev/null --cpuprofile "$OUT/large.cpu" "$OUT/large.data" 2>/dev/null
 	echo
 	echo "CPU by stage at GOMAXPROCS=2 ($OUT/large.cpu; go tool pprof -tagfocus=stage=read $FL $OUT/large.cpu):"
