@@ -29,7 +29,8 @@
 # bound that part.
 #
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
-# DIR), RUNS, INLINE_RUNS, INLINE_ON (small|large|none), UNITS_LARGE (20),
+# DIR), RUNS, SMALL_RUNS (--gcc: runs on the small recording, 9),
+# INLINE_RUNS, INLINE_ON (small|large|none), UNITS_LARGE (20),
 # UNITS_SMALL (1), RECORD_ONLY=1 (record, do not measure).
 #
 # With --gcc, issue 13's benchmark instead (see gcc_bench below): one
@@ -94,11 +95,16 @@ build_fl() {
 	fi
 }
 # timed LABEL CMD...: runs CMD, appends "LABEL wall_s rss_kb" to $OUT/times.
+# timed LABEL CMD...: appends "LABEL wall_s peak_rss_kb" to $OUT/times. The
+# wall time is taken to the millisecond around /usr/bin/time (whose %e has
+# 10 ms steps: a tenth of a small recording's run).
 timed() {
-	local label=$1
+	local label=$1 t0 t1
 	shift
-	/usr/bin/time -o "$OUT/.time" -f "%e %M" "$@" >/dev/null 2>"$OUT/.err" || { cat "$OUT/.err" >&2; die "failed: $*"; }
-	echo "$label $(cat "$OUT/.time")" >>"$OUT/times"
+	t0=$(date +%s%N)
+	/usr/bin/time -o "$OUT/.time" -f "%M" "$@" >/dev/null 2>"$OUT/.err" || { cat "$OUT/.err" >&2; die "failed: $*"; }
+	t1=$(date +%s%N)
+	echo "$label $(awk -v d=$((t1 - t0)) 'BEGIN {printf "%.3f", d / 1e9}') $(cat "$OUT/.time")" >>"$OUT/times"
 }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 col() { awk -v l="$1" -v c="$2" '$1==l {print $c}' "$OUT/times"; }
@@ -183,9 +189,12 @@ gcc_bench() {
 	[ -z "${RECORD_ONLY:-}" ] || return 0
 	build_fl
 	: >"$OUT/times"
+	local runs
 	for f in large small; do
 		cat "$OUT/$f.data" >/dev/null # page cache warm for both tools
-		for _ in $(seq 1 "$RUNS"); do
+		runs=$RUNS
+		[ "$f" = large ] || runs=${SMALL_RUNS:-9} # 0.2 s runs: more of them
+		for _ in $(seq 1 "$runs"); do
 			timed "fl-$f" "$FL" analyze -q -o /dev/null "$OUT/$f.data"
 			timed "noinline-$f" perf script --no-inline -i "$OUT/$f.data"
 			timed "fl1-$f" env GOMAXPROCS=1 "$FL" analyze -q -o /dev/null "$OUT/$f.data"
@@ -203,7 +212,7 @@ gcc_bench() {
 		printf '%-6s %7s %9s %9s %9s %9s %8.3f %8.2f %9d KB\n' "$f" "$(size_mb "$OUT/$f.data")" "$ni" "$fl" "$fl1" "$fl2" \
 			"$(echo "$fl / $ni" | bc -l)" "$(echo "$fl1 / $fl2" | bc -l)" "$rss"
 	done
-	echo "medians of $RUNS runs each (interleaved); fl = GOMAXPROCS unset ($(nproc) CPUs); all runs: $OUT/times (label wall_s rss_kb)"
+	echo "medians of $RUNS runs (large) and ${SMALL_RUNS:-9} (small) each, interleaved; fl = GOMAXPROCS unset ($(nproc) CPUs); all runs: $OUT/times (label wall_s rss_kb)"
 	# The CPU profile by pipeline stage (labels stage=read|walk|track):
 	# read and track are serial, walk runs on every core.
 	GOMAXPROCS=2 "$FL" analyze -q -o /dev/null --cpuprofile "$OUT/large.cpu" "$OUT/large.data" 2>/dev/null
