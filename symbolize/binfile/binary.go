@@ -220,8 +220,26 @@ const chdr64Size = 24
 // file. Anything else goes to s.Data(). The caller has reserved s.Size
 // (dwarfCost) before.
 func inflateSection(f *elfFile, s *elf.Section) ([]byte, error) {
-	if s.Flags&elf.SHF_COMPRESSED == 0 || f.f == nil || f.ef.Class != elf.ELFCLASS64 || s.FileSize < chdr64Size || s.FileSize > s.Size {
+	zr, err := zlibSection(f, s)
+	if err != nil {
+		return nil, err
+	}
+	if zr == nil {
 		return s.Data()
+	}
+	out := make([]byte, s.Size)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// zlibSection returns a reader of s inflated with klauspost/compress when
+// s is a zlib-compressed section of an ELF64 file opened here; nil (and
+// no error) for any other section, which debug/elf reads.
+func zlibSection(f *elfFile, s *elf.Section) (io.Reader, error) {
+	if s.Flags&elf.SHF_COMPRESSED == 0 || f.f == nil || f.ef.Class != elf.ELFCLASS64 || s.FileSize < chdr64Size || s.FileSize > s.Size {
+		return nil, nil
 	}
 	raw := make([]byte, s.FileSize)
 	if _, err := f.f.ReadAt(raw, int64(s.Offset)); err != nil {
@@ -229,17 +247,9 @@ func inflateSection(f *elfFile, s *elf.Section) ([]byte, error) {
 	}
 	bo := f.ef.ByteOrder
 	if elf.CompressionType(bo.Uint32(raw)) != elf.COMPRESS_ZLIB || bo.Uint64(raw[8:]) != s.Size {
-		return s.Data()
+		return nil, nil
 	}
-	zr, err := kzlib.NewReader(bytes.NewReader(raw[chdr64Size:]))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, s.Size)
-	if _, err := io.ReadFull(zr, out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return kzlib.NewReader(bytes.NewReader(raw[chdr64Size:]))
 }
 
 // dwarfSections are the DWARF sections symbolization reads.

@@ -1,7 +1,6 @@
 package binfile
 
 import (
-	"bytes"
 	"debug/dwarf"
 	"debug/elf"
 	"encoding/binary"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-
-	kzlib "github.com/klauspost/compress/zlib"
 )
 
 // Opening a binary with a big debug file used to inflate all of its DWARF
@@ -111,10 +108,9 @@ func (s *lazySection) prefix() []byte {
 	return s.data[:s.n]
 }
 
-// start sets up the reading. Like inflateSection, it inflates
-// zlib-compressed ELF64 sections with klauspost/compress; an uncompressed
-// section is read from the file as needed; anything else is read whole by
-// debug/elf.
+// start sets up the reading: an uncompressed section is read from the
+// file as needed, a zlib-compressed one inflated as needed (zlibSection);
+// anything else is read whole by debug/elf.
 func (s *lazySection) start() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -122,24 +118,15 @@ func (s *lazySection) start() (err error) {
 		}
 	}()
 	f, sec := s.f, s.sec
-	switch {
-	case f.f == nil || f.ef.Class != elf.ELFCLASS64:
-	case sec.Flags&elf.SHF_COMPRESSED == 0:
+	if sec.Flags&elf.SHF_COMPRESSED == 0 && f.f != nil && f.ef.Class == elf.ELFCLASS64 {
 		s.data, s.r = make([]byte, s.size), io.NewSectionReader(f.f, int64(sec.Offset), int64(sec.Size))
 		return nil
-	case sec.FileSize >= chdr64Size && sec.FileSize <= sec.Size:
-		raw := make([]byte, sec.FileSize)
-		if _, err := f.f.ReadAt(raw, int64(sec.Offset)); err != nil {
-			return err
-		}
-		bo := f.ef.ByteOrder
-		if elf.CompressionType(bo.Uint32(raw)) != elf.COMPRESS_ZLIB || bo.Uint64(raw[8:]) != sec.Size {
-			break
-		}
-		zr, err := kzlib.NewReader(bytes.NewReader(raw[chdr64Size:]))
-		if err != nil {
-			return err
-		}
+	}
+	zr, err := zlibSection(f, sec)
+	if err != nil {
+		return err
+	}
+	if zr != nil {
 		s.data, s.r = make([]byte, s.size), zr
 		return nil
 	}
