@@ -93,12 +93,10 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 				b.syms = symtab{}
 			}
 		}()
-		// loadSymbols reports no errors: a table it cannot read is
-		// passed over for the next, as perf does.
 		if dbg != nil && dbg != bin {
-			b.syms, _ = loadSymbols(bin, dbg, bin)
+			b.syms = loadSymbols(bin, dbg, bin)
 		} else {
-			b.syms, _ = loadSymbols(bin, bin)
+			b.syms = loadSymbols(bin, bin)
 		}
 	}
 	background.add(func() { b.symsOnce.Do(b.loadSyms) })

@@ -29,8 +29,9 @@ type symtab struct {
 
 // loadSymbols reads function symbols from the first of the files' .symtab
 // and then .dynsym that has any, in perf's order (the debug file's symtab
-// first: dso__load takes the first candidate image with a symtab).
-func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
+// first: dso__load takes the first candidate image with a symtab). A table
+// it cannot read is passed over for the next, as perf does.
+func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab) {
 	var dyn *symbolSection // runtime's .dynsym, if read here
 	defer func() {
 		// perf adds "name@plt" symbols for the runtime image's PLT
@@ -57,10 +58,10 @@ func loadSymbols(runtime *elfFile, files ...*elfFile) (st symtab, err error) {
 			}
 			st.syms = syms
 			st.source = fmt.Sprintf("%s of %s", map[elf.SectionType]string{elf.SHT_SYMTAB: ".symtab", elf.SHT_DYNSYM: ".dynsym"}[want], f.path)
-			return st, nil
+			return st
 		}
 	}
-	return st, nil
+	return st
 }
 
 // readSyms reads f's function symbols from its section of type typ, with
