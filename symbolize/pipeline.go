@@ -42,11 +42,12 @@ type Pipeline struct {
 	// Page releases of the mapped recording wait for the caller to
 	// consume the last batch sent before them (not for a drained
 	// pipeline: the reader never waits for one).
-	sent     uint64 // batches sent (the reader's)
-	dropMu   sync.Mutex
-	dropCond *sync.Cond // on dropMu: a pending release ran
-	consumed uint64     // batches consumed (the caller's; under dropMu)
-	drops    []pendingDrop
+	sent      uint64 // batches sent (the reader's)
+	dropMu    sync.Mutex
+	dropCond  sync.Cond // on dropMu: the pending release ran
+	consumed  uint64    // batches consumed (the caller's; under dropMu)
+	pending   func()    // the release waiting (under dropMu); nil: none
+	pendAfter uint64    // pending runs once batch pendAfter is consumed
 
 	cur *pipeBatch
 	pos int
@@ -74,13 +75,6 @@ type pipeItem struct {
 	ls   perfdata.LostSamples
 	raw  []byte // owned copy of smp.Raw for unstable input
 	bid  []byte // owned copy of mmap.BuildID
-}
-
-// pendingDrop is a release of pages read for the batches up to and
-// including batch after.
-type pendingDrop struct {
-	after uint64
-	drop  func()
 }
 
 type pipeBatch struct {
@@ -112,7 +106,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	p := &Pipeline{r: r, s: s, walks: walks,
 		free: make(chan *pipeBatch, nb), work: make(chan *pipeBatch, nwork), ordered: make(chan *pipeBatch, nb),
 		stop: make(chan struct{})}
-	p.dropCond = sync.NewCond(&p.dropMu)
+	p.dropCond.L = &p.dropMu
 	for range nb {
 		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
 	}
@@ -207,14 +201,14 @@ func (p *Pipeline) feed(pre *Prewalker) {
 		defer p.dropMu.Unlock()
 		// At most one release waits: a reader further ahead of the
 		// caller would keep more of the file resident.
-		for len(p.drops) > 0 {
+		for p.pending != nil {
 			p.dropCond.Wait()
 		}
 		if p.consumed >= p.sent {
 			drop()
 			return
 		}
-		p.drops = append(p.drops, pendingDrop{p.sent, drop})
+		p.pending, p.pendAfter = drop, p.sent
 	})
 	defer r.DeferDrops(0, nil)
 	for r.Next() {
@@ -329,18 +323,14 @@ func (p *Pipeline) release() {
 	p.cur = nil
 	p.dropMu.Lock()
 	p.consumed = seq
-	n := 0
-	for n < len(p.drops) && p.drops[n].after <= seq {
-		n++
-	}
-	due := p.drops[:n:n]
-	p.drops = p.drops[n:]
-	if n > 0 {
-		p.dropCond.Broadcast()
+	var due func()
+	if p.pending != nil && p.pendAfter <= seq {
+		due, p.pending = p.pending, nil
+		p.dropCond.Signal()
 	}
 	p.dropMu.Unlock()
-	for _, d := range due {
-		d.drop()
+	if due != nil {
+		due()
 	}
 }
 
