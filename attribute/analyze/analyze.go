@@ -306,7 +306,7 @@ func (ru *run) setup() error {
 	pairStackEvents(ru.infos)
 	for i, in := range ru.infos {
 		ru.counts[i].Role = in.role.String()
-		if in.role == RoleAllocEntry && !hasStacks(in.ev) {
+		if (in.role == RoleAllocEntry || in.role == RoleAllocCall) && !hasStacks(in.ev) {
 			ru.leafMode = true
 			ru.top.Words = max(ru.top.Words, uint64(len(in.topWords)))
 		}
@@ -327,6 +327,9 @@ func (ru *run) setup() error {
 		case RoleAllocEntry:
 			entries++
 		case RoleAllocReturn:
+			returns++
+		case RoleAllocCall:
+			entries++
 			returns++
 		case RoleFault:
 			faults++
@@ -426,26 +429,13 @@ func (ru *run) sample(smp *perfdata.Sample) {
 			e.Leaf = ru.topLeaf(in, smp.Pid, smp.Tid, smp.Raw)
 		}
 		ru.tr.Entry(e)
+	case RoleAllocCall:
+		e := ru.entryOf(in, smp)
+		e.Leaf = ru.topLeaf(in, smp.Pid, smp.Tid, smp.Raw)
+		ru.tr.Entry(e)
+		ru.allocReturn(in, smp)
 	case RoleAllocReturn:
-		rt := &ru.ret
-		*rt = attribute.Return{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
-		rt.Ptr, _ = in.ptr.Uint64(smp.Raw)
-		if in.retIP != nil {
-			rt.RetIP, _ = in.retIP.Uint64(smp.Raw)
-		}
-		if in.hdr != nil {
-			rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
-		}
-		if in.statusReturn && rt.Ptr < 4096 {
-			// 0 or an errno: the call is counted as unpaired, its faults
-			// go by address (the tracker sees a failed call).
-			ru.noPointer++
-			rt.Ptr = 0
-		}
-		if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
-			rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)
-		}
-		ru.tr.Return(rt)
+		ru.allocReturn(in, smp)
 	case RoleFree:
 		f := &ru.free
 		*f = attribute.Free{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time}
@@ -459,6 +449,29 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		}
 		ru.tr.Fault(f)
 	}
+}
+
+// allocReturn feeds an allocator return (or a whole call's return part).
+func (ru *run) allocReturn(in *eventInfo, smp *perfdata.Sample) {
+	rt := &ru.ret
+	*rt = attribute.Return{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Kind: in.kind}
+	rt.Ptr, _ = in.ptr.Uint64(smp.Raw)
+	if in.retIP != nil {
+		rt.RetIP, _ = in.retIP.Uint64(smp.Raw)
+	}
+	if in.hdr != nil {
+		rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
+	}
+	if in.statusReturn && rt.Ptr < 4096 {
+		// 0 or an errno: the call is counted as unpaired, its faults
+		// go by address (the tracker sees a failed call).
+		ru.noPointer++
+		rt.Ptr = 0
+	}
+	if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
+		rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)
+	}
+	ru.tr.Return(rt)
 }
 
 // entryOf reads an allocator entry sample's arguments (no stack).
@@ -502,7 +515,7 @@ func (ru *run) lostRecord(id *perfdata.SampleID, e *perfdata.Event, count uint64
 	ev := -1
 	if e != nil && e.Index < len(ru.infos) {
 		switch ru.infos[e.Index].role {
-		case RoleAllocEntry, RoleAllocReturn, RoleFree:
+		case RoleAllocEntry, RoleAllocReturn, RoleAllocCall, RoleFree:
 			ev = e.Index
 		case RoleStack:
 			// A stack ring holds stack samples only: no call was lost.

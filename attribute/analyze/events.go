@@ -23,9 +23,14 @@ const (
 	// carries stacks for some of its hits; each sample lends its stack to
 	// the range event's sample of the same hit (stacks.go).
 	RoleStack
+	// RoleAllocCall: one sample for a whole call, entry and return, at
+	// the return's time (faultline record's in-process method writes
+	// "malloc__call" for a call during which its thread took no fault):
+	// the entry's fields and the return's.
+	RoleAllocCall
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -116,17 +121,31 @@ var allocNames = map[string]attribute.AllocKind{
 
 var freeNames = map[string]bool{"free": true, "__libc_free": true, "cfree": true, "__free": true}
 
+// CallSuffix ends the name of an event that records a whole allocator
+// call in one sample (RoleAllocCall), as "__return" ends a return probe's.
+const CallSuffix = "__call"
+
 // probeName returns the function part of a probe event's name:
 // "probe_libc:malloc__return" → "malloc", true.
 func probeName(ev *perfdata.Event) (fn string, ret bool) {
+	fn, ret, _ = probeNameCall(ev)
+	return fn, ret
+}
+
+// probeNameCall is probeName that also tells a whole-call event
+// ("faultline:malloc__call").
+func probeNameCall(ev *perfdata.Event) (fn string, ret, call bool) {
 	name := ev.Name
 	if ev.Format != nil && ev.Format.Name != "" {
 		name = ev.Format.Name
 	} else if i := strings.LastIndexByte(name, ':'); i >= 0 {
 		name = name[i+1:]
 	}
+	if fn, call = strings.CutSuffix(name, CallSuffix); call {
+		return fn, false, true
+	}
 	fn, ret = strings.CutSuffix(name, "__return")
-	return fn, ret
+	return fn, ret, false
 }
 
 // baseFunc finds the allocator a probe's function part names: the name
@@ -163,7 +182,7 @@ func field(ev *perfdata.Event, names ...string) *perfdata.TraceField {
 // "free", "fault", "ignore").
 func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error) {
 	in := &eventInfo{ev: ev}
-	fn, ret := probeName(ev)
+	fn, ret, call := probeNameCall(ev)
 	fn = baseFunc(fn)
 	if spec, ok := override[ev.Name]; ok {
 		switch {
@@ -194,13 +213,24 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			in.ptr = field(ev, "ptr", "ret", "arg1")
 			in.retIP = field(ev, "__probe_ret_ip")
 			in.hdr = field(ev, "hdr")
-			in.statusReturn = fn == "posix_memalign" || fn == "__posix_memalign"
+			// faultline's in-process posix_memalign return has the
+			// pointer stored as ptr beside the status (ret).
+			in.statusReturn = (fn == "posix_memalign" || fn == "__posix_memalign") && field(ev, "ptr") == nil
 			if in.ptr == nil {
 				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
 			}
 			return in, nil
 		}
 		in.role = RoleAllocEntry
+		if call {
+			in.role = RoleAllocCall
+			in.ptr = field(ev, "ptr")
+			in.retIP = field(ev, "__probe_ret_ip")
+			in.hdr = field(ev, "hdr")
+			if in.ptr == nil {
+				return nil, fmt.Errorf("event %s: a whole-call event needs the pointer as field ptr", ev.Name)
+			}
+		}
 		switch kind {
 		case attribute.KindCalloc:
 			in.nmemb = field(ev, "nmemb", "n", "arg1")

@@ -112,6 +112,7 @@ type recordOptions struct {
 	compress    bool
 	noTHP       bool
 	libc        string
+	method      string
 	quiet       bool
 	cmd         []string
 }
@@ -142,7 +143,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two)")
 	fs.BoolVarP(&o.compress, "compress", "z", false, "compress the recording with zstd (as perf -z)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
-	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found")
+	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
+	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
@@ -171,6 +173,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: --stack-mmap-pages %d: want a power of two such as 1024", o.stackPages)
 	case o.output == "":
 		return nil, usageError("record: -o wants a file name")
+	case o.method != methodAuto && o.method != methodInproc && o.method != methodUprobes:
+		return nil, usageError("record: --method %q: want inproc, uprobe or auto", o.method)
 	}
 	var err error
 	if o.probes, err = canonicalProbes(probes); err != nil {
@@ -304,12 +308,6 @@ func (r *recorder) run() error {
 
 func (r *recorder) record() error {
 	o := r.opts
-	if err := r.checkPrivileges(); err != nil {
-		return err
-	}
-	if err := r.ensureTracefs(); err != nil {
-		return err
-	}
 	var cmdPath string
 	if len(o.cmd) > 0 {
 		p, err := libc.ResolveCommand(r.sys, o.cmd[0])
@@ -317,6 +315,22 @@ func (r *recorder) record() error {
 			return prereqError("%v", err)
 		}
 		cmdPath = p
+	}
+	method, why, err := r.chooseMethod(cmdPath)
+	if err != nil {
+		return err
+	}
+	if method == methodInproc {
+		return r.recordInproc(cmdPath)
+	}
+	if why != "" && o.method == methodAuto {
+		r.logf("recording with uprobes: %s", why)
+	}
+	if err := r.checkPrivileges(); err != nil {
+		return err
+	}
+	if err := r.ensureTracefs(); err != nil {
+		return err
 	}
 	lib, err := r.findLibc(cmdPath)
 	if err != nil {
@@ -331,17 +345,9 @@ func (r *recorder) record() error {
 	}
 
 	// From here on probes may exist: catch signals first so Ctrl-C while
-	// adding them still removes them. SIGHUP (a closed terminal) ends the
-	// recording like SIGINT and SIGTERM, with the file finished.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	// A closed stderr (| head) must not kill us before cleanup: with
-	// SIGPIPE notified, writes fail with EPIPE instead. (signal.Ignore
-	// would be inherited by CMD.)
-	pipes := make(chan os.Signal, 1)
-	signal.Notify(pipes, syscall.SIGPIPE)
-	defer signal.Stop(pipes)
+	// adding them still removes them.
+	sigs, stop := r.catchSignals()
+	defer stop()
 
 	if err := r.removeStale(); err != nil {
 		return err
@@ -404,6 +410,21 @@ func (r *recorder) record() error {
 	}
 	r.summarize(res, out)
 	return r.exitStatus(res)
+}
+
+// catchSignals routes SIGINT, SIGTERM and SIGHUP (a closed terminal) to
+// the recording, which ends with the file finished, and turns SIGPIPE into
+// EPIPE errors: a closed stderr (| head) must not kill record before its
+// cleanup. (signal.Ignore would be inherited by CMD.)
+func (r *recorder) catchSignals() (<-chan os.Signal, func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	return sigs, func() {
+		signal.Stop(sigs)
+		signal.Stop(pipes)
+	}
 }
 
 func countEntries(probes []probeDef) int {
@@ -547,7 +568,11 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 			}
 		}
 		cost := ""
-		if s := res.Wall.Seconds(); s > 0 && hits > 0 {
+		switch s := res.Wall.Seconds(); {
+		case s <= 0 || hits == 0:
+		case res.Method == "in-process":
+			cost = fmt.Sprintf(" with %d allocator calls recorded in-process (%.0f/s, no trap per call)", hits, float64(hits)/s)
+		default:
 			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, counted as sys time: compare with the program's own run time for the slowdown", hits, float64(hits)/s)
 		}
 		fmt.Fprintf(w, "faultline: %s ran %.2f s (user %.2f s, sys %.2f s)%s\n",

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -124,29 +125,9 @@ const maxShebang = 4
 // ForBinary returns the libc the program at path loads, following a #!
 // script to its interpreter.
 func ForBinary(sys System, path string) (string, error) {
-	for range maxShebang {
-		head, err := readHead(sys, path, 256)
-		if err != nil {
-			return "", err
-		}
-		if !bytes.HasPrefix(head, []byte("#!")) {
-			break
-		}
-		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
-		f := strings.Fields(string(line))
-		if len(f) == 0 {
-			return "", fmt.Errorf("%s: empty #! line", path)
-		}
-		interp := f[0]
-		if filepath.Base(interp) == "env" && len(f) > 1 {
-			interp = f[1]
-			if f[1] == "-S" && len(f) > 2 {
-				interp = f[2]
-			}
-		}
-		if path, err = ResolveCommand(sys, interp); err != nil {
-			return "", fmt.Errorf("%s's interpreter: %w", path, err)
-		}
+	path, err := followShebang(sys, path)
+	if err != nil {
+		return "", err
 	}
 	bi, err := readELF(sys, path, dynInfo)
 	if err != nil {
@@ -182,6 +163,79 @@ func ForBinary(sys System, path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s does not load a libc (needs %s); name one with --libc", path, strings.Join(bi.needed, ", "))
+}
+
+// followShebang returns the program that runs when path is executed: path
+// itself, or for a #! script its interpreter (and so on, a few deep).
+func followShebang(sys System, path string) (string, error) {
+	for range maxShebang {
+		head, err := readHead(sys, path, 256)
+		if err != nil {
+			return "", err
+		}
+		if !bytes.HasPrefix(head, []byte("#!")) {
+			return path, nil
+		}
+		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
+		f := strings.Fields(string(line))
+		if len(f) == 0 {
+			return "", fmt.Errorf("%s: empty #! line", path)
+		}
+		interp := f[0]
+		if filepath.Base(interp) == "env" && len(f) > 1 {
+			interp = f[1]
+			if f[1] == "-S" && len(f) > 2 {
+				interp = f[2]
+			}
+		}
+		if path, err = ResolveCommand(sys, interp); err != nil {
+			return "", fmt.Errorf("%s's interpreter: %w", path, err)
+		}
+	}
+	return path, nil
+}
+
+// Preloadable reports whether a library preloaded into the program at
+// path (LD_PRELOAD) interposes its allocator: the program (or its #!
+// interpreter) must be dynamically linked, not setuid or setgid (the
+// loader ignores LD_PRELOAD there), and must not define malloc itself (its
+// own calls then bind to its own). If not, why says which.
+func Preloadable(sys System, path string) (ok bool, why string) {
+	prog, err := followShebang(sys, path)
+	if err != nil {
+		return false, err.Error()
+	}
+	if fi, err := os.Stat(prog); err == nil && fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		return false, prog + " is setuid or setgid: the loader ignores LD_PRELOAD for it"
+	}
+	type info struct {
+		static, mallocDefined bool
+	}
+	in, err := readELF(sys, prog, func(f *elf.File, _ string) info {
+		var in info
+		in.static = true
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				in.static = false
+			}
+		}
+		syms, _ := f.DynamicSymbols()
+		for _, s := range syms {
+			if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
+				in.mallocDefined = true
+			}
+		}
+		return in
+	})
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("%s: not an ELF program (%v)", prog, err)
+	case in.static:
+		return false, prog + " is statically linked: nothing can be preloaded into it"
+	case in.mallocDefined:
+		return false, prog + " defines malloc itself: its calls do not reach a preloaded library"
+	}
+	return true, ""
 }
 
 // readHead returns up to n bytes from the start of path.

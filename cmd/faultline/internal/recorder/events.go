@@ -44,6 +44,12 @@ type spec struct {
 	filter string
 	dummy  bool // a ring owner opened with go-perf
 	stack  bool // carries a user stack
+	// synthetic: an in-process event (inproc.go), never opened: its
+	// samples are written by the recorder with id synthID; format is its
+	// TRACING_DATA format.
+	synthetic bool
+	synthID   uint64
+	format    []byte
 }
 
 // Sample layouts. IDENTIFIER first lets perf (and us) find the event of a
@@ -90,6 +96,7 @@ func goPerfAttr(a *perfdata.Attr) *perf.Attr {
 		CPU:        st&perfdata.SampleCPU != 0,
 	}
 	ga.CountFormat = perf.CountFormat{ID: a.ReadFormat&perfdata.ReadID != 0}
+	ga.ClockID = a.ClockID
 	f := a.Flags
 	ga.Options = perf.Options{
 		Disabled:      f&perfdata.AttrDisabled != 0,
@@ -103,6 +110,7 @@ func goPerfAttr(a *perfdata.Attr) *perf.Attr {
 		SampleIDAll:   f&perfdata.AttrSampleIDAll != 0,
 		Mmap2:         f&perfdata.AttrMmap2 != 0,
 		CommExec:      f&perfdata.AttrCommExec != 0,
+		UseClockID:    f&perfdata.AttrUseClockID != 0,
 	}
 	ga.Label = "dummy"
 	return ga
@@ -120,6 +128,7 @@ func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
 		Bits:              a.Flags,
 		Sample_regs_user:  a.SampleRegsUser,
 		Sample_stack_user: a.SampleStackUser,
+		Clockid:           a.ClockID,
 	}
 	fd, err := unix.PerfEventOpen(&ua, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {

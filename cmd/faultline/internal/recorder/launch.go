@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,10 @@ import (
 
 // launchEnv marks a launcher process; its value is "1" or "nothp".
 const launchEnv = "FAULTLINE_RECORD_LAUNCH"
+
+// preloadEnv carries the LD_PRELOAD value the command is to run with: set
+// only at the exec, so the launcher (faultline itself) never loads it.
+const preloadEnv = "FAULTLINE_RECORD_PRELOAD"
 
 // launchFD is the pipe the launcher waits on (the first of ExtraFiles).
 const launchFD = 3
@@ -55,6 +60,10 @@ func launch(mode string, args []string) int {
 			return 127
 		}
 	}
+	if v, ok := os.LookupEnv(preloadEnv); ok {
+		os.Unsetenv(preloadEnv)
+		os.Setenv("LD_PRELOAD", v)
+	}
 	err := syscall.Exec(args[0], args[1:], os.Environ())
 	fmt.Fprintf(os.Stderr, "faultline: cannot run %s: %v\n", args[0], err)
 	return 127
@@ -69,7 +78,9 @@ type heldCommand struct {
 }
 
 // startHeld starts the launcher for path (resolved) with argv.
-func startHeld(path string, argv []string, noTHP bool, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+// env holds entries for the command's environment; an LD_PRELOAD among
+// them takes effect at the exec only.
+func startHeld(path string, argv []string, noTHP bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
@@ -86,6 +97,12 @@ func startHeld(path string, argv []string, noTHP bool, stdin io.Reader, stdout, 
 	c := exec.Command(self, append([]string{path}, argv...)...)
 	c.Args[0] = argv[0]
 	c.Env = append(os.Environ(), launchEnv+"="+mode)
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
+			e = preloadEnv + "=" + v
+		}
+		c.Env = append(c.Env, e)
+	}
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 	c.ExtraFiles = []*os.File{r}
 	if err := c.Start(); err != nil {

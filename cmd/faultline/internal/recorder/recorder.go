@@ -20,6 +20,7 @@ import (
 	"time"
 
 	perf "github.com/elastic/go-perf"
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,17 @@ type Config struct {
 	NoTHP    bool          // PR_SET_THP_DISABLE for Cmd
 	Duration time.Duration // 0: until Cmd exits or a signal
 
+	// InProcess records allocator calls with the preloaded shim (inproc.go)
+	// instead of Probes; Cmd is required. ShimRingBytes is each thread's
+	// ring; Glibc says the allocator is glibc's (returns then carry the
+	// chunk header); TopWords is how many top-of-stack words each entry
+	// carries.
+	InProcess     bool
+	ShimRingBytes int
+	ShimSlots     int
+	Glibc         bool
+	TopWords      int
+
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
 	Stdin   io.Reader        // Cmd's standard streams
 	Stdout  io.Writer
@@ -92,6 +104,19 @@ type Result struct {
 	User, Sys  time.Duration
 	StoppedBy  string // "" (Cmd exited), "duration", or a signal's name
 	Unfinished bool   // Cmd was still running when recording stopped
+
+	// The in-process method: faults on the shim's own memory (dropped),
+	// what the shim could not record, whether a thread gave up waiting
+	// for the recorder (and when, CLOCK_MONOTONIC ns), and records
+	// written out of round order (0 unless a thread stalled for long
+	// between its clock read and its commit).
+	Method      string // "in-process" or "uprobes"
+	LastTime    uint64 // the newest record's time
+	ShimFaults  uint64
+	Shim        shim.Counters
+	Abandoned   bool
+	AbandonedAt uint64
+	Late        uint64
 }
 
 // ErrNoEvents is returned when the kernel refuses to open an event.
@@ -106,9 +131,27 @@ func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
 	rec := &session{cfg: cfg, cpus: cpus, res: &Result{}}
 	defer rec.closeAll()
 
+	var env []string
+	if cfg.InProcess {
+		if cfg.Cmd == "" || cfg.All {
+			return nil, errors.New("the in-process method records a command it starts (not -p or -a)")
+		}
+		region, err := shim.NewRegion(shim.Options{
+			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
+			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
+			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(shimWait),
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer region.Close()
+		rec.inproc = &inproc{region: region, words: cfg.TopWords, busySince: map[*shim.Ring]busyMark{},
+			maps: map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}, faultIDs: map[uint64]bool{}}
+		env = region.Env(os.Getenv("LD_PRELOAD"))
+	}
 	var held *heldCommand
 	if cfg.Cmd != "" {
-		held, err = startHeld(cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+		held, err = startHeld(cfg.Cmd, cfg.Argv, cfg.NoTHP, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -129,13 +172,25 @@ func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
 	default:
 		tids = []int{held.cmd.Process.Pid}
 	}
-	rec.specs = buildSpecs(cfg)
+	rec.specs = rec.buildSpecs()
 	if err := rec.open(tids); err != nil {
 		return nil, err
 	}
 	var events []perfdata.WriterEvent
 	for _, s := range rec.specs {
 		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})
+	}
+	if rec.inproc != nil {
+		rec.res.Method = "in-process"
+		for _, sp := range rec.specs {
+			if sp.name == "page-faults" {
+				for _, id := range rec.ids[sp] {
+					rec.inproc.faultIDs[id] = true
+				}
+			}
+		}
+	} else {
+		rec.res.Method = "uprobes"
 	}
 	w, err := perfdata.NewWriter(out, events, &perfdata.WriterOptions{Compress: cfg.Compress})
 	if err != nil {
@@ -174,6 +229,7 @@ type session struct {
 	lastT   uint64
 	mmaps   map[string]bool // executable files mapped, for BUILD_ID
 	trackID uint64          // an id of the tracking dummy, for synthesized records
+	inproc  *inproc         // the in-process method's state, or nil
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.
@@ -206,10 +262,15 @@ func (s *session) closeAll() {
 }
 
 // buildSpecs lists the events in attr order: the range ring's owner, page
-// faults and the probes, then the stack ring's owner and the stack
-// instances.
-func buildSpecs(cfg *Config) []*spec {
+// faults and the probes (or the in-process events), then the stack ring's
+// owner and the stack instances.
+func (s *session) buildSpecs() []*spec {
+	cfg := s.cfg
 	flags := uint64(perfdata.AttrSampleIDAll)
+	if s.inproc != nil {
+		// One clock for the kernel's records and the shim's.
+		flags |= perfdata.AttrUseClockID
+	}
 	switch {
 	case cfg.Cmd != "" && !cfg.All:
 		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
@@ -218,10 +279,14 @@ func buildSpecs(cfg *Config) []*spec {
 	}
 	var specs []*spec
 	add := func(sp *spec) { specs = append(specs, sp) }
+	var clock int32
+	if s.inproc != nil {
+		clock = unix.CLOCK_MONOTONIC
+	}
 	dummyAttr := func(track bool) perfdata.Attr {
 		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
 			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
-			Flags: flags | perfdata.AttrExcludeKernel}
+			Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}
 		if track {
 			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
 				perfdata.AttrMmap2 | perfdata.AttrCommExec
@@ -232,7 +297,28 @@ func buildSpecs(cfg *Config) []*spec {
 	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
-		Flags: flags | perfdata.AttrExcludeKernel}})
+		Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}})
+	if s.inproc != nil {
+		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
+		if cfg.FaultStacks {
+			add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
+			a := specs[1].attr
+			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+			a.Flags |= perfdata.AttrExcludeCallchainUser
+			a.SampleRegsUser = userRegsMask
+			a.SampleStackUser = cfg.StackSize
+			a.SamplePeriod = cfg.StackEvery
+			add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
+		}
+		next := uint64(shimSampleIDBase)
+		for _, sp := range specs {
+			if sp.synthetic {
+				sp.synthID = next
+				next++
+			}
+		}
+		return specs
+	}
 	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
 			SampleType: st, ReadFormat: readFormat, Flags: flags}
@@ -302,10 +388,15 @@ func (s *session) open(tids []int) error {
 	s.counts = map[uint64]*uint64{}
 	s.perSpec = map[*spec]*uint64{}
 	s.lost = map[*spec]uint64{}
+	s.specOf = map[uint64]*spec{}
 	for _, sp := range s.specs {
 		s.perSpec[sp] = new(uint64)
+		if sp.synthetic {
+			s.ids[sp] = []uint64{sp.synthID}
+			s.counts[sp.synthID] = s.perSpec[sp]
+			s.specOf[sp.synthID] = sp
+		}
 	}
-	s.specOf = map[uint64]*spec{}
 	type source struct {
 		typ    perfdata.EventType
 		config uint64
@@ -315,6 +406,9 @@ func (s *session) open(tids []int) error {
 		for ti, tid := range tids {
 			rangeOf := map[source]uint64{} // this CPU's and thread's range events
 			for _, sp := range s.specs {
+				if sp.synthetic {
+					continue
+				}
 				o := &openedEvent{spec: sp, cpu: cpu, fd: -1}
 				if sp.dummy {
 					ev, err := perf.Open(goPerfAttr(&sp.attr), tid, cpu, nil)
@@ -523,15 +617,21 @@ func (s *session) run(held *heldCommand) error {
 	)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
+	var kick <-chan struct{}
+	if s.inproc != nil {
+		stop := make(chan struct{})
+		defer close(stop)
+		kick = s.inproc.wakeups(stop)
+	}
 	for {
-		n, err := s.drain()
+		n, err := s.drainAll()
 		if err != nil {
 			return err
 		}
 		// A busy ring is read again at once; the select below still sees
 		// the program's exit and signals.
 		idle := tick.C
-		if n > s.rings[0].size/8 {
+		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
 			idle = nil
 		}
 		var again <-chan time.Time
@@ -542,15 +642,13 @@ func (s *session) run(held *heldCommand) error {
 		case <-done:
 			s.res.Wall = time.Since(start)
 			s.exitStatus(held)
-			_, err := s.drain()
-			return err
+			return s.finalDrain()
 		case sig := <-cfg.Signals:
 			if s.res.StoppedBy == "" {
 				s.res.StoppedBy = sig.String()
 			}
 			if held == nil {
-				_, err := s.drain()
-				return err
+				return s.finalDrain()
 			}
 			if stopping {
 				held.cmd.Process.Kill() // asked twice
@@ -569,8 +667,7 @@ func (s *session) run(held *heldCommand) error {
 		case <-timer:
 			s.res.StoppedBy = "duration"
 			if held == nil {
-				_, err := s.drain()
-				return err
+				return s.finalDrain()
 			}
 			held.cmd.Process.Signal(os.Interrupt)
 			stopping = true
@@ -579,12 +676,40 @@ func (s *session) run(held *heldCommand) error {
 			// The program ignores the request: stop recording, leave it.
 			s.res.Unfinished = true
 			s.res.Wall = time.Since(start)
-			_, err := s.drain()
-			return err
+			return s.finalDrain()
 		case <-idle:
 		case <-again:
+		case <-kick:
 		}
 	}
+}
+
+// drainAll drains the rings of the session's method.
+func (s *session) drainAll() (int, error) {
+	if s.inproc != nil {
+		return s.drainInproc()
+	}
+	return s.drain()
+}
+
+// finalDrain drains what is left when recording stops. In-process, the
+// program's remaining processes stop recording first (they may outlive
+// it), and everything held for order is written.
+func (s *session) finalDrain() error {
+	if ip := s.inproc; ip != nil {
+		ip.region.Detach()
+		if _, err := s.drainInproc(); err != nil {
+			return err
+		}
+		ip.final = true
+		_, err := s.drainInproc()
+		s.res.Shim = ip.region.Counters()
+		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
+		s.res.Late = ip.late
+		return err
+	}
+	_, err := s.drain()
+	return err
 }
 
 // closedTimeChan is always ready: the select of a busy loop does not wait.
@@ -649,6 +774,7 @@ func (s *session) finish() error {
 		return err
 	}
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
+	s.res.LastTime = s.lastT
 	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
 	return nil
 }

@@ -260,6 +260,15 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 		}
 		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, []perfdata.TraceSystem{sys})
 	}
+	if s.inproc != nil {
+		sys := perfdata.TraceSystem{Name: shimSystem}
+		for _, sp := range s.specs {
+			if sp.format != nil {
+				sys.Formats = append(sys.Formats, sp.format)
+			}
+		}
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), []perfdata.TraceSystem{sys})
+	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		f.Hostname = cstr(uts.Nodename[:])
@@ -301,3 +310,22 @@ func cstr(b []byte) string {
 	}
 	return string(b)
 }
+
+// ringHeaderPage and ringHeaderEvent are tracefs's events/header_page and
+// events/header_event (Linux 6.x, 64-bit): perf's tracing data carries them
+// although nothing in a perf.data sample uses the ftrace ring layout they
+// describe. The in-process method writes them without reading tracefs.
+const (
+	ringHeaderPage = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n" +
+		"\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n" +
+		"\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n" +
+		"\tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n"
+	ringHeaderEvent = "# compressed entry header\n" +
+		"\ttype_len    :    5 bits\n" +
+		"\ttime_delta  :   27 bits\n" +
+		"\tarray       :   32 bits\n\n" +
+		"\tpadding     : type == 29\n" +
+		"\ttime_extend : type == 30\n" +
+		"\ttime_stamp : type == 31\n" +
+		"\tdata max type_len  == 28\n"
+)

@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/faultline/faultline/cmd/faultline/internal/libc"
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
+)
+
+// Recording methods (--method).
+const (
+	methodAuto    = "auto"
+	methodInproc  = "inproc"
+	methodUprobes = "uprobe"
+)
+
+// Shared-memory rings of the in-process method: one per thread of the
+// program alive at once (a thread that finds none runs unrecorded, and
+// the summary says so), each of shimRingBytes, touched only as threads
+// claim them.
+const (
+	shimRingBytes = 2 << 20
+	shimSlots     = shim.MaxSlots
+)
+
+// chooseMethod picks the recording method for this run, and says why.
+func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) {
+	o := r.opts
+	switch o.method {
+	case methodUprobes:
+		return methodUprobes, "as asked (--method uprobe)", nil
+	case methodInproc:
+		switch {
+		case len(o.cmd) == 0:
+			return "", "", usageError("record: --method inproc records a command it starts, not -p or -a")
+		case !shim.Supported():
+			return "", "", usageError("record: --method inproc: the allocator shim is built for x86-64 only")
+		}
+		if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
+			return "", "", usageError("record: --method inproc: %s; use --method uprobe", why)
+		}
+		return methodInproc, "as asked (--method inproc)", nil
+	}
+	switch {
+	case o.pid > 0:
+		return methodUprobes, "a running process (-p) cannot be preloaded", nil
+	case o.all:
+		return methodUprobes, "system-wide (-a) recording probes every process", nil
+	case o.libc != "":
+		return methodUprobes, "--libc names the library to probe", nil
+	case !shim.Supported():
+		return methodUprobes, "the allocator shim is built for x86-64 only", nil
+	}
+	if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
+		return methodUprobes, why, nil
+	}
+	return methodInproc, "", nil
+}
+
+// recordInproc records CMD with the allocator shim preloaded: no probes,
+// no tracefs; the kernel's events are its page faults and its mappings.
+func (r *recorder) recordInproc(cmdPath string) error {
+	o := r.opts
+	sigs, stop := r.catchSignals()
+	defer stop()
+	out, err := r.createOutput()
+	if err != nil {
+		return err
+	}
+	defer out.discard()
+	cfg := &rec.Config{
+		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: true, TopWords: topStackWords,
+		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
+		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
+		Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
+		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
+		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
+		Cmd:     cmdPath, Argv: o.cmd,
+	}
+	if out.stdout {
+		cfg.Stdout = r.env.Stderr // standard output carries the recording
+	}
+	r.logf("recording %s in-process: its allocator calls through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]))
+	res, err := rec.Record(cfg, out.f)
+	if err != nil {
+		if errors.Is(err, rec.ErrNoEvents) {
+			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)
+		}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
+	}
+	if err := out.commit(r); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
+	}
+	r.noteShim(res)
+	r.summarize(res, out)
+	return r.exitStatus(res)
+}
+
+// noteShim turns what the shim could not record into warnings.
+func (r *recorder) noteShim(res *rec.Result) {
+	if res.Abandoned {
+		r.notes.add(fmt.Errorf("the program waited for the recorder longer than it may (a ring stayed full), so it ran on unrecorded from %.3f s before the end; the recording misses the calls after that", float64(res.LastTime-res.AbandonedAt)/1e9))
+	}
+	if res.Shim.SlotsFull > 0 {
+		r.notes.add(fmt.Errorf("%d threads found no free ring (more than %d threads alive at once) and ran unrecorded: %d allocator calls missed", res.Shim.SlotsFull, shimSlots, res.Shim.Unrecorded))
+	}
+	if os.Getenv("FAULTLINE_DEBUG_SHIM") != "" {
+		r.logf("debug: shim %+v late %d shimfaults %d", res.Shim, res.Late, res.ShimFaults)
+	}
+	if res.Late > 0 {
+		r.notes.add(fmt.Errorf("%d records were written after newer ones (a thread stalled between its clock read and its write); analyze may misorder them", res.Late))
+	}
+}

@@ -1,0 +1,843 @@
+package recorder
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	perf "github.com/elastic/go-perf"
+	"github.com/faultline/faultline/attribute/analyze"
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
+	"github.com/faultline/faultline/perfdata"
+	"golang.org/x/sys/unix"
+)
+
+// The in-process method. The program runs with the shim preloaded
+// (package shim): each of its threads writes its allocator calls into a
+// shared-memory ring of its own, with CLOCK_MONOTONIC times. The recorder
+// opens only the kernel's events (page faults, the MMAP2/COMM/FORK/EXIT
+// sideband, fault stacks if asked) on the same clock, and turns each shim
+// record into a sample of a tracepoint-shaped event whose format it writes
+// into the file's TRACING_DATA itself: the same event names and fields as
+// the uprobe method's probes (malloc: size, sp, bp, s0…; malloc__return:
+// ptr, hdr; free: ptr), so perf script and analyze read both alike. A
+// sampled call's registers and stack become a second sample of the entry's
+// stack instance, right after it, as the kernel emits the two samples of a
+// uprobe hit.
+//
+// Order. perf readers sort the records between two FINISHED_ROUND records
+// and trust that nothing after a round is older than what came before the
+// previous one. The recorder therefore writes, each round, only records
+// stamped at or before a watermark: now minus a margin for the kernel's
+// own write latency, held back while some ring is busy (its owner has read
+// the clock but not committed: that record may be older than now).
+
+// shimSystem is the tracefs-style system of the in-process events.
+const shimSystem = "faultline"
+
+// shimIDBase numbers the in-process events: a tracepoint id (common_type
+// is 16 bits) far above the ids tracefs hands out, so a recording that
+// mixes them with real tracepoints has no clash.
+const shimIDBase = 0xff00
+
+// shimSampleIDBase numbers the in-process events' sample ids, far above
+// the kernel's (which count up from 1).
+const shimSampleIDBase = 1 << 56
+
+// watermarkMargin is how far behind now the watermark stays for the
+// kernel's records: the time a fault sample takes from its clock read to
+// its ring.
+const watermarkMargin = 100 * time.Microsecond
+
+// staleBusy is how long a ring may stay busy at one head before its owner
+// is checked: a thread killed between clock read and commit never clears
+// its flag.
+const staleBusy = 50 * time.Millisecond
+
+// shimEvent is an in-process event: its spec and what fills its payload.
+type shimEvent struct {
+	spec *spec
+	fn   shim.Func
+	role uint8 // shim.KindEntry, KindReturn, KindFree
+	args int   // entry arguments
+}
+
+// inproc is the in-process method's state in a session.
+type inproc struct {
+	region *shim.Region
+	words  int
+	// entry, ret: the events by function; big, small: the entries' stack
+	// instances (nil for free).
+	entry, short, ret, call, big, small [shim.NumFuncs]*spec
+	// faults are the fault times of each thread in this round (sorted
+	// on first use: faultsSorted): a call during which its thread
+	// faulted is written as entry and return, so analyze charges those
+	// faults to the allocator.
+	faults       map[uint32][]uint64
+	faultsSorted map[uint32]bool
+	// water is the watermark: records stamped later wait for a later round.
+	water uint64
+	final bool // the program is gone: write everything
+	// pending holds kernel records stamped after the watermark.
+	pending    []pendingRecord
+	pendingBuf []byte
+	spare      []pendingRecord
+	sbuf, sbuf2 []byte
+	busySince  map[*shim.Ring]busyMark
+	lastReap   time.Time
+	// maps are each process's executable mappings and the shim's own
+	// (its rings and object: faults there are the recorder's, not the
+	// program's).
+	maps map[uint32]*procMaps
+	faultIDs map[uint64]bool
+	late     uint64 // records written after a round that promised them older
+	// lastRound is the newest time written in the previous round.
+	lastRound, thisRound uint64
+}
+
+type pendingRecord struct {
+	typ       uint32
+	misc      uint16
+	off, size int
+	time      uint64
+}
+
+type busyMark struct {
+	head  uint64
+	since time.Time
+}
+
+type addrRange struct{ lo, hi uint64 }
+
+// procMaps is what the recorder follows of a process's mappings.
+type procMaps struct {
+	shim []addrRange
+	// code: executable mappings; system marks a shared library in a
+	// system directory (report.IsSystemFile), whose calls to the
+	// allocator need the top words for analyze to find the caller.
+	code []codeRange
+}
+
+type codeRange struct {
+	addrRange
+	system bool
+}
+
+func (m *procMaps) clone() *procMaps {
+	return &procMaps{shim: append([]addrRange(nil), m.shim...), code: append([]codeRange(nil), m.code...)}
+}
+
+// addCode notes an executable mapping, replacing what it overlaps.
+func (m *procMaps) addCode(r codeRange) {
+	out := m.code[:0]
+	for _, c := range m.code {
+		if c.hi <= r.lo || c.lo >= r.hi {
+			out = append(out, c)
+		}
+	}
+	m.code = append(out, r)
+	slices.SortFunc(m.code, func(a, b codeRange) int { return cmp.Compare(a.lo, b.lo) })
+}
+
+// userCode reports whether pc is in an executable mapping outside the
+// system's libraries.
+func (m *procMaps) userCode(pc uint64) bool {
+	i, found := slices.BinarySearchFunc(m.code, pc, func(c codeRange, pc uint64) int { return cmp.Compare(c.lo, pc) })
+	if !found {
+		i--
+	}
+	return i >= 0 && pc < m.code[i].hi && !m.code[i].system
+}
+
+func (ip *inproc) procMaps(pid uint32) *procMaps {
+	m := ip.maps[pid]
+	if m == nil {
+		m = &procMaps{}
+		ip.maps[pid] = m
+	}
+	return m
+}
+
+// shimSampleType is the in-process events' sample layout: no IP (the
+// payload has the function's address) and no CPU (the shim does not know
+// it); IDENTIFIER first, so perf and analyze find the event as for any
+// other.
+const shimSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleRaw
+
+// inprocSpecs adds the in-process method's events to specs. An allocating
+// entry point has two: fn, with the uprobe's fields (the arguments, sp, bp
+// and the top words of the stack, enough for analyze to step through
+// operator new and other wrappers in system libraries to the caller), and
+// fn_short with only sp and the return address, for the calls made
+// straight from the program's own code, where the return address is the
+// site (about half the bytes); such a call during which its thread took
+// no fault is one sample, fn__call, at its return (the return's fields
+// added).
+func (s *session) inprocSpecs(add func(*spec), flags uint64) {
+	ip := s.inproc
+	tp := func(id uint64, st perfdata.SampleFormat, period uint64) perfdata.Attr {
+		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: id, SamplePeriod: period,
+			SampleType: st, Flags: flags | perfdata.AttrUseClockID, ClockID: unix.CLOCK_MONOTONIC}
+	}
+	next := uint64(shimIDBase)
+	event := func(name string, fields []traceField) *spec {
+		sp := &spec{name: shimSystem + ":" + name, kind: kindRange, synthetic: true, attr: tp(next, shimSampleType, 1)}
+		sp.format = shimFormat(name, next, fields)
+		next++
+		add(sp)
+		return sp
+	}
+	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
+		if fn == shim.FuncFree {
+			ip.entry[fn] = event(fn.String(), entryFields(fn, 0, false))
+			continue
+		}
+		ip.entry[fn] = event(fn.String(), entryFields(fn, ip.words, true))
+		ip.short[fn] = event(fn.String()+shortSuffix, entryFields(fn, -1, true))
+		ip.ret[fn] = event(fn.String()+"__return", returnFields(fn))
+		ip.call[fn] = event(fn.String()+analyze.CallSuffix, append(entryFields(fn, -1, true), returnFields(fn)[1:]...))
+	}
+	if s.cfg.StackSize == 0 {
+		return
+	}
+	stackAttr := func(a perfdata.Attr) perfdata.Attr {
+		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+		a.Flags |= perfdata.AttrExcludeCallchainUser
+		a.SampleRegsUser = userRegsMask
+		a.SampleStackUser = s.cfg.StackSize
+		return a
+	}
+	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
+		e := ip.entry[fn]
+		if fn == shim.FuncFree {
+			continue
+		}
+		big, small := sizeFilters(s.cfg.StackMin)
+		if fn == shim.FuncCalloc || fn == shim.FuncReallocarray {
+			big, small = fmt.Sprintf("nmemb × size >= %d", s.cfg.StackMin), fmt.Sprintf("nmemb × size < %d", s.cfg.StackMin)
+		}
+		a := e.attr
+		ip.big[fn] = &spec{name: e.name, kind: kindStack, stack: true, synthetic: true, filter: big, attr: stackAttr(a)}
+		add(ip.big[fn])
+		a.SamplePeriod = s.cfg.StackEvery
+		ip.small[fn] = &spec{name: e.name, kind: kindStack, stack: true, synthetic: true, filter: small, attr: stackAttr(a)}
+		add(ip.small[fn])
+	}
+}
+
+// shortSuffix names an entry event without the top words; analyze reads
+// "malloc_short" as malloc (a perf probe user's "_suffix" variant).
+const shortSuffix = "_short"
+
+// traceField is one field of an in-process event's format.
+type traceField struct {
+	decl string // "unsigned long __probe_ip", "u64 size", "s32 ret"
+	size int
+	sign bool
+}
+
+// entryFields lists an entry event's fields: the arguments, then for an
+// allocating one sp, bp and words top-of-stack words, or with words < 0
+// sp and the return address s0 only.
+func entryFields(fn shim.Func, words int, sized bool) []traceField {
+	f := []traceField{{decl: "unsigned long __probe_ip", size: 8}}
+	for _, a := range fn.Args() {
+		f = append(f, traceField{decl: "u64 " + a, size: 8})
+	}
+	switch {
+	case !sized:
+	case words < 0:
+		f = append(f, traceField{decl: "u64 sp", size: 8}, traceField{decl: "u64 s0", size: 8})
+	default:
+		f = append(f, traceField{decl: "u64 sp", size: 8}, traceField{decl: "u64 bp", size: 8})
+		for i := 0; i < words; i++ {
+			f = append(f, traceField{decl: fmt.Sprintf("u64 s%d", i), size: 8})
+		}
+	}
+	return f
+}
+
+func returnFields(fn shim.Func) []traceField {
+	f := []traceField{{decl: "unsigned long __probe_func", size: 8}, {decl: "unsigned long __probe_ret_ip", size: 8},
+		{decl: "u64 ptr", size: 8}, {decl: "u64 hdr", size: 8}}
+	if fn == shim.FuncPosixMemalign {
+		// The status, beside the pointer the call stored (which a
+		// return probe cannot read).
+		f = append(f, traceField{decl: "s32 ret", size: 4, sign: true})
+	}
+	return f
+}
+
+// shimFormat writes an event format as tracefs does for a uprobe.
+func shimFormat(name string, id uint64, fields []traceField) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", name, id)
+	b.WriteString("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
+		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
+		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
+		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n")
+	off := 8
+	var pf, args []string
+	for _, f := range fields {
+		sign := 0
+		if f.sign {
+			sign = 1
+		}
+		fmt.Fprintf(&b, "\tfield:%s;\toffset:%d;\tsize:%d;\tsigned:%d;\n", f.decl, off, f.size, sign)
+		off += f.size
+		n := f.decl[strings.LastIndexByte(f.decl, ' ')+1:]
+		switch {
+		case strings.HasPrefix(n, "__probe"):
+			continue
+		case f.size == 4:
+			pf = append(pf, n+"=%d")
+		default:
+			pf = append(pf, n+"=%Lu")
+		}
+		args = append(args, "REC->"+n)
+	}
+	head, headArgs := "(%lx)", "REC->__probe_ip"
+	if strings.HasSuffix(name, "__return") {
+		head, headArgs = "(%lx <- %lx)", "REC->__probe_func, REC->__probe_ret_ip"
+	}
+	fmt.Fprintf(&b, "\nprint fmt: \"%s %s\", %s", head, strings.Join(pf, " "), headArgs)
+	for _, a := range args {
+		b.WriteString(", " + a)
+	}
+	b.WriteString("\n")
+	return []byte(b.String())
+}
+
+// monoNow is CLOCK_MONOTONIC in ns, the clock of every record.
+func monoNow() uint64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// recordTime is a kernel record's time: the sample's TIME field, or the
+// sample_id trailer's (TID, TIME, CPU, IDENTIFIER) of other records.
+func recordTime(typ uint32, d []byte) (uint64, bool) {
+	if perfdata.RecordType(typ) == perfdata.RecordSample {
+		if len(d) < 32 {
+			return 0, false
+		}
+		return binary.NativeEndian.Uint64(d[24:]), true
+	}
+	if len(d) < 24 {
+		return 0, false
+	}
+	return binary.NativeEndian.Uint64(d[len(d)-24:]), true
+}
+
+// drainInproc is drain for the in-process method: the kernel's rings and
+// the shim's, up to the watermark.
+func (s *session) drainInproc() (int, error) {
+	ip := s.inproc
+	now := monoNow()
+	rings := ip.region.Rings()
+	busy := false
+	for _, g := range rings {
+		if g.Busy() && !s.staleRing(g) {
+			busy = true
+		}
+	}
+	if ip.final {
+		ip.water = math.MaxUint64
+	} else if !busy {
+		ip.water = max(ip.water, now-uint64(watermarkMargin))
+	}
+	total := 0
+	for tid, f := range ip.faults {
+		if len(f) == 0 {
+			delete(ip.faults, tid)
+			delete(ip.faultsSorted, tid)
+			continue
+		}
+		ip.faults[tid] = f[:0]
+	}
+	// Kernel records held from earlier rounds.
+	kept := ip.spare[:0]
+	for _, p := range ip.pending {
+		if p.time > ip.water {
+			kept = append(kept, p)
+			continue
+		}
+		if err := s.writeKernel(nil, p.typ, p.misc, ip.pendingBuf[p.off:p.off+p.size]); err != nil {
+			return total, err
+		}
+		total += p.size
+	}
+	ip.spare, ip.pending = ip.pending, kept
+	if len(ip.pending) == 0 {
+		ip.pendingBuf = ip.pendingBuf[:0]
+	}
+	var raw perf.RawRecord
+	for _, r := range s.rings {
+		for n := 0; n < r.size; {
+			if err := r.ev.ReadRawRecord(expired, &raw); err != nil {
+				break
+			}
+			n += int(raw.Header.Size)
+			body, keep := s.twins.repair(r.kind, &raw, s.sampleType)
+			if !keep {
+				continue
+			}
+			t, ok := recordTime(uint32(raw.Header.Type), body)
+			if ok && t > ip.water {
+				off := len(ip.pendingBuf)
+				ip.pendingBuf = append(ip.pendingBuf, body...)
+				ip.pending = append(ip.pending, pendingRecord{typ: uint32(raw.Header.Type), misc: raw.Header.Misc, off: off, size: len(body), time: t})
+				continue
+			}
+			if err := s.writeKernel(r, uint32(raw.Header.Type), raw.Header.Misc, body); err != nil {
+				return total, err
+			}
+			total += len(body)
+		}
+	}
+	for _, g := range rings {
+		n, err := s.drainRing(g)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	if time.Since(ip.lastReap) > 100*time.Millisecond {
+		ip.lastReap = time.Now()
+		s.reapRings(rings)
+	}
+	if total > 0 {
+		if err := s.w.WriteRecordParts(uint32(perfdata.RecordFinishedRound), 0, nil); err != nil {
+			return total, err
+		}
+		ip.lastRound = max(ip.lastRound, ip.thisRound)
+	}
+	return total, nil
+}
+
+// staleRing reports whether g's busy flag is to be ignored: it stayed at
+// one head past staleBusy and its thread is gone.
+func (s *session) staleRing(g *shim.Ring) bool {
+	ip := s.inproc
+	head := g.Head()
+	m, ok := ip.busySince[g]
+	if !ok || m.head != head {
+		ip.busySince[g] = busyMark{head: head, since: time.Now()}
+		return false
+	}
+	if time.Since(m.since) < staleBusy {
+		return false
+	}
+	return !threadAlive(g.Pid(), g.Tid()) || time.Since(m.since) > time.Second
+}
+
+func threadAlive(pid, tid uint32) bool {
+	return unix.Tgkill(int(pid), int(tid), 0) != unix.ESRCH
+}
+
+// reapRings frees the rings of threads that are gone, once drained.
+func (s *session) reapRings(rings []*shim.Ring) {
+	var dead []*shim.Ring
+	for _, g := range rings {
+		if g.Empty() && !threadAlive(g.Pid(), g.Tid()) {
+			dead = append(dead, g)
+		}
+	}
+	for _, g := range dead {
+		delete(s.inproc.busySince, g)
+		s.inproc.region.Free(g)
+	}
+}
+
+// writeKernel writes a record of the kernel's rings, dropping page faults
+// on the shim's own memory and following its mappings.
+func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) error {
+	ip := s.inproc
+	switch perfdata.RecordType(typ) {
+	case perfdata.RecordSample:
+		// IDENTIFIER, IP, TID (pid, tid), TIME, ADDR: faults' address.
+		if len(body) >= 40 && ip.faultIDs[binary.NativeEndian.Uint64(body)] {
+			tid := binary.NativeEndian.Uint32(body[20:])
+			ip.faults[tid] = append(ip.faults[tid], binary.NativeEndian.Uint64(body[24:]))
+			ip.faultsSorted[tid] = false
+			if m := ip.maps[binary.NativeEndian.Uint32(body[16:])]; m != nil {
+				addr := binary.NativeEndian.Uint64(body[32:])
+				for _, r := range m.shim {
+					if addr >= r.lo && addr < r.hi {
+						s.res.ShimFaults++
+						return nil
+					}
+				}
+			}
+		}
+	case perfdata.RecordMmap2:
+		// pid, tid, addr, len, pgoff, dev/build id (24), prot at 56,
+		// flags, filename at 64.
+		if len(body) > 64 {
+			name := body[64:]
+			if i := indexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			pid := binary.NativeEndian.Uint32(body)
+			lo := binary.NativeEndian.Uint64(body[8:])
+			r := addrRange{lo, lo + binary.NativeEndian.Uint64(body[16:])}
+			m := ip.procMaps(pid)
+			switch {
+			case strings.HasPrefix(string(name), "/memfd:faultline-"):
+				m.shim = append(m.shim, r)
+			case binary.NativeEndian.Uint32(body[56:])&unix.PROT_EXEC != 0:
+				m.addCode(codeRange{r, report.IsSystemFile(string(name))})
+			}
+		}
+	case perfdata.RecordFork:
+		// pid, ppid, tid, ptid: a new process inherits its parent's maps.
+		if len(body) >= 16 {
+			pid, ppid := binary.NativeEndian.Uint32(body), binary.NativeEndian.Uint32(body[4:])
+			if m := ip.maps[ppid]; pid != ppid && m != nil {
+				ip.maps[pid] = m.clone()
+			}
+		}
+	case perfdata.RecordComm:
+		if misc&perfdata.MiscCommExec != 0 && len(body) >= 4 {
+			delete(ip.maps, binary.NativeEndian.Uint32(body))
+		}
+	case perfdata.RecordExit:
+		// pid, ppid, tid, ptid: the process is gone when its main thread is.
+		if len(body) >= 12 && binary.NativeEndian.Uint32(body) == binary.NativeEndian.Uint32(body[8:]) {
+			delete(ip.maps, binary.NativeEndian.Uint32(body))
+		}
+	}
+	if r != nil {
+		if err := s.note(r, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
+			return err
+		}
+	} else if err := s.note(s.rings[0], &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
+		return err
+	}
+	if t, ok := recordTime(typ, body); ok {
+		s.stamp(t)
+	}
+	return s.w.WriteRecordParts(typ, misc, body)
+}
+
+// stamp checks a record's time against the round promise.
+func (s *session) stamp(t uint64) {
+	ip := s.inproc
+	if t < ip.lastRound {
+		ip.late++
+	}
+	ip.thisRound = max(ip.thisRound, t)
+}
+
+// drainRing writes g's records up to the watermark.
+func (s *session) drainRing(g *shim.Ring) (int, error) {
+	ip := s.inproc
+	head := g.Head()
+	total := 0
+	defer g.Release()
+	for {
+		rec, ok, err := g.Peek(head)
+		if err != nil {
+			return total, err
+		}
+		if !ok || rec.Time > ip.water {
+			return total, nil
+		}
+		if !rec.Valid(ip.words) {
+			return total, corrupt(g, &rec)
+		}
+		g.Consume(&rec)
+		if rec.Kind == shim.KindEntry && s.shortEntry(g, &rec) {
+			// The call in one sample when its return is here too and
+			// its thread took no fault in between.
+			next, ok, err := g.Peek(head)
+			if err != nil {
+				return total, err
+			}
+			if ok && next.Time <= ip.water && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
+				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
+				n, err := s.writeCall(g, &rec, &next)
+				total += n
+				if err != nil {
+					return total, err
+				}
+				g.Consume(&next)
+				continue
+			}
+		}
+		n, err := s.writeShim(g, &rec)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+func corrupt(g *shim.Ring, rec *shim.Record) error {
+	return fmt.Errorf("%w: a record of kind %d, function %d, %d bytes, of thread %d", shim.ErrCorrupt, rec.Kind, rec.Func, len(rec.Body), g.Tid())
+}
+
+// faultedIn reports whether thread tid took a fault between t0 and t1.
+func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
+	f := ip.faults[tid]
+	if len(f) == 0 {
+		return false
+	}
+	if !ip.faultsSorted[tid] {
+		slices.Sort(f)
+		ip.faultsSorted[tid] = true
+	}
+	i, _ := slices.BinarySearch(f, t0)
+	return i < len(f) && f[i] <= t1
+}
+
+// shortEntry reports whether an entry goes without its top words: an
+// allocating call without a stack, made from the program's own code (the
+// return address in an executable mapping outside the system's
+// libraries), where the return address alone is the site.
+func (s *session) shortEntry(g *shim.Ring, rec *shim.Record) bool {
+	if rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
+		return false
+	}
+	w, ok := rec.Words(s.inproc.words)
+	if !ok || len(w) < 8 {
+		return false
+	}
+	m := s.inproc.maps[g.Pid()]
+	return m != nil && m.userCode(binary.NativeEndian.Uint64(w))
+}
+
+// writeCall writes an entry and its return as one fn__call sample, at
+// the return's time.
+func (s *session) writeCall(g *shim.Ring, e, r *shim.Record) (int, error) {
+	ip := s.inproc
+	s.stamp(r.Time)
+	if s.firstT == 0 || e.Time < s.firstT {
+		s.firstT = e.Time
+	}
+	s.lastT = max(s.lastT, r.Time)
+	ne := binary.NativeEndian
+	sp := ip.call[e.Func]
+	b := s.sampleHead(ip.sbuf[:0], sp, g, r.Time)
+	rawAt := len(b)
+	b = ne.AppendUint32(b, 0)
+	b = appendCommon(b, sp, g.Tid())
+	b = ne.AppendUint64(b, e.IP())
+	for i := range e.Func.Args() {
+		b = ne.AppendUint64(b, e.Arg(i))
+	}
+	w, _ := e.Words(ip.words)
+	b = ne.AppendUint64(b, e.SP())
+	b = append(b, w[:8]...)
+	b = ne.AppendUint64(b, r.RetIP())
+	b = ne.AppendUint64(b, r.Ptr())
+	b = ne.AppendUint64(b, r.Hdr())
+	if e.Func == shim.FuncPosixMemalign {
+		b = ne.AppendUint32(b, uint32(r.Status()))
+	}
+	b = finishRaw(b, rawAt)
+	ip.sbuf = b[:0]
+	*s.perSpec[sp]++
+	return len(b), s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+}
+
+// writeShim writes one shim record as a sample (two for a sampled entry).
+func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
+	ip := s.inproc
+	s.stamp(rec.Time)
+	if rec.Time > s.lastT {
+		s.lastT = rec.Time
+	}
+	if s.firstT == 0 || rec.Time < s.firstT {
+		s.firstT = rec.Time
+	}
+	var sp *spec
+	ne := binary.NativeEndian
+	b := ip.sbuf[:0]
+	switch rec.Kind {
+	case shim.KindEntry:
+		sp = ip.entry[rec.Func]
+		w, _ := rec.Words(ip.words)
+		short := s.shortEntry(g, rec)
+		if short {
+			sp = ip.short[rec.Func]
+		}
+		b = s.sampleHead(b, sp, g, rec.Time)
+		rawAt := len(b)
+		b = ne.AppendUint32(b, 0)
+		b = appendCommon(b, sp, g.Tid())
+		b = ne.AppendUint64(b, rec.IP())
+		for i := range rec.Func.Args() {
+			b = ne.AppendUint64(b, rec.Arg(i))
+		}
+		switch {
+		case rec.Func == shim.FuncFree:
+		case short:
+			b = ne.AppendUint64(b, rec.SP())
+			b = append(b, w[:8]...)
+		default:
+			b = ne.AppendUint64(b, rec.SP())
+			b = ne.AppendUint64(b, rec.BP())
+			b = append(b, w...)
+		}
+		b = finishRaw(b, rawAt)
+	case shim.KindReturn:
+		sp = ip.ret[rec.Func]
+		b = s.sampleHead(b, sp, g, rec.Time)
+		rawAt := len(b)
+		b = ne.AppendUint32(b, 0)
+		b = appendCommon(b, sp, g.Tid())
+		b = ne.AppendUint64(b, rec.IP())
+		b = ne.AppendUint64(b, rec.RetIP())
+		b = ne.AppendUint64(b, rec.Ptr())
+		b = ne.AppendUint64(b, rec.Hdr())
+		if rec.Func == shim.FuncPosixMemalign {
+			b = ne.AppendUint32(b, uint32(rec.Status()))
+		}
+		b = finishRaw(b, rawAt)
+	case shim.KindFree:
+		sp = ip.entry[shim.FuncFree]
+		b = s.sampleHead(b, sp, g, rec.Time)
+		rawAt := len(b)
+		b = ne.AppendUint32(b, 0)
+		b = appendCommon(b, sp, g.Tid())
+		b = ne.AppendUint64(b, rec.IP())
+		b = ne.AppendUint64(b, rec.Ptr())
+		b = finishRaw(b, rawAt)
+	}
+	if sp == nil {
+		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
+	}
+	*s.perSpec[sp]++
+	if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
+		return 0, err
+	}
+	n := len(b)
+	if rec.Kind == shim.KindEntry && rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
+		st := ip.big[rec.Func]
+		if rec.Flags&shim.FlagStackSmall != 0 {
+			st = ip.small[rec.Func]
+		}
+		regs, stack, ok := rec.Stack(ip.words)
+		if st != nil && ok {
+			raw := b[sampleHeadBytes:] // the entry's raw part, size included
+			b2 := s.sampleHead(ip.sbuf2[:0], st, g, rec.Time)
+			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
+			b2 = append(b2, raw...)
+			b2 = appendRegs(b2, regs)
+			// STACK_USER: size, the bytes, dyn_size; the record's u16
+			// size bounds the copy.
+			room := 0xffff - 8 - len(b2) - 16
+			stack = stack[:min(len(stack), room&^7)]
+			size := (len(stack) + 7) &^ 7
+			b2 = ne.AppendUint64(b2, uint64(size))
+			b2 = append(b2, stack...)
+			for len(b2)%8 != 0 {
+				b2 = append(b2, 0)
+			}
+			b2 = ne.AppendUint64(b2, uint64(len(stack)))
+			*s.perSpec[st]++
+			if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b2); err != nil {
+				return n, err
+			}
+			n += len(b2)
+			ip.sbuf2 = b2[:0]
+		}
+	}
+	ip.sbuf = b[:0]
+	return n, nil
+}
+
+// sampleHeadBytes is the fixed part of shimSampleType: IDENTIFIER, TID,
+// TIME.
+const sampleHeadBytes = 24
+
+func (s *session) sampleHead(b []byte, sp *spec, g *shim.Ring, t uint64) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint64(b, sp.synthID)
+	b = ne.AppendUint32(b, g.Pid())
+	b = ne.AppendUint32(b, g.Tid())
+	return ne.AppendUint64(b, t)
+}
+
+// appendCommon appends a tracepoint's common fields: type, flags,
+// preempt count, pid (the thread, as the kernel writes it).
+func appendCommon(b []byte, sp *spec, tid uint32) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint16(b, uint16(sp.attr.Config))
+	b = append(b, 0, 0)
+	return ne.AppendUint32(b, tid)
+}
+
+// finishRaw pads the RAW part (u32 size, then the payload) to 8 bytes as
+// the kernel does and fills in its size.
+func finishRaw(b []byte, at int) []byte {
+	for (len(b)-at)%8 != 0 {
+		b = append(b, 0)
+	}
+	binary.NativeEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
+}
+
+// appendRegs writes REGS_USER for userRegsMask from the shim's fl_regs
+// (bx, bp, sp, ip, r12..r15); registers it does not save read as zero.
+func appendRegs(b []byte, regs []byte) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint64(b, 2) // PERF_SAMPLE_REGS_ABI_64
+	val := func(i int) uint64 { return ne.Uint64(regs[8*i:]) }
+	for bit := 0; bit < 64; bit++ {
+		if userRegsMask&(1<<bit) == 0 {
+			continue
+		}
+		var v uint64
+		switch bit {
+		case 1: // BX
+			v = val(0)
+		case 6: // BP
+			v = val(1)
+		case 7: // SP
+			v = val(2)
+		case 8: // IP
+			v = val(3)
+		case 20, 21, 22, 23: // R12..R15
+			v = val(4 + bit - 20)
+		}
+		b = ne.AppendUint64(b, v)
+	}
+	return b
+}
+
+// shimWait bounds how long a thread of the program waits for room in its
+// ring: past it the recorder is taken for dead or stuck, and the program
+// runs on unrecorded (Result.Abandoned says from when).
+const shimWait = 10 * time.Second
+
+// wakeups returns a channel that receives when a thread of the program
+// wakes the recorder (its ring is half full or it waits for room), and at
+// least every 5 ms; it stops when stop closes.
+func (ip *inproc) wakeups(stop <-chan struct{}) <-chan struct{} {
+	kick := make(chan struct{}, 1)
+	word := ip.region.WakeWord()
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ip.region.WaitWake(atomic.LoadUint32(word), int64(5*time.Millisecond))
+			select {
+			case kick <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return kick
+}

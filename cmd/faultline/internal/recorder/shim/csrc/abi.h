@@ -1,0 +1,128 @@
+/*
+ * abi.h — the shared-memory layout between faultline's allocator shim
+ * (shim.c, loaded into the recorded program with LD_PRELOAD) and the
+ * recorder (../shim.go mirrors every constant and offset here; its test
+ * checks them against this file).
+ *
+ * The recorder creates one memfd: a control block, then nslots rings. Each
+ * thread of the program claims a ring the first time it calls the
+ * allocator and is its only producer; the recorder is the only consumer.
+ * A ring is a header (FL_RING_HDR bytes) and ring_bytes of data holding
+ * records, each 8-byte aligned and never split at the end (a producer
+ * that would cross the end writes an FL_PAD record and starts at 0).
+ */
+#ifndef FAULTLINE_ABI_H
+#define FAULTLINE_ABI_H
+
+#include <stdint.h>
+
+#define FL_MAGIC 0x31534c46u /* "FLS1" little-endian */
+#define FL_VERSION 1
+#define FL_CTRL_BYTES 16384 /* control block */
+#define FL_MAX_SLOTS 1024
+#define FL_RING_HDR 4096
+#define FL_MAX_WORDS 16
+#define FL_MAX_STACK 65528
+
+/* Environment variable naming the region: "PID:FD:INODE" — the file is
+ * opened as /proc/PID/fd/FD and must have that inode. */
+#define FL_ENV "FAULTLINE_SHM"
+
+struct fl_ctrl {
+	uint32_t magic, version;
+	uint32_t nslots;      /* rings after the control block */
+	uint32_t ring_bytes;  /* data bytes per ring, a power of two */
+	uint32_t stack_size;  /* stack bytes copied per sampled call, 0: none */
+	uint32_t stack_every; /* 1 in stack_every smaller calls is sampled */
+	uint64_t stack_min;   /* calls of at least this size are all sampled */
+	uint32_t words;       /* top-of-stack words per entry, <= FL_MAX_WORDS */
+	uint32_t glibc;       /* 1: the allocator is glibc's (read chunk headers) */
+	uint32_t wake;        /* futex word the recorder sleeps on */
+	uint32_t sleeping;    /* the recorder is (about to be) asleep on wake */
+	uint32_t detached;    /* recorder stopped: producers record no more */
+	uint32_t abandoned;   /* a producer gave up waiting for room */
+	uint64_t abandoned_time;
+	uint64_t wait_ns;        /* the longest a producer waits for room */
+	uint64_t unrecorded;     /* calls passed through unrecorded (no ring) */
+	uint64_t slots_full;     /* threads that found no free ring */
+	uint32_t slot_state[FL_MAX_SLOTS]; /* FL_SLOT_* */
+};
+
+enum { FL_SLOT_FREE = 0, FL_SLOT_CLAIMED = 1 };
+
+/* Ring header: the producer's cache line, then the consumer's. */
+struct fl_ring {
+	uint64_t head;     /* bytes committed by the producer (monotonic) */
+	uint32_t busy;     /* producer between its clock read and its commit */
+	uint32_t pid, tid; /* the owner */
+	uint32_t waiting;  /* producer is blocked for room */
+	uint64_t nested;   /* calls made while the shim itself was running */
+	uint64_t waits;    /* times the producer waited for room */
+	uint8_t pad0[64 - 40];
+	uint64_t tail;     /* bytes consumed by the recorder (monotonic) */
+	uint32_t tail_seq; /* futex word: bumped when tail moves */
+	uint32_t pad1;
+};
+
+/* Record kinds. */
+enum { FL_PAD = 0, FL_ENTRY = 1, FL_RETURN = 2, FL_FREE = 3 };
+
+/* Entry points (the recorder names events after them). */
+enum {
+	FL_FN_MALLOC = 0,
+	FL_FN_CALLOC,
+	FL_FN_REALLOC,
+	FL_FN_REALLOCARRAY,
+	FL_FN_FREE,
+	FL_FN_MEMALIGN,
+	FL_FN_ALIGNED_ALLOC,
+	FL_FN_POSIX_MEMALIGN,
+	FL_FN_VALLOC,
+	FL_FN_PVALLOC,
+	FL_NFN
+};
+
+/* Record flags. */
+enum {
+	FL_F_STACK_BIG = 1,   /* stack: the call is at least stack_min */
+	FL_F_STACK_SMALL = 2, /* stack: 1 in stack_every of the smaller */
+};
+
+struct fl_rec {
+	uint32_t size; /* bytes, a multiple of 8, this header included */
+	uint8_t kind, fn;
+	uint16_t flags;
+	uint64_t time; /* CLOCK_MONOTONIC, ns */
+};
+
+/* FL_ENTRY: after fl_rec, the function's address (what a uprobe reports as
+ * __probe_ip), its three integer arguments, the stack and frame pointers
+ * at its entry, and `words` words from that stack pointer up (word 0 is the
+ * return address). With FL_F_STACK_*: struct fl_regs, a u64 byte count,
+ * then that many stack bytes (padded to 8). */
+struct fl_entry {
+	uint64_t ip;
+	uint64_t args[3];
+	uint64_t sp, bp;
+};
+
+/* Registers at the function's entry, in perf's x86-64 sample_regs_user
+ * order for the ones DWARF unwinding uses. */
+struct fl_regs {
+	uint64_t bx, bp, sp, ip, r12, r13, r14, r15;
+};
+
+/* FL_RETURN: the function's address, the pointer returned (posix_memalign:
+ * the pointer stored), its chunk header word (glibc) or 0, the caller's
+ * return address, and the function's return value as an integer
+ * (posix_memalign's status). */
+struct fl_return {
+	uint64_t ip, ptr, hdr, ret_ip, status;
+};
+
+/* FL_FREE: the function's address and the pointer. */
+struct fl_free {
+	uint64_t ip, ptr;
+};
+
+#endif

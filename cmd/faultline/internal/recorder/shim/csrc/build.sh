@@ -1,0 +1,42 @@
+#!/bin/sh
+# build.sh — builds the allocator shim that faultline embeds
+# (libfaultline-shim.so, x86-64) from shim.c and abi.h, deterministically:
+# the same compiler gives the same bytes (no paths, no dates; the build id
+# is a hash of the contents). The compiler's version is kept beside the
+# object, in shim.gcc, because another compiler gives other bytes.
+#
+#   sh build.sh           rebuild libfaultline-shim.so and shim.gcc
+#   sh build.sh --check   fail unless the committed object is what shim.c
+#                         builds to with the committed compiler version
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+CC=${CC:-gcc}
+out=$here/libfaultline-shim.so
+build() {
+	"$CC" -std=gnu11 -O2 -g0 -fPIC -shared -fvisibility=hidden \
+		-fno-omit-frame-pointer -fno-stack-protector -fno-ident \
+		-Wall -Wextra -Werror \
+		-ffile-prefix-map="$here"=. \
+		-Wl,--build-id=sha1 -Wl,-z,now -Wl,-z,relro -Wl,--hash-style=gnu \
+		-Wl,-soname,libfaultline-shim.so \
+		-o "$1" "$here/shim.c" -ldl
+}
+version=$("$CC" --version | head -n1)
+if [ "${1:-}" = "--check" ]; then
+	want=$(cat "$here/shim.gcc")
+	if [ "$version" != "$want" ]; then
+		echo "build.sh: the committed shim was built by '$want'; this machine has '$version'. Rebuild with that compiler, or run sh $0 and commit both files" >&2
+		exit 1
+	fi
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	build "$tmp/shim.so"
+	if ! cmp -s "$tmp/shim.so" "$out"; then
+		echo "build.sh: $out does not match shim.c; run sh $0 and commit the object" >&2
+		exit 1
+	fi
+	echo "build.sh: libfaultline-shim.so matches shim.c ($version)"
+	exit 0
+fi
+build "$out"
+echo "$version" >"$here/shim.gcc"

@@ -1,0 +1,804 @@
+/*
+ * shim.c — faultline's in-process allocator recorder.
+ *
+ * `faultline record` preloads this object (LD_PRELOAD) into the program it
+ * runs. It interposes the C allocator's entry points, calls the allocator
+ * the program would have called (the next definition, RTLD_NEXT), and
+ * writes each call — entry with its arguments and the top of the stack,
+ * return with the pointer, free — as a fixed-layout record into a ring of
+ * its thread in shared memory (abi.h). The recorder drains the rings into
+ * perf.data samples shaped like its uprobe events, so analysis is the same
+ * for both methods. No trap into the kernel per call: a call costs two
+ * vDSO clock reads and a few stores.
+ *
+ * Rules this file keeps:
+ *  - Nothing here may allocate through the allocator while recording:
+ *    the thread state is initial-exec TLS (no __tls_get_addr), and calls
+ *    made while the shim runs (dlsym, pthread_getattr_np) pass through
+ *    unrecorded and are counted (fl_ring.nested).
+ *  - A full ring blocks its thread (nothing is dropped) for at most
+ *    fl_ctrl.wait_ns; after that the program runs on unrecorded and the
+ *    control block says from when (fl_ctrl.abandoned_time).
+ *  - The shim's own code never appears in a recorded stack: an entry's
+ *    registers and stack are those at the interposed function's entry,
+ *    and its ip is the next definition's address, so unwinding starts in
+ *    the real allocator exactly as at a uprobe on it.
+ *  - x86-64 only (the entry stubs below are x86-64 assembly).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi.h"
+
+#ifndef __x86_64__
+#error "the shim's entry stubs are x86-64 assembly"
+#endif
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define HIDDEN __attribute__((visibility("hidden")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* The allocator the program would have called. */
+static struct {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	void (*free)(void *);
+	void *(*memalign)(size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+} real;
+
+/* Until `real` is resolved (dlsym may allocate), calls are served from
+ * this arena and never freed. */
+static char boot[16 << 10] __attribute__((aligned(64)));
+static size_t boot_used;
+
+static int is_boot(const void *p)
+{
+	return (const char *)p >= boot && (const char *)p < boot + sizeof boot;
+}
+
+static void *boot_alloc(size_t n, size_t align)
+{
+	if (align < 16)
+		align = 16;
+	size_t at = __atomic_load_n(&boot_used, __ATOMIC_RELAXED);
+	for (;;) {
+		size_t start = (at + align - 1) & ~(align - 1);
+		if (start + n > sizeof boot || start + n < start)
+			return NULL;
+		if (__atomic_compare_exchange_n(&boot_used, &at, start + n, 0,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return boot + start;
+	}
+}
+
+/* Per-thread state. */
+struct tstate {
+	struct fl_ring *ring;
+	uint32_t gen;   /* `gen` when ring was claimed */
+	uint32_t depth; /* > 0: the shim is running on this thread */
+	uint32_t off;   /* this thread records nothing (no ring) */
+	uint32_t count; /* smaller calls since the last sampled one */
+	uintptr_t stack_lo, stack_hi; /* the mapping holding the stack */
+	uintptr_t copy_hi; /* stack copies end here: all unwinding reads */
+};
+static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
+
+static struct fl_ctrl *ctrl; /* NULL: not recording */
+static uint8_t *region;
+static size_t region_bytes;
+static uint32_t gen = 1; /* bumped in a forked child: rings are per process */
+static int state;        /* 0 new, 1 initializing, 2 ready */
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *t)
+{
+	return syscall(SYS_futex, w, op, val, t, NULL, 0);
+}
+
+static void after_fork_child(void)
+{
+	/* The child's threads (only the forking one) claim new rings. */
+	__atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
+}
+
+static void resolve(void)
+{
+	real.malloc = dlsym(RTLD_NEXT, "malloc");
+	real.calloc = dlsym(RTLD_NEXT, "calloc");
+	real.realloc = dlsym(RTLD_NEXT, "realloc");
+	real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+	real.free = dlsym(RTLD_NEXT, "free");
+	real.memalign = dlsym(RTLD_NEXT, "memalign");
+	real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+	real.valloc = dlsym(RTLD_NEXT, "valloc");
+	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+}
+
+/* attach maps the recorder's region named by FL_ENV. */
+static void attach(void)
+{
+	const char *e = getenv(FL_ENV);
+	if (!e)
+		return;
+	unsigned long pid = 0, fd = 0, ino = 0;
+	const char *p = e;
+	unsigned long *v[3] = {&pid, &fd, &ino};
+	for (int i = 0; i < 3; i++) {
+		if (*p < '0' || *p > '9')
+			return;
+		while (*p >= '0' && *p <= '9')
+			*v[i] = *v[i] * 10 + (unsigned long)(*p++ - '0');
+		if (i < 2 && *p++ != ':')
+			return;
+	}
+	if (*p)
+		return;
+	char path[64];
+	char digits[2][24];
+	unsigned long nums[2] = {pid, fd};
+	for (int i = 0; i < 2; i++) {
+		char tmp[24];
+		int n = 0;
+		unsigned long x = nums[i];
+		do
+			tmp[n++] = (char)('0' + x % 10);
+		while ((x /= 10) != 0);
+		for (int j = 0; j < n; j++)
+			digits[i][j] = tmp[n - 1 - j];
+		digits[i][n] = 0;
+	}
+	strcpy(path, "/proc/");
+	strcat(path, digits[0]);
+	strcat(path, "/fd/");
+	strcat(path, digits[1]);
+	int f = open(path, O_RDWR | O_CLOEXEC);
+	if (f < 0)
+		return;
+	struct stat st;
+	if (fstat(f, &st) != 0 || st.st_ino != ino || st.st_size < FL_CTRL_BYTES) {
+		close(f);
+		return;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_NORESERVE, f, 0);
+	close(f);
+	if (m == MAP_FAILED)
+		return;
+	struct fl_ctrl *c = m;
+	/* Populated now, the control block never faults while recording. */
+	madvise(m, FL_CTRL_BYTES, MADV_POPULATE_WRITE);
+	size_t need = FL_CTRL_BYTES +
+		      (size_t)c->nslots * (FL_RING_HDR + (size_t)c->ring_bytes);
+	if (c->magic != FL_MAGIC || c->version != FL_VERSION ||
+	    c->nslots == 0 || c->nslots > FL_MAX_SLOTS ||
+	    c->ring_bytes < (256u << 10) ||
+	    (c->ring_bytes & (c->ring_bytes - 1)) != 0 ||
+	    c->words > FL_MAX_WORDS || c->stack_size > FL_MAX_STACK ||
+	    need > (size_t)st.st_size) {
+		munmap(m, (size_t)st.st_size);
+		return;
+	}
+	region = m;
+	region_bytes = (size_t)st.st_size;
+	pthread_atfork(NULL, NULL, after_fork_child);
+	__atomic_store_n(&ctrl, c, __ATOMIC_RELEASE);
+}
+
+/* init runs once, at the first allocator call of the process (which may
+ * come from the dynamic linker before any constructor). */
+static void init(void)
+{
+	int s = 0;
+	if (__atomic_compare_exchange_n(&state, &s, 1, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		ts.depth++;
+		resolve();
+		attach();
+		ts.depth--;
+		__atomic_store_n(&state, 2, __ATOMIC_RELEASE);
+		return;
+	}
+	if (ts.depth)
+		return; /* this thread is initializing: boot arena */
+	while (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2)
+		sched_yield();
+}
+
+static inline struct fl_ring *ring_at(uint32_t i)
+{
+	return (struct fl_ring *)(region + FL_CTRL_BYTES +
+				  (size_t)i * (FL_RING_HDR + ctrl->ring_bytes));
+}
+
+static struct fl_ring *claim(void)
+{
+	uint32_t n = ctrl->nslots;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t free_ = FL_SLOT_FREE;
+		if (!__atomic_compare_exchange_n(&ctrl->slot_state[i], &free_,
+						 FL_SLOT_CLAIMED, 0,
+						 __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		struct fl_ring *r = ring_at(i);
+		/* Populated now, the ring never faults while recording. */
+		madvise(r, FL_RING_HDR + ctrl->ring_bytes, MADV_POPULATE_WRITE);
+		r->head = 0;
+		r->busy = 0;
+		r->waiting = 0;
+		r->nested = 0;
+		r->waits = 0;
+		r->tail = 0;
+		r->tid = (uint32_t)syscall(SYS_gettid);
+		/* pid last: a non-zero pid tells the recorder the ring is live. */
+		__atomic_store_n(&r->pid, (uint32_t)getpid(), __ATOMIC_RELEASE);
+		return r;
+	}
+	__atomic_add_fetch(&ctrl->slots_full, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* stack_bounds finds the mapping that holds this thread's stack in
+ * /proc/self/maps, read with a small buffer on the stack: nothing is
+ * allocated (an allocation here would move the program's own heap). */
+extern void *__libc_stack_end;
+
+static void stack_bounds(void)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[512];
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		char *line = buf, *end = buf + have;
+		for (;;) {
+			char *nl = memchr(line, '\n', (size_t)(end - line));
+			if (!nl)
+				break;
+			/* "lo-hi perms ..." in hex */
+			uintptr_t v[2] = {0, 0};
+			char *p = line;
+			for (int i = 0; i < 2; i++, p++) {
+				for (;; p++) {
+					unsigned d;
+					if (*p >= '0' && *p <= '9')
+						d = (unsigned)(*p - '0');
+					else if (*p >= 'a' && *p <= 'f')
+						d = (unsigned)(*p - 'a' + 10);
+					else
+						break;
+					v[i] = v[i] << 4 | d;
+				}
+			}
+			if (sp >= v[0] && sp < v[1]) {
+				ts.stack_lo = v[0];
+				ts.stack_hi = ts.copy_hi = v[1];
+				/* The main thread's stack holds argv, the environment
+				 * and the auxiliary vector above _start's frame, which
+				 * no unwinding reads: copies stop a little above where
+				 * the loader left the stack pointer. */
+				uintptr_t end = (uintptr_t)__libc_stack_end + 256;
+				if (end > sp && end < v[1])
+					ts.copy_hi = end;
+				close(fd);
+				return;
+			}
+			line = nl + 1;
+		}
+		have = (size_t)(end - line);
+		memmove(buf, line, have);
+		if (have == sizeof buf - 1)
+			have = 0; /* a line longer than the buffer: skip it */
+	}
+	close(fd);
+}
+
+/* ring returns this thread's ring, claiming one at its first call (and
+ * again after fork), or NULL when the call is not to be recorded. On
+ * success the shim is marked running (ts.depth); the caller calls done(). */
+static struct fl_ring *ring(void)
+{
+	if (unlikely(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2))
+		init();
+	struct fl_ctrl *c = __atomic_load_n(&ctrl, __ATOMIC_ACQUIRE);
+	if (!c)
+		return NULL;
+	if (unlikely(ts.depth)) {
+		if (ts.ring)
+			ts.ring->nested++;
+		return NULL;
+	}
+	if (unlikely(__atomic_load_n(&c->detached, __ATOMIC_RELAXED) ||
+		     __atomic_load_n(&c->abandoned, __ATOMIC_RELAXED)))
+		return NULL;
+	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED);
+	if (unlikely(ts.gen != g)) {
+		ts.depth++;
+		ts.gen = g;
+		ts.ring = claim();
+		ts.off = ts.ring == NULL;
+		ts.count = 0;
+		ts.stack_lo = ts.stack_hi = ts.copy_hi = 0;
+		if (ts.ring)
+			stack_bounds();
+		ts.depth--;
+	}
+	if (unlikely(ts.off)) {
+		__atomic_add_fetch(&c->unrecorded, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	ts.depth++;
+	return ts.ring;
+}
+
+static inline void done(void) { ts.depth--; }
+
+/* wait_room blocks until the ring has room for `need` more bytes at head;
+ * it returns 0 when recording must stop (recorder gone or stopped). */
+static int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
+{
+	uint64_t start = now_ns();
+	r->waits++;
+	for (;;) {
+		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (r->head + need - tail <= ctrl->ring_bytes)
+			return 1;
+		if (__atomic_load_n(&ctrl->detached, __ATOMIC_RELAXED))
+			return 0;
+		uint64_t t = now_ns();
+		if (t - start > ctrl->wait_ns) {
+			uint32_t zero = 0;
+			if (__atomic_compare_exchange_n(&ctrl->abandoned, &zero, 1,
+							0, __ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED))
+				ctrl->abandoned_time = t;
+			return 0;
+		}
+		uint32_t seq = __atomic_load_n(&r->tail_seq, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
+		tail = __atomic_load_n(&r->tail, __ATOMIC_SEQ_CST);
+		if (r->head + need - tail <= ctrl->ring_bytes) {
+			__atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
+			return 1;
+		}
+		__atomic_add_fetch(&ctrl->wake, 1, __ATOMIC_SEQ_CST);
+		futex(&ctrl->wake, FUTEX_WAKE, 1, NULL);
+		struct timespec ten_ms = {0, 10 * 1000 * 1000};
+		futex(&r->tail_seq, FUTEX_WAIT, seq, &ten_ms);
+		__atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* begin reserves size bytes, marks the ring busy and stamps the time;
+ * commit publishes the record. Between the two nothing can be preempted
+ * out of order: a recorder that sees the ring idle knows every later
+ * record of it is stamped later than its look. */
+static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
+{
+	uint32_t rb = ctrl->ring_bytes;
+	uint64_t head = r->head;
+	uint32_t off = (uint32_t)head & (rb - 1);
+	uint32_t pad = off + size > rb ? rb - off : 0;
+	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	if (unlikely(head + pad + size - tail > rb) && !wait_room(r, pad + size))
+		return NULL;
+	uint8_t *data = (uint8_t *)r + FL_RING_HDR;
+	if (pad) {
+		struct fl_rec *p = (struct fl_rec *)(data + off);
+		p->size = pad;
+		p->kind = FL_PAD;
+		head += pad;
+		/* Seen by the recorder no earlier than the pad record itself. */
+		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+		off = 0;
+	}
+	__atomic_exchange_n(&r->busy, 1, __ATOMIC_SEQ_CST);
+	struct fl_rec *rec = (struct fl_rec *)(data + off);
+	rec->size = size;
+	rec->time = now_ns();
+	return rec;
+}
+
+static inline void commit(struct fl_ring *r, struct fl_rec *rec)
+{
+	uint32_t rb = ctrl->ring_bytes;
+	uint64_t old = r->head;
+	uint64_t head = old + rec->size;
+	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	/* Wake a sleeping recorder when the ring passes half full. */
+	if (unlikely(head - tail >= rb / 2 && old - tail < rb / 2) &&
+	    __atomic_load_n(&ctrl->sleeping, __ATOMIC_SEQ_CST)) {
+		__atomic_add_fetch(&ctrl->wake, 1, __ATOMIC_SEQ_CST);
+		futex(&ctrl->wake, FUTEX_WAKE, 1, NULL);
+	}
+}
+
+/* Saved by the entry stubs: rbx, rbp, r12..r15 at the function's entry;
+ * the entry stack pointer is saved + STUB_FRAME. */
+#define STUB_FRAME 72
+struct saved {
+	uint64_t rbx, rbp, r12, r13, r14, r15;
+};
+
+static inline uint64_t entry_sp(const struct saved *s)
+{
+	return (uint64_t)s + STUB_FRAME;
+}
+
+/* entry records a call's entry: size is what decides whether it gets a
+ * stack (the bytes it asks for). */
+static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
+		  uint64_t a1, uint64_t a2, uint64_t size,
+		  const struct saved *s)
+{
+	uint64_t sp = entry_sp(s);
+	uint32_t words = ctrl->words;
+	uint16_t flags = 0;
+	uint64_t stack = 0;
+	if (ctrl->stack_size && fn != FL_FN_FREE) {
+		if (size >= ctrl->stack_min)
+			flags = FL_F_STACK_BIG;
+		else if (++ts.count >= ctrl->stack_every) {
+			ts.count = 0;
+			flags = FL_F_STACK_SMALL;
+		}
+		if (flags && sp >= ts.stack_lo && sp < ts.copy_hi) {
+			stack = ts.copy_hi - sp;
+			if (stack > ctrl->stack_size)
+				stack = ctrl->stack_size;
+		}
+	}
+	if (ts.stack_hi && sp + 8 * words > ts.stack_hi)
+		words = sp < ts.stack_hi ? (uint32_t)((ts.stack_hi - sp) / 8) : 0;
+	uint32_t size_ = sizeof(struct fl_rec) + sizeof(struct fl_entry) +
+			 8 * ctrl->words;
+	if (flags)
+		size_ += sizeof(struct fl_regs) + 8 + (uint32_t)((stack + 7) & ~7ull);
+	struct fl_rec *rec = begin(r, size_);
+	if (!rec)
+		return;
+	rec->kind = FL_ENTRY;
+	rec->fn = (uint8_t)fn;
+	rec->flags = flags;
+	struct fl_entry *e = (struct fl_entry *)(rec + 1);
+	e->ip = (uint64_t)ip;
+	e->args[0] = a0;
+	e->args[1] = a1;
+	e->args[2] = a2;
+	e->sp = sp;
+	e->bp = s->rbp;
+	uint64_t *w = (uint64_t *)(e + 1);
+	memcpy(w, (void *)sp, 8 * words);
+	memset(w + words, 0, 8 * (ctrl->words - words));
+	if (flags) {
+		struct fl_regs *g = (struct fl_regs *)(w + ctrl->words);
+		g->bx = s->rbx;
+		g->bp = s->rbp;
+		g->sp = sp;
+		g->ip = (uint64_t)ip;
+		g->r12 = s->r12;
+		g->r13 = s->r13;
+		g->r14 = s->r14;
+		g->r15 = s->r15;
+		uint64_t *n = (uint64_t *)(g + 1);
+		*n = stack;
+		memcpy(n + 1, (void *)sp, stack);
+	}
+	commit(r, rec);
+}
+
+static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
+		const struct saved *s)
+{
+	struct fl_rec *rec = begin(r, sizeof(struct fl_rec) + sizeof(struct fl_return));
+	if (!rec)
+		return;
+	rec->kind = FL_RETURN;
+	rec->fn = (uint8_t)fn;
+	rec->flags = 0;
+	struct fl_return *x = (struct fl_return *)(rec + 1);
+	x->ip = (uint64_t)ip;
+	x->ptr = (uint64_t)ptr;
+	/* glibc's chunk header (size and flags) is the word before the
+	 * pointer; malloc wrote it, so reading it faults nothing. */
+	x->hdr = ctrl->glibc && ptr ? ((const uint64_t *)ptr)[-1] : 0;
+	x->ret_ip = *(const uint64_t *)entry_sp(s);
+	x->status = status;
+	commit(r, rec);
+}
+
+/* The implementations, called by the stubs with the saved registers. */
+
+HIDDEN void *fl_malloc(size_t n, const struct saved *s)
+{
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!real.malloc))
+			return boot_alloc(n, 16);
+		return real.malloc(n);
+	}
+	entry(r, FL_FN_MALLOC, real.malloc, n, 0, 0, n, s);
+	done();
+	void *p = real.malloc(n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, FL_FN_MALLOC, real.malloc, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+	uint64_t p;
+	return __builtin_mul_overflow(a, b, &p) ? UINT64_MAX : p;
+}
+
+HIDDEN void *fl_calloc(size_t m, size_t n, const struct saved *s)
+{
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!real.calloc)) {
+			uint64_t b = mul_sat(m, n);
+			/* The arena is zeroed static memory never reused. */
+			return b == UINT64_MAX ? NULL : boot_alloc(b, 16);
+		}
+		return real.calloc(m, n);
+	}
+	entry(r, FL_FN_CALLOC, real.calloc, m, n, 0, mul_sat(m, n), s);
+	done();
+	void *p = real.calloc(m, n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, FL_FN_CALLOC, real.calloc, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+static void *boot_realloc(void *old, size_t n)
+{
+	void *p = real.malloc ? real.malloc(n) : boot_alloc(n, 16);
+	if (p && old) {
+		size_t have = (size_t)(boot + sizeof boot - (char *)old);
+		memcpy(p, old, have < n ? have : n);
+	}
+	return p;
+}
+
+HIDDEN void *fl_realloc(void *old, size_t n, const struct saved *s)
+{
+	if (unlikely(is_boot(old)))
+		return boot_realloc(old, n);
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!real.realloc))
+			return boot_realloc(old, n);
+		return real.realloc(old, n);
+	}
+	entry(r, FL_FN_REALLOC, real.realloc, (uint64_t)old, n, 0, n, s);
+	done();
+	void *p = real.realloc(old, n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, FL_FN_REALLOC, real.realloc, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+HIDDEN void *fl_reallocarray(void *old, size_t m, size_t n, const struct saved *s)
+{
+	if (unlikely(is_boot(old) || !real.reallocarray)) {
+		uint64_t b = mul_sat(m, n);
+		if (b == UINT64_MAX) {
+			errno = ENOMEM;
+			return NULL;
+		}
+		return fl_realloc(old, b, s);
+	}
+	struct fl_ring *r = ring();
+	if (!r)
+		return real.reallocarray(old, m, n);
+	entry(r, FL_FN_REALLOCARRAY, real.reallocarray, (uint64_t)old, m, n,
+	      mul_sat(m, n), s);
+	done();
+	void *p = real.reallocarray(old, m, n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, FL_FN_REALLOCARRAY, real.reallocarray, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+/* The aligned family: fn says which entry point, all call one shape. */
+static void *aligned(int fn, void *(*f)(size_t, size_t), size_t al, size_t n,
+		     const struct saved *s)
+{
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!f))
+			return boot_alloc(n, al);
+		return f(al, n);
+	}
+	entry(r, fn, f, al, n, 0, n, s);
+	done();
+	void *p = f(al, n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, fn, f, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+HIDDEN void *fl_memalign(size_t al, size_t n, const struct saved *s)
+{
+	return aligned(FL_FN_MEMALIGN, real.memalign, al, n, s);
+}
+
+HIDDEN void *fl_aligned_alloc(size_t al, size_t n, const struct saved *s)
+{
+	return aligned(FL_FN_ALIGNED_ALLOC, real.aligned_alloc, al, n, s);
+}
+
+HIDDEN int fl_posix_memalign(void **out, size_t al, size_t n, const struct saved *s)
+{
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!real.posix_memalign)) {
+			*out = boot_alloc(n, al);
+			return *out ? 0 : ENOMEM;
+		}
+		return real.posix_memalign(out, al, n);
+	}
+	entry(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, (uint64_t)out, al, n, n, s);
+	done();
+	int st = real.posix_memalign(out, al, n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, st == 0 ? *out : NULL,
+		    (uint64_t)(unsigned)st, s);
+		done();
+	}
+	errno = e;
+	return st;
+}
+
+static void *paged(int fn, void *(*f)(size_t), size_t n, const struct saved *s)
+{
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (unlikely(!f))
+			return boot_alloc(n, 4096);
+		return f(n);
+	}
+	entry(r, fn, f, n, 0, 0, n, s);
+	done();
+	void *p = f(n);
+	int e = errno;
+	if (ring() == r) {
+		ret(r, fn, f, p, 0, s);
+		done();
+	}
+	errno = e;
+	return p;
+}
+
+HIDDEN void *fl_valloc(size_t n, const struct saved *s)
+{
+	return paged(FL_FN_VALLOC, real.valloc, n, s);
+}
+
+HIDDEN void *fl_pvalloc(size_t n, const struct saved *s)
+{
+	return paged(FL_FN_PVALLOC, real.pvalloc, n, s);
+}
+
+/* free needs no registers: frees never get stacks. */
+__attribute__((visibility("default"))) void free(void *p)
+{
+	if (unlikely(is_boot(p)))
+		return;
+	struct fl_ring *r = ring();
+	if (!r) {
+		if (likely(real.free != NULL))
+			real.free(p);
+		return;
+	}
+	struct fl_rec *rec = begin(r, sizeof(struct fl_rec) + sizeof(struct fl_free));
+	if (rec) {
+		rec->kind = FL_FREE;
+		rec->fn = FL_FN_FREE;
+		rec->flags = 0;
+		struct fl_free *f = (struct fl_free *)(rec + 1);
+		f->ip = (uint64_t)real.free;
+		f->ptr = (uint64_t)p;
+		commit(r, rec);
+	}
+	done();
+	real.free(p);
+}
+
+/*
+ * Entry stubs: save the callee-saved registers (what DWARF unwinding of
+ * the callers needs) below the return address and pass their address as
+ * the argument after the function's own. 72 bytes keep the stack 16-byte
+ * aligned at the call.
+ */
+#define STUB(name, impl, reg)                                           \
+	".globl " #name "\n"                                            \
+	".type " #name ", @function\n"                                  \
+	#name ":\n"                                                     \
+	".cfi_startproc\n"                                              \
+	"subq $72, %rsp\n"                                              \
+	".cfi_adjust_cfa_offset 72\n"                                   \
+	"movq %rbx, 0(%rsp)\n"                                          \
+	"movq %rbp, 8(%rsp)\n"                                          \
+	"movq %r12, 16(%rsp)\n"                                         \
+	"movq %r13, 24(%rsp)\n"                                         \
+	"movq %r14, 32(%rsp)\n"                                         \
+	"movq %r15, 40(%rsp)\n"                                         \
+	"movq %rsp, " reg "\n"                                          \
+	"call " #impl "\n"                                              \
+	"addq $72, %rsp\n"                                              \
+	".cfi_adjust_cfa_offset -72\n"                                  \
+	"ret\n"                                                         \
+	".cfi_endproc\n"                                                \
+	".size " #name ", .-" #name "\n"
+
+__asm__(".text\n"
+	STUB(malloc, fl_malloc, "%rsi")
+	STUB(calloc, fl_calloc, "%rdx")
+	STUB(realloc, fl_realloc, "%rdx")
+	STUB(reallocarray, fl_reallocarray, "%rcx")
+	STUB(memalign, fl_memalign, "%rdx")
+	STUB(aligned_alloc, fl_aligned_alloc, "%rdx")
+	STUB(posix_memalign, fl_posix_memalign, "%rcx")
+	STUB(valloc, fl_valloc, "%rsi")
+	STUB(pvalloc, fl_pvalloc, "%rsi"));

@@ -1,0 +1,374 @@
+package shim
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Options configure a region.
+type Options struct {
+	Slots      int    // rings: threads of the program alive at once, at most MaxSlots
+	RingBytes  int    // data bytes per ring, a power of two ≥ 256 KiB
+	StackSize  uint32 // stack bytes copied per sampled call (0: no stacks)
+	StackEvery uint32 // 1 in StackEvery smaller calls is sampled
+	StackMin   uint64 // calls of at least StackMin bytes are all sampled
+	Words      int    // top-of-stack words per entry, at most MaxWords
+	Glibc      bool   // the allocator is glibc's: returns carry its chunk header
+	WaitNs     uint64 // the longest a thread waits for room before recording stops
+}
+
+// Region is the shared memory the shim writes: a memfd the program maps
+// through /proc/PID/fd (see Env), and the shim object itself in a second
+// memfd, preloaded from there, so nothing is written to the file system.
+type Region struct {
+	rings, lib *os.File
+	ino        uint64
+	mem        []byte
+	nslots     int
+	ringBytes  int
+	live       []*Ring
+	bySlot     map[int]*Ring
+}
+
+// NewRegion creates a region.
+func NewRegion(o Options) (*Region, error) {
+	switch {
+	case o.Slots <= 0 || o.Slots > MaxSlots:
+		return nil, fmt.Errorf("shim: %d rings: want 1 to %d", o.Slots, MaxSlots)
+	case o.RingBytes < 256<<10 || o.RingBytes&(o.RingBytes-1) != 0:
+		return nil, fmt.Errorf("shim: ring of %d bytes: want a power of two of at least 256 KiB", o.RingBytes)
+	case o.Words < 0 || o.Words > MaxWords:
+		return nil, fmt.Errorf("shim: %d top-of-stack words: want at most %d", o.Words, MaxWords)
+	case o.StackSize > MaxStack || o.StackSize%8 != 0:
+		return nil, fmt.Errorf("shim: stack size %d: want a multiple of 8 up to %d", o.StackSize, MaxStack)
+	}
+	size := CtrlBytes + o.Slots*(RingHeader+o.RingBytes)
+	rings, err := memfd("faultline-rings", size)
+	if err != nil {
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(rings.Fd()), &st); err != nil {
+		rings.Close()
+		return nil, fmt.Errorf("shim: %w", os.NewSyscallError("fstat", err))
+	}
+	mem, err := unix.Mmap(int(rings.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_NORESERVE)
+	if err != nil {
+		rings.Close()
+		return nil, fmt.Errorf("shim: mapping the rings: %w", os.NewSyscallError("mmap", err))
+	}
+	lib, err := memfd("faultline-shim", len(Object))
+	if err == nil {
+		_, err = lib.WriteAt(Object, 0)
+		if err != nil {
+			lib.Close()
+		}
+	}
+	if err != nil {
+		unix.Munmap(mem)
+		rings.Close()
+		return nil, fmt.Errorf("shim: %w", err)
+	}
+	r := &Region{rings: rings, lib: lib, ino: st.Ino, mem: mem, nslots: o.Slots, ringBytes: o.RingBytes, bySlot: map[int]*Ring{}}
+	ne := binary.NativeEndian
+	ne.PutUint32(mem[offVersion:], Version)
+	ne.PutUint32(mem[offNSlots:], uint32(o.Slots))
+	ne.PutUint32(mem[offRingBytes:], uint32(o.RingBytes))
+	ne.PutUint32(mem[offStackSize:], o.StackSize)
+	ne.PutUint32(mem[offStackEvery:], max(o.StackEvery, 1))
+	ne.PutUint64(mem[offStackMin:], o.StackMin)
+	ne.PutUint32(mem[offWords:], uint32(o.Words))
+	if o.Glibc {
+		ne.PutUint32(mem[offGlibc:], 1)
+	}
+	ne.PutUint64(mem[offWaitNs:], o.WaitNs)
+	// The recorder is always willing to be woken.
+	ne.PutUint32(mem[offSleeping:], 1)
+	atomic.StoreUint32(r.u32(offMagic), Magic)
+	return r, nil
+}
+
+func memfd(name string, size int) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("memfd_create", err)
+	}
+	f := os.NewFile(uintptr(fd), "memfd:"+name)
+	if err := f.Truncate(int64(size)); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (r *Region) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&r.mem[off])) }
+func (r *Region) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[off])) }
+
+// Env returns the environment entries that make a program record into r:
+// LD_PRELOAD with the shim first (before preload, the user's LD_PRELOAD, so
+// an allocator preloaded there is the one the shim calls) and the region's
+// name. The paths are this process's /proc/PID/fd entries: they exist as
+// long as the recorder does.
+func (r *Region) Env(preload string) []string {
+	pid := os.Getpid()
+	lib := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(int(r.lib.Fd()))
+	if preload != "" {
+		lib += ":" + preload
+	}
+	return []string{
+		"LD_PRELOAD=" + lib,
+		EnvName + "=" + strconv.Itoa(pid) + ":" + strconv.Itoa(int(r.rings.Fd())) + ":" + strconv.FormatUint(r.ino, 10),
+	}
+}
+
+// Detach tells every thread to stop recording (and waiting).
+func (r *Region) Detach() {
+	atomic.StoreUint32(r.u32(offDetached), 1)
+	for _, g := range r.live {
+		g.wake()
+	}
+}
+
+// Abandoned reports whether a thread gave up waiting for room (the
+// recorder did not drain for WaitNs), and when (CLOCK_MONOTONIC ns).
+func (r *Region) Abandoned() (bool, uint64) {
+	if atomic.LoadUint32(r.u32(offAbandoned)) == 0 {
+		return false, 0
+	}
+	return true, atomic.LoadUint64(r.u64(offAbandonedTime))
+}
+
+// Counters are calls the shim could not record.
+type Counters struct {
+	Unrecorded uint64 // calls of threads that found no free ring
+	SlotsFull  uint64 // threads that found no free ring
+	Nested     uint64 // calls made by the shim's own work (not the program's)
+	Waits      uint64 // times a thread waited for room in its ring
+}
+
+// Counters returns what the shim counted so far (rings freed meanwhile
+// are included).
+func (r *Region) Counters() Counters {
+	c := Counters{
+		Unrecorded: atomic.LoadUint64(r.u64(offUnrecorded)),
+		SlotsFull:  atomic.LoadUint64(r.u64(offSlotsFull)),
+	}
+	for _, g := range r.bySlot {
+		c.Nested += g.nestedSeen + atomic.LoadUint64(g.u64(offNested))
+		c.Waits += g.waitsSeen + atomic.LoadUint64(g.u64(offWaits))
+	}
+	return c
+}
+
+// WakeWord is the futex word a producer bumps to wake the recorder
+// (FUTEX_WAIT on it, shared, not private).
+func (r *Region) WakeWord() *uint32 { return r.u32(offWake) }
+
+// Close unmaps the region and closes both memfds.
+func (r *Region) Close() error {
+	err := unix.Munmap(r.mem)
+	r.rings.Close()
+	r.lib.Close()
+	return err
+}
+
+// Rings returns the rings claimed so far (a thread claims one at its
+// first allocator call); the slice is reused by the next call.
+func (r *Region) Rings() []*Ring {
+	for i := 0; i < r.nslots; i++ {
+		if atomic.LoadUint32(r.u32(offSlotState+4*i)) != slotClaimed {
+			continue
+		}
+		if _, ok := r.bySlot[i]; ok {
+			continue
+		}
+		base := CtrlBytes + i*(RingHeader+r.ringBytes)
+		g := &Ring{region: r, slot: i, hdr: r.mem[base : base+RingHeader], data: r.mem[base+RingHeader : base+RingHeader+r.ringBytes]}
+		if atomic.LoadUint32(g.u32(offPid)) == 0 {
+			continue // claimed, not yet set up
+		}
+		g.pid = atomic.LoadUint32(g.u32(offPid))
+		g.tid = atomic.LoadUint32(g.u32(offTid))
+		r.bySlot[i] = g
+		r.live = append(r.live, g)
+	}
+	return r.live
+}
+
+// Free returns g's slot for another thread to claim: call it only when
+// its thread is gone and g is drained.
+func (r *Region) Free(g *Ring) {
+	g.nestedSeen += atomic.LoadUint64(g.u64(offNested))
+	g.waitsSeen += atomic.LoadUint64(g.u64(offWaits))
+	atomic.StoreUint32(g.u32(offPid), 0)
+	atomic.StoreUint32(r.u32(offSlotState+4*g.slot), slotFree)
+	for i, x := range r.live {
+		if x == g {
+			r.live = append(r.live[:i], r.live[i+1:]...)
+			break
+		}
+	}
+	delete(r.bySlot, g.slot)
+	// Keep its counts: a freed ring's counters stay in the totals.
+	r.bySlot[-1-g.slot] = &Ring{region: r, nestedSeen: g.nestedSeen, waitsSeen: g.waitsSeen, hdr: make([]byte, RingHeader)}
+}
+
+// Ring is one thread's ring.
+type Ring struct {
+	region                *Region
+	slot                  int
+	hdr, data             []byte
+	pid, tid              uint32
+	tail                  uint64 // consumed locally, published by Release
+	nestedSeen, waitsSeen uint64
+}
+
+func (g *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&g.hdr[off])) }
+func (g *Ring) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&g.hdr[off])) }
+
+// Pid and Tid are the owner's process and thread ids.
+func (g *Ring) Pid() uint32 { return g.pid }
+func (g *Ring) Tid() uint32 { return g.tid }
+
+// Busy reports whether the owner is between its clock read and the
+// commit of a record: a record stamped before now may still come.
+func (g *Ring) Busy() bool { return atomic.LoadUint32(g.u32(offBusy)) != 0 }
+
+// Head is how many bytes the owner has committed.
+func (g *Ring) Head() uint64 { return atomic.LoadUint64(g.u64(offHead)) }
+
+// Empty reports whether everything committed has been consumed.
+func (g *Ring) Empty() bool { return g.tail == g.Head() }
+
+// ErrCorrupt is a ring whose records do not parse: a bug or a program
+// that wrote over the shared memory.
+var ErrCorrupt = errors.New("shim: corrupt ring")
+
+// Peek returns the next committed record, or false when there is none.
+// The record's bytes are shared memory: valid until Release.
+func (g *Ring) Peek(head uint64) (Record, bool, error) {
+	rb := uint64(len(g.data))
+	for g.tail < head {
+		off := g.tail & (rb - 1)
+		if rb-off < 8 {
+			return Record{}, false, fmt.Errorf("%w: record at ring offset %d of thread %d", ErrCorrupt, off, g.tid)
+		}
+		size := uint64(binary.NativeEndian.Uint32(g.data[off:]))
+		kind := g.data[off+4]
+		if size < 8 || size%8 != 0 || off+size > rb || g.tail+size > head {
+			return Record{}, false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
+		}
+		if kind == KindPad {
+			g.tail += size
+			continue
+		}
+		if size < RecHeader {
+			return Record{}, false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
+		}
+		b := g.data[off : off+size]
+		return Record{Kind: kind, Func: Func(b[5]), Flags: binary.NativeEndian.Uint16(b[6:]),
+			Time: binary.NativeEndian.Uint64(b[8:]), Body: b[RecHeader:]}, true, nil
+	}
+	return Record{}, false, nil
+}
+
+// Consume moves past the record Peek returned.
+func (g *Ring) Consume(rec *Record) { g.tail += uint64(len(rec.Body) + RecHeader) }
+
+// Release hands the consumed bytes back to the owner, waking it if it
+// waits for room.
+func (g *Ring) Release() {
+	if atomic.LoadUint64(g.u64(offTail)) == g.tail {
+		return
+	}
+	atomic.StoreUint64(g.u64(offTail), g.tail)
+	atomic.AddUint32(g.u32(offTailSeq), 1)
+	if atomic.LoadUint32(g.u32(offWaiting)) != 0 {
+		g.wake()
+	}
+}
+
+func (g *Ring) wake() {
+	futexWake(g.u32(offTailSeq))
+}
+
+// Record is one call as the shim wrote it.
+type Record struct {
+	Kind  uint8
+	Func  Func
+	Flags uint16
+	Time  uint64 // CLOCK_MONOTONIC ns
+	Body  []byte // after the header
+}
+
+// Entry fields.
+
+// IP is the allocator function's address (entries, returns, frees).
+func (r *Record) IP() uint64 { return binary.NativeEndian.Uint64(r.Body) }
+
+// Arg is an entry's i-th integer argument.
+func (r *Record) Arg(i int) uint64 { return binary.NativeEndian.Uint64(r.Body[8+8*i:]) }
+
+// SP and BP are the stack and frame pointers at the function's entry.
+func (r *Record) SP() uint64 { return binary.NativeEndian.Uint64(r.Body[32:]) }
+func (r *Record) BP() uint64 { return binary.NativeEndian.Uint64(r.Body[40:]) }
+
+// Words are the entry's top-of-stack words (words of them).
+func (r *Record) Words(words int) ([]byte, bool) {
+	if len(r.Body) < EntryFixed+8*words {
+		return nil, false
+	}
+	return r.Body[EntryFixed : EntryFixed+8*words], true
+}
+
+// Stack returns a sampled entry's registers (fl_regs) and stack bytes.
+func (r *Record) Stack(words int) (regs, stack []byte, ok bool) {
+	at := EntryFixed + 8*words
+	if r.Flags&(FlagStackBig|FlagStackSmall) == 0 || len(r.Body) < at+RegsBytes+8 {
+		return nil, nil, false
+	}
+	regs = r.Body[at : at+RegsBytes]
+	n := binary.NativeEndian.Uint64(r.Body[at+RegsBytes:])
+	rest := r.Body[at+RegsBytes+8:]
+	if n > uint64(len(rest)) {
+		return nil, nil, false
+	}
+	return regs, rest[:n], true
+}
+
+// Return fields: Ptr, Hdr, RetIP, Status.
+func (r *Record) Ptr() uint64    { return binary.NativeEndian.Uint64(r.Body[8:]) }
+func (r *Record) Hdr() uint64    { return binary.NativeEndian.Uint64(r.Body[16:]) }
+func (r *Record) RetIP() uint64  { return binary.NativeEndian.Uint64(r.Body[24:]) }
+func (r *Record) Status() uint64 { return binary.NativeEndian.Uint64(r.Body[32:]) }
+
+// Valid reports whether the record's body is as long as its kind needs.
+func (r *Record) Valid(words int) bool {
+	switch r.Kind {
+	case KindEntry:
+		return len(r.Body) >= EntryFixed+8*words && r.Func < NumFuncs
+	case KindReturn:
+		return len(r.Body) >= ReturnSize && r.Func < NumFuncs
+	case KindFree:
+		return len(r.Body) >= FreeSize
+	}
+	return false
+}
+
+func futexWake(addr *uint32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), 1 /* FUTEX_WAKE */, 1<<30, 0, 0, 0)
+}
+
+// WaitWake sleeps until a producer bumps the wake word from seen, or for
+// at most timeoutNs.
+func (r *Region) WaitWake(seen uint32, timeoutNs int64) {
+	ts := unix.NsecToTimespec(timeoutNs)
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.WakeWord())), 0 /* FUTEX_WAIT */, uintptr(seen), uintptr(unsafe.Pointer(&ts)), 0, 0)
+}

@@ -1,0 +1,149 @@
+// Package shim holds faultline's in-process allocator recorder: the shared
+// object built from shim.c (by build.sh, committed, embedded here) and the
+// layout of the shared memory it writes (abi.h), mirrored as offsets.
+//
+// The recorder creates the region (NewRegion), preloads Object into the
+// program with LD_PRELOAD and names the region in the environment (Env);
+// each thread of the program then writes its allocator calls into a ring of
+// its own, which the recorder drains (Region.Rings, Ring.Next).
+package shim
+
+import (
+	_ "embed"
+	"runtime"
+)
+
+// Object is libfaultline-shim.so, built from shim.c by build.sh.
+//
+//go:embed csrc/libfaultline-shim.so
+var Object []byte
+
+// Supported reports whether the shim runs on this machine's architecture
+// (its entry stubs are x86-64 assembly).
+func Supported() bool { return runtime.GOARCH == "amd64" }
+
+// Layout constants, as in abi.h.
+const (
+	Magic      = 0x31534c46
+	Version    = 1
+	CtrlBytes  = 16384
+	MaxSlots   = 1024
+	RingHeader = 4096
+	MaxWords   = 16
+	MaxStack   = 65528
+	EnvName    = "FAULTLINE_SHM"
+)
+
+// fl_ctrl field offsets.
+const (
+	offMagic         = 0
+	offVersion       = 4
+	offNSlots        = 8
+	offRingBytes     = 12
+	offStackSize     = 16
+	offStackEvery    = 20
+	offStackMin      = 24
+	offWords         = 32
+	offGlibc         = 36
+	offWake          = 40
+	offSleeping      = 44
+	offDetached      = 48
+	offAbandoned     = 52
+	offAbandonedTime = 56
+	offWaitNs        = 64
+	offUnrecorded    = 72
+	offSlotsFull     = 80
+	offSlotState     = 88
+)
+
+// fl_ring field offsets.
+const (
+	offHead    = 0
+	offBusy    = 8
+	offPid     = 12
+	offTid     = 16
+	offWaiting = 20
+	offNested  = 24
+	offWaits   = 32
+	offTail    = 64
+	offTailSeq = 72
+)
+
+// Slot states.
+const (
+	slotFree    = 0
+	slotClaimed = 1
+)
+
+// Record kinds (fl_rec.kind).
+const (
+	KindPad    = 0
+	KindEntry  = 1
+	KindReturn = 2
+	KindFree   = 3
+)
+
+// Record flags (fl_rec.flags).
+const (
+	FlagStackBig   = 1
+	FlagStackSmall = 2
+)
+
+// Sizes of the record parts.
+const (
+	RecHeader  = 16 // fl_rec
+	EntryFixed = 48 // fl_entry: ip, args[3], sp, bp
+	RegsBytes  = 64 // fl_regs
+	ReturnSize = 40 // fl_return
+	FreeSize   = 16 // fl_free
+)
+
+// Func is an interposed entry point (fl_rec.fn).
+type Func uint8
+
+// The entry points, in abi.h's order.
+const (
+	FuncMalloc Func = iota
+	FuncCalloc
+	FuncRealloc
+	FuncReallocarray
+	FuncFree
+	FuncMemalign
+	FuncAlignedAlloc
+	FuncPosixMemalign
+	FuncValloc
+	FuncPvalloc
+	NumFuncs
+)
+
+var funcNames = [NumFuncs]string{"malloc", "calloc", "realloc", "reallocarray", "free",
+	"memalign", "aligned_alloc", "posix_memalign", "valloc", "pvalloc"}
+
+func (f Func) String() string {
+	if f < NumFuncs {
+		return funcNames[f]
+	}
+	return "func?"
+}
+
+// Args names the integer arguments of f as the recorder's events name
+// them (the uprobe events' names: size, nmemb, oldptr, alignment, memptr).
+func (f Func) Args() []string {
+	switch f {
+	case FuncMalloc, FuncValloc, FuncPvalloc:
+		return []string{"size"}
+	case FuncCalloc:
+		return []string{"nmemb", "size"}
+	case FuncRealloc:
+		return []string{"oldptr", "size"}
+	case FuncReallocarray:
+		return []string{"oldptr", "nmemb", "size"}
+	case FuncFree:
+		return []string{"ptr"}
+	case FuncMemalign, FuncAlignedAlloc:
+		return []string{"alignment", "size"}
+	case FuncPosixMemalign:
+		return []string{"memptr", "alignment", "size"}
+	}
+	return nil
+}
