@@ -213,9 +213,11 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			in.ptr = field(ev, "ptr", "ret", "arg1")
 			in.retIP = field(ev, "__probe_ret_ip")
 			in.hdr = field(ev, "hdr")
-			// faultline's in-process posix_memalign return has the
-			// pointer stored as ptr beside the status (ret).
-			in.statusReturn = (fn == "posix_memalign" || fn == "__posix_memalign") && field(ev, "ptr") == nil
+			// A return probe sees posix_memalign's status, whatever it
+			// names it; faultline's in-process events have the pointer
+			// stored (ptr) beside the status (ret).
+			inproc := field(ev, "ptr") != nil && field(ev, "ret") != nil
+			in.statusReturn = (fn == "posix_memalign" || fn == "__posix_memalign") && !inproc
 			if in.ptr == nil {
 				return nil, fmt.Errorf("event %s: a return probe needs the pointer as field ptr (perf probe -x LIBC '%s%%return ptr=$retval')", ev.Name, fn)
 			}

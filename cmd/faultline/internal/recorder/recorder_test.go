@@ -32,7 +32,7 @@ func testConfig() *Config {
 // never PERF_SAMPLE_PERIOD, and split calls by complementary filters, the
 // small ones 1 in StackEvery.
 func TestBuildSpecs(t *testing.T) {
-	specs := buildSpecs(testConfig())
+	specs := (&session{cfg: testConfig()}).buildSpecs()
 	stackBits := perfdata.SampleFormat(perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleCallchain)
 	var names []string
 	for _, s := range specs {
@@ -85,7 +85,7 @@ func TestBuildSpecs(t *testing.T) {
 	cfg := testConfig()
 	cfg.FaultStacks = true
 	cfg.Cmd, cfg.Pid = "", 42
-	specs = buildSpecs(cfg)
+	specs = (&session{cfg: cfg}).buildSpecs()
 	last := specs[len(specs)-1]
 	if last.name != "page-faults" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)
