@@ -87,6 +87,7 @@ type inproc struct {
 	// pending holds kernel records stamped after the watermark.
 	pending    []pendingRecord
 	pendingBuf []byte
+	spareBuf   []byte
 	spare      []pendingRecord
 	sbuf, sbuf2 []byte
 	busySince  map[*shim.Ring]busyMark
@@ -106,6 +107,7 @@ type pendingRecord struct {
 	misc      uint16
 	off, size int
 	time      uint64
+	ring      *ring
 }
 
 type busyMark struct {
@@ -362,22 +364,9 @@ func (s *session) drainInproc() (int, error) {
 		}
 		ip.faults[tid] = f[:0]
 	}
-	// Kernel records held from earlier rounds.
-	kept := ip.spare[:0]
-	for _, p := range ip.pending {
-		if p.time > ip.water {
-			kept = append(kept, p)
-			continue
-		}
-		if err := s.writeKernel(nil, p.typ, p.misc, ip.pendingBuf[p.off:p.off+p.size]); err != nil {
-			return total, err
-		}
-		total += p.size
-	}
-	ip.spare, ip.pending = ip.pending, kept
-	if len(ip.pending) == 0 {
-		ip.pendingBuf = ip.pendingBuf[:0]
-	}
+	// The kernel's records, with those held from earlier rounds, in time
+	// order: the mappings followed (procMaps) must change in the order
+	// they did, and the rings of several CPUs interleave.
 	var raw perf.RawRecord
 	for _, r := range s.rings {
 		for n := 0; n < r.size; {
@@ -390,20 +379,54 @@ func (s *session) drainInproc() (int, error) {
 				continue
 			}
 			t, ok := recordTime(uint32(raw.Header.Type), body)
-			if ok && t > ip.water {
-				off := len(ip.pendingBuf)
-				ip.pendingBuf = append(ip.pendingBuf, body...)
-				ip.pending = append(ip.pending, pendingRecord{typ: uint32(raw.Header.Type), misc: raw.Header.Misc, off: off, size: len(body), time: t})
-				continue
+			if !ok {
+				t = 0 // no time: first
 			}
-			if err := s.writeKernel(r, uint32(raw.Header.Type), raw.Header.Misc, body); err != nil {
-				return total, err
-			}
-			total += len(body)
+			off := len(ip.pendingBuf)
+			ip.pendingBuf = append(ip.pendingBuf, body...)
+			ip.pending = append(ip.pending, pendingRecord{typ: uint32(raw.Header.Type), misc: raw.Header.Misc, off: off, size: len(body), time: t, ring: r})
 		}
 	}
+	slices.SortStableFunc(ip.pending, func(a, b pendingRecord) int { return cmp.Compare(a.time, b.time) })
+	kept := ip.spare[:0]
+	for _, p := range ip.pending {
+		if p.time > ip.water {
+			kept = append(kept, p)
+			continue
+		}
+		switch perfdata.RecordType(p.typ) {
+		case perfdata.RecordMmap2, perfdata.RecordFork, perfdata.RecordComm, perfdata.RecordExit:
+			// The shim's records before a change of the mappings are
+			// read against the mappings before it.
+			for _, g := range rings {
+				n, err := s.drainRing(g, p.time-1)
+				total += n
+				if err != nil {
+					return total, err
+				}
+			}
+		}
+		if err := s.writeKernel(p.ring, p.typ, p.misc, ip.pendingBuf[p.off:p.off+p.size]); err != nil {
+			return total, err
+		}
+		total += p.size
+	}
+	ip.spare, ip.pending = ip.pending, kept
+	if len(ip.pending) == 0 {
+		ip.pendingBuf = ip.pendingBuf[:0]
+	} else if ip.pending[0].off > len(ip.pendingBuf)/2 {
+		// Compact: the held records move to the front.
+		buf := ip.spareBuf[:0]
+		for i := range ip.pending {
+			p := &ip.pending[i]
+			off := len(buf)
+			buf = append(buf, ip.pendingBuf[p.off:p.off+p.size]...)
+			p.off = off
+		}
+		ip.spareBuf, ip.pendingBuf = ip.pendingBuf, buf
+	}
 	for _, g := range rings {
-		n, err := s.drainRing(g)
+		n, err := s.drainRing(g, ip.water)
 		total += n
 		if err != nil {
 			return total, err
@@ -514,11 +537,7 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			delete(ip.maps, binary.NativeEndian.Uint32(body))
 		}
 	}
-	if r != nil {
-		if err := s.note(r, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
-			return err
-		}
-	} else if err := s.note(s.rings[0], &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
+	if err := s.note(r, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
 		return err
 	}
 	if t, ok := recordTime(typ, body); ok {
@@ -536,8 +555,9 @@ func (s *session) stamp(t uint64) {
 	ip.thisRound = max(ip.thisRound, t)
 }
 
-// drainRing writes g's records up to the watermark.
-func (s *session) drainRing(g *shim.Ring) (int, error) {
+// drainRing writes g's records stamped up to limit (at most the
+// watermark).
+func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	ip := s.inproc
 	head := g.Head()
 	total := 0
@@ -547,7 +567,7 @@ func (s *session) drainRing(g *shim.Ring) (int, error) {
 		if err != nil {
 			return total, err
 		}
-		if !ok || rec.Time > ip.water {
+		if !ok || rec.Time > limit {
 			return total, nil
 		}
 		if !rec.Valid(ip.words) {
@@ -561,7 +581,7 @@ func (s *session) drainRing(g *shim.Ring) (int, error) {
 			if err != nil {
 				return total, err
 			}
-			if ok && next.Time <= ip.water && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
+			if ok && next.Time <= limit && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
 				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
 				n, err := s.writeCall(g, &rec, &next)
 				total += n

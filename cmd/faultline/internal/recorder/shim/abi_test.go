@@ -1,0 +1,108 @@
+package shim
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestLayoutMatchesABI compiles a program that prints abi.h's offsets
+// and sizes with the C compiler (the independent source of the layout)
+// and compares them with this package's constants.
+func TestLayoutMatchesABI(t *testing.T) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc): the layout is checked against abi.h by compiling it")
+	}
+	dir := t.TempDir()
+	src := `#include <stdio.h>
+#include <stddef.h>
+#include "abi.h"
+#define O(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
+#define S(s) printf("sizeof." #s " %zu\n", sizeof(struct s))
+int main(void) {
+	O(fl_ctrl, magic); O(fl_ctrl, version); O(fl_ctrl, nslots); O(fl_ctrl, ring_bytes);
+	O(fl_ctrl, stack_size); O(fl_ctrl, stack_every); O(fl_ctrl, stack_min); O(fl_ctrl, words);
+	O(fl_ctrl, glibc); O(fl_ctrl, wake); O(fl_ctrl, sleeping); O(fl_ctrl, detached);
+	O(fl_ctrl, abandoned); O(fl_ctrl, abandoned_time); O(fl_ctrl, wait_ns); O(fl_ctrl, unrecorded);
+	O(fl_ctrl, slots_full); O(fl_ctrl, slot_state);
+	O(fl_ring, head); O(fl_ring, busy); O(fl_ring, pid); O(fl_ring, tid); O(fl_ring, waiting);
+	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, tail); O(fl_ring, tail_seq);
+	S(fl_rec); S(fl_entry); S(fl_regs); S(fl_return); S(fl_free); S(fl_ctrl); S(fl_ring);
+	printf("FL_MAGIC %u\nFL_VERSION %u\nFL_CTRL_BYTES %u\nFL_MAX_SLOTS %u\nFL_RING_HDR %u\nFL_MAX_WORDS %u\nFL_MAX_STACK %u\n",
+		FL_MAGIC, FL_VERSION, FL_CTRL_BYTES, FL_MAX_SLOTS, FL_RING_HDR, FL_MAX_WORDS, FL_MAX_STACK);
+	printf("FL_FN_FREE %d\nFL_FN_PVALLOC %d\nFL_NFN %d\nFL_ENTRY %d\nFL_RETURN %d\nFL_FREE %d\n",
+		FL_FN_FREE, FL_FN_PVALLOC, FL_NFN, FL_ENTRY, FL_RETURN, FL_FREE);
+	return 0;
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "layout.c"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs("csrc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "layout")
+	if out, err := exec.Command(cc, "-I", abs, "-o", bin, filepath.Join(dir, "layout.c")).CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("%q: %v", sc.Text(), err)
+		}
+		got[k] = n
+	}
+	want := map[string]int{
+		"fl_ctrl.magic": offMagic, "fl_ctrl.version": offVersion, "fl_ctrl.nslots": offNSlots,
+		"fl_ctrl.ring_bytes": offRingBytes, "fl_ctrl.stack_size": offStackSize, "fl_ctrl.stack_every": offStackEvery,
+		"fl_ctrl.stack_min": offStackMin, "fl_ctrl.words": offWords, "fl_ctrl.glibc": offGlibc,
+		"fl_ctrl.wake": offWake, "fl_ctrl.sleeping": offSleeping, "fl_ctrl.detached": offDetached,
+		"fl_ctrl.abandoned": offAbandoned, "fl_ctrl.abandoned_time": offAbandonedTime, "fl_ctrl.wait_ns": offWaitNs,
+		"fl_ctrl.unrecorded": offUnrecorded, "fl_ctrl.slots_full": offSlotsFull, "fl_ctrl.slot_state": offSlotState,
+		"fl_ring.head": offHead, "fl_ring.busy": offBusy, "fl_ring.pid": offPid, "fl_ring.tid": offTid,
+		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits,
+		"fl_ring.tail": offTail, "fl_ring.tail_seq": offTailSeq,
+		"sizeof.fl_rec": RecHeader, "sizeof.fl_entry": EntryFixed, "sizeof.fl_regs": RegsBytes,
+		"sizeof.fl_return": ReturnSize, "sizeof.fl_free": FreeSize,
+		"FL_MAGIC": Magic, "FL_VERSION": Version, "FL_CTRL_BYTES": CtrlBytes, "FL_MAX_SLOTS": MaxSlots,
+		"FL_RING_HDR": RingHeader, "FL_MAX_WORDS": MaxWords, "FL_MAX_STACK": MaxStack,
+		"FL_FN_FREE": int(FuncFree), "FL_FN_PVALLOC": int(FuncPvalloc), "FL_NFN": int(NumFuncs),
+		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree,
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Errorf("%s: abi.h says %d (present %v), shim.go %d", k, g, ok, w)
+		}
+	}
+	if got["sizeof.fl_ctrl"] > CtrlBytes || got["sizeof.fl_ring"] > RingHeader {
+		t.Errorf("control block %d bytes (room %d), ring header %d (room %d)", got["sizeof.fl_ctrl"], CtrlBytes, got["sizeof.fl_ring"], RingHeader)
+	}
+}
+
+// TestObjectMatchesSource rebuilds the shim with csrc/build.sh --check:
+// the embedded object is what its source builds to.
+func TestObjectMatchesSource(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("no gcc: the embedded shim is checked against its source by rebuilding it")
+	}
+	if out, err := exec.Command("sh", "csrc/build.sh", "--check").CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(Object) < 1024 || !bytes.HasPrefix(Object, []byte("\x7fELF")) {
+		t.Fatalf("embedded object: %d bytes, not an ELF file", len(Object))
+	}
+}
