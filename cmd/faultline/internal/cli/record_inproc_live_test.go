@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/perfdata"
+)
+
+// requireInproc skips a test of the in-process method where it cannot
+// run: -short, not root (the uprobe method it is compared with needs
+// root), no tracefs, no C compiler for the test programs.
+func requireInproc(t *testing.T) string {
+	t.Helper()
+	requireLiveRecord(t)
+	return buildRecordPrograms(t)
+}
+
+// callCounts reads a recording with our reader and counts the calls of
+// each allocator entry point however the method spelled its events: the
+// uprobe method's GROUP:malloc, the in-process method's faultline:malloc,
+// malloc_short and malloc__call; aligned_alloc is counted as memalign
+// (glibc's are one function, which the uprobe method probes once).
+// It also counts, per process, the malloc calls of each size.
+func callCounts(t *testing.T, path string) (calls map[string]uint64, bySize map[uint64]map[uint32]uint64, tids map[uint32]bool) {
+	t.Helper()
+	rd, err := perfdata.Open(path, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	calls, bySize, tids = map[string]uint64{}, map[uint64]map[uint32]uint64{}, map[uint32]bool{}
+	for rd.Next() {
+		smp, ok := rd.Record().(*perfdata.Sample)
+		if !ok || smp.Event == nil || smp.Event.Format == nil || smp.Event.Attr.SampleType&perfdata.SampleStackUser != 0 {
+			continue
+		}
+		name := smp.Event.Format.Name
+		if strings.HasSuffix(name, "__return") {
+			continue
+		}
+		name = strings.TrimSuffix(strings.TrimSuffix(name, "__call"), "_short")
+		if name == "aligned_alloc" {
+			name = "memalign"
+		}
+		calls[name]++
+		tids[smp.Tid] = true
+		if name == "malloc" {
+			if f := smp.Event.Format.Field("size"); f != nil {
+				size, _ := f.Uint64(smp.Raw)
+				if bySize[size] == nil {
+					bySize[size] = map[uint32]uint64{}
+				}
+				bySize[size][smp.Pid]++
+			}
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return calls, bySize, tids
+}
+
+// TestRecordInprocLiveLifecycle records testdata/record/src/lifecycle.c
+// (threads, a signal handler, fork, vfork+exec, posix_spawn) with the
+// in-process method, the default, and with uprobes: every entry point's
+// calls are equal, except the frees glibc makes for exiting threads
+// without going through the PLT (the shim cannot see them; they free
+// blocks the program had already freed into the thread's cache); every
+// process's calls are there, each in a process of its own.
+func TestRecordInprocLiveLifecycle(t *testing.T) {
+	progs := requireInproc(t)
+	dir := t.TempDir()
+	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
+	prog := filepath.Join(progs, "lifecycle")
+	code, stderr := runRecordMain("-o", in, "--", prog)
+	t.Logf("in-process:\n%s", stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stderr, "in-process") {
+		t.Errorf("record did not say it recorded in-process")
+	}
+	code, stderr = runRecordMain("--method", "uprobe", "-o", up, "--", prog)
+	t.Logf("uprobes:\n%s", stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	ci, sizes, tids := callCounts(t, in)
+	cu, _, _ := callCounts(t, up)
+	for _, fn := range []string{"malloc", "calloc", "realloc", "memalign", "posix_memalign"} {
+		if ci[fn] != cu[fn] || ci[fn] == 0 {
+			t.Errorf("%s: in-process %d calls, uprobes %d", fn, ci[fn], cu[fn])
+		}
+	}
+	// glibc's tcache_thread_shutdown frees each exiting thread's cached
+	// chunks directly: at most 64 bins of 7, and the cache itself.
+	const threads = 64
+	if ci["free"] > cu["free"] || cu["free"]-ci["free"] > threads*(64*7+1) {
+		t.Errorf("free: in-process %d, uprobes %d: more than the %d exiting threads' caches apart", ci["free"], cu["free"], threads)
+	}
+	t.Logf("frees: in-process %d, uprobes %d (%d thread-exit frees unseen)", ci["free"], cu["free"], cu["free"]-ci["free"])
+	if len(tids) < threads+4 {
+		t.Errorf("calls from %d threads, want at least %d (main, %d workers, 3 children)", len(tids), threads+4, threads)
+	}
+	// lifecycle.c: main 100 × 1000 B, the signal handler 1 × 777 B, the
+	// forked child 20 × 2000 B, the exec'd one 30 × 3000 B, the spawned
+	// one 40 × 4000 B, each in a process of its own.
+	pids := map[uint32]bool{}
+	for size, want := range map[uint64]uint64{1000: 100, 777: 1, 2000: 20, 3000: 30, 4000: 40} {
+		if len(sizes[size]) != 1 {
+			t.Errorf("malloc(%d) in %d processes, want 1: %v", size, len(sizes[size]), sizes[size])
+			continue
+		}
+		for pid, n := range sizes[size] {
+			if n != want {
+				t.Errorf("malloc(%d): %d calls, want %d", size, n, want)
+			}
+			if size != 777 {
+				pids[pid] = true
+			}
+		}
+	}
+	if len(pids) != 4 {
+		t.Errorf("the main process and its three children are %d processes in the recording, want 4", len(pids))
+	}
+}
+
+// siteFaults runs analyze on a recording and reads its site table: faults
+// per site text.
+func summarySites(t *testing.T, data string) map[string]int64 {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
+	if code := Main([]string{"analyze", "-o", data + ".pb.gz", data}, env); code != ExitOK {
+		t.Fatalf("analyze %s: exit %d\n%s", data, code, stderr.String())
+	}
+	sites := map[string]int64{}
+	row := regexp.MustCompile(`^\s+(\d+)\s+(\d+)\s+[\d.]+ \S+\s+\S+\s+(.+)$`)
+	inTable := false
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "Top allocation sites by faults:") {
+			inTable = true
+			continue
+		}
+		if m := row.FindStringSubmatch(line); inTable && m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			sites[m[3]] += n
+		}
+	}
+	return sites
+}
+
+// TestRecordInprocLiveContainers records the C++ containers program
+// (testdata/record/src/containers.cpp: operator new, std::string, two
+// threads) both ways: the sites and their faults agree within 0.5%, the
+// in-process recording is no larger than the uprobe one, and faultline
+// diff of the two profiles passes.
+func TestRecordInprocLiveContainers(t *testing.T) {
+	progs := requireInproc(t)
+	dir := t.TempDir()
+	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
+	prog := filepath.Join(progs, "containers")
+	if code, stderr := runRecordMain("-q", "-o", in, "--", prog); code != ExitOK {
+		t.Fatalf("in-process: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", prog); code != ExitOK {
+		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
+	}
+	si, su := summarySites(t, in), summarySites(t, up)
+	t.Logf("in-process sites: %v\nuprobe sites: %v", si, su)
+	if len(su) < 5 {
+		t.Fatalf("the uprobe recording has %d sites; want containers.cpp's", len(su))
+	}
+	for site, n := range su {
+		m := si[site]
+		if math.Abs(float64(m-n)) > 0.005*float64(n) {
+			t.Errorf("%s: in-process %d faults, uprobes %d", site, m, n)
+		}
+	}
+	fi, err := os.Stat(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fu, err := os.Stat(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sizes: in-process %d, uprobes %d bytes", fi.Size(), fu.Size())
+	if fi.Size() > fu.Size() {
+		t.Errorf("the in-process recording (%d bytes) is larger than the uprobe one (%d)", fi.Size(), fu.Size())
+	}
+	var stdout, stderr bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
+	if code := Main([]string{"diff", up + ".pb.gz", in + ".pb.gz"}, env); code != ExitOK {
+		t.Errorf("diff of the two methods' profiles: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestRecordInprocLivePerfReads checks that perf reads an in-process
+// recording: perf script prints every sample our reader counts, and perf
+// report --stats finds no lost or unknown records.
+func TestRecordInprocLivePerfReads(t *testing.T) {
+	progs := requireInproc(t)
+	perf := requirePerf(t)
+	data := filepath.Join(t.TempDir(), "churn.data")
+	if code, stderr := runRecordMain("-q", "-o", data, "--", filepath.Join(progs, "churn"), "20000"); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	_, _, total := countSamples(t, data)
+	out, err := exec.Command(perf, "script", "-i", data, "-F", "event").Output()
+	if err != nil {
+		t.Fatalf("perf script: %v", err)
+	}
+	if n := uint64(bytes.Count(out, []byte("\n"))); n != total {
+		t.Errorf("perf script printed %d samples, our reader counts %d", n, total)
+	}
+	stats, err := exec.Command(perf, "report", "--stats", "-i", data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("perf report --stats: %v\n%s", err, stats)
+	}
+	for _, bad := range []string{"LOST", "unknown", "Warning"} {
+		if bytes.Contains(stats, []byte(bad)) {
+			t.Errorf("perf report --stats mentions %q:\n%s", bad, stats)
+		}
+	}
+	if !bytes.Contains(stats, []byte("faultline:malloc__call stats")) {
+		t.Errorf("perf report --stats does not list the whole-call events:\n%s", stats)
+	}
+}
+
+// TestRecordInprocLiveStaticFallsBack checks that a statically linked
+// program, which nothing can be preloaded into, is recorded with uprobes
+// on the program itself and that record says why.
+func TestRecordInprocLiveStaticFallsBack(t *testing.T) {
+	requireLiveRecord(t)
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc)")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "s.c")
+	os.WriteFile(src, []byte("#include <stdlib.h>\nint main(void){char *volatile p = malloc(100000); p[0] = 1; free(p); return 0;}\n"), 0o644)
+	bin := filepath.Join(dir, "s")
+	if out, err := exec.Command(cc, "-static", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Skipf("no static libc to link with: %v\n%s", err, out)
+	}
+	code, stderr := runRecordMain("--libc", bin, "-o", filepath.Join(dir, "s.data"), "--", bin)
+	t.Logf("%s", stderr)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	code, stderr = runRecordMain("-o", filepath.Join(dir, "s2.data"), "--", bin)
+	t.Logf("%s", stderr)
+	if !strings.Contains(stderr, "statically linked") || !strings.Contains(stderr, "uprobes") {
+		t.Errorf("record did not say it falls back to uprobes for a static program (exit %d)", code)
+	}
+}
