@@ -511,6 +511,14 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 	}
 	lib, err := libc.ForBinary(r.sys, target)
 	if err != nil {
+		// A statically linked program carries its allocator: probe the
+		// program itself when it has a malloc.
+		if l, lerr := libc.Open(r.sys, target); lerr == nil {
+			if _, _, ok := l.Offset("malloc"); ok {
+				r.logf("%s has its own malloc (statically linked): probing the program itself", target)
+				return target, nil
+			}
+		}
 		return "", prereqError("%v", err)
 	}
 	return lib, nil
@@ -561,9 +569,11 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		fmt.Fprintf(w, "faultline: note: the kernel gave %d samples to the wrong one of two instances of an event (a shared perf_sample_data in software events); repaired\n", res.TwinsRepaired+res.TwinsDropped)
 	}
 	if res.Ran {
+		// Probe hits (uprobes: entries and returns, each a trap), or
+		// calls (in-process: a return is part of its call).
 		var hits uint64
 		for _, e := range res.Events {
-			if !e.Stack && e.Name != "page-faults" {
+			if !e.Stack && e.Name != "page-faults" && (res.Method != "in-process" || !strings.HasSuffix(e.Name, "__return")) {
 				hits += e.Samples
 			}
 		}

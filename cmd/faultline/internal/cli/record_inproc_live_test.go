@@ -260,9 +260,18 @@ func TestRecordInprocLiveStaticFallsBack(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	code, stderr = runRecordMain("-o", filepath.Join(dir, "s2.data"), "--", bin)
+	s2 := filepath.Join(dir, "s2.data")
+	code, stderr = runRecordMain("-o", s2, "--", bin)
 	t.Logf("%s", stderr)
 	if !strings.Contains(stderr, "statically linked") || !strings.Contains(stderr, "uprobes") {
 		t.Errorf("record did not say it falls back to uprobes for a static program (exit %d)", code)
+	}
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	// The program's one malloc(100000) is there (probed in the program).
+	_, sizes, _ := callCounts(t, s2)
+	if len(sizes[100000]) != 1 {
+		t.Errorf("malloc(100000) seen in %d processes, want 1", len(sizes[100000]))
 	}
 }

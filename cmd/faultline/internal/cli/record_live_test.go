@@ -142,7 +142,7 @@ func TestRecordLiveChurn(t *testing.T) {
 	const iters = "100000"
 	out := filepath.Join(t.TempDir(), "churn.data")
 	t.Setenv("PATH", "/nonexistent") // no perf (nor anything else) on PATH
-	code, stderr := runRecordMain("-o", out, "--", filepath.Join(progs, "churn"), iters)
+	code, stderr := runRecordMain("--method", "uprobe", "-o", out, "--", filepath.Join(progs, "churn"), iters)
 	t.Logf("record:\n%s", stderr)
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
@@ -487,7 +487,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	lib := libctest.SystemLibc(t)
 	libCopy := filepath.Join(dir, "libc-copy.so.6")
 	copyFile(t, lib, libCopy)
-	first := exec.Command(bin, "record", "-q", "-o", filepath.Join(dir, "first.data"), "--", filepath.Join(progs, "churn"), "30000")
+	first := exec.Command(bin, "record", "-q", "--method", "uprobe", "-o", filepath.Join(dir, "first.data"), "--", filepath.Join(progs, "churn"), "30000")
 	var firstErr bytes.Buffer
 	first.Stderr = &firstErr
 	if err := first.Start(); err != nil {
@@ -603,7 +603,9 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 		t.Fatalf("perf script: %v", err)
 	}
 	var bufSize int64
-	sizeRE := regexp.MustCompile(`faultline_\d+:malloc:.*\bsize=(\d+)`)
+	// Either method's spelling: faultline_PID:malloc (uprobes), or
+	// faultline:malloc, malloc_short and malloc__call (in-process).
+	sizeRE := regexp.MustCompile(`faultline(?:_\d+)?:malloc(?:_short|__call)?:.*\bsize=(\d+)`)
 	for _, m := range sizeRE.FindAllStringSubmatch(string(script), -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
 		bufSize = max(bufSize, n)
