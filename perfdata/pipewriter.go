@@ -15,10 +15,6 @@ import (
 // HEADER_TRACING_DATA followed by the tracing data itself. A reader learns
 // the events before the first sample that refers to them.
 
-// featLastMarker is HEADER_LAST_FEATURE: a HEADER_FEATURE record with this
-// id and no body ends the features perf sends before the data.
-const featLastMarker = 32
-
 // pipeState is what a pipe-mode Writer remembers of its start.
 type pipeState struct {
 	sent [featBits]bool // features already written as HEADER_FEATURE
@@ -82,7 +78,7 @@ func NewPipeWriter(out io.Writer, events []WriterEvent, head *WriterFeatures, op
 			return nil, err
 		}
 	}
-	w.pipeFeature(featureSection{bit: featLastMarker})
+	w.pipeFeature(featureSection{bit: featLastFeature})
 	if td := head.TracingData; len(td) > 0 {
 		w.pipe.sent[FeatTracingData] = true
 		// perf_record_header_tracing_data: header, u32 size (padded to 8),
@@ -139,7 +135,8 @@ func (w *Writer) finishPipe(f *WriterFeatures) error {
 	// A BUILD_ID section is a run of HEADER_BUILD_ID records already.
 	w.write(appendBuildIDs(nil, f.BuildIDs))
 	for _, ft := range w.featureSections(f) {
-		if ft.bit == FeatBuildID || w.pipe.sent[ft.bit] {
+		// COMPRESSED again: its ratio is known now.
+		if ft.bit == FeatBuildID || w.pipe.sent[ft.bit] && ft.bit != FeatCompressed {
 			continue
 		}
 		if err := w.pipeFeature(ft); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,9 +65,9 @@ func readAll(t *testing.T, path string, stream bool) string {
 	for _, id := range m.BuildIDs {
 		fmt.Fprintf(&b, "build id %s %s\n", id, id.Filename)
 	}
-	// The pipe writer announces the ratio before knowing it.
-	c := m.Compression
-	fmt.Fprintf(&b, "compression type=%d level=%d mmap_len=%d\n", c.Type, c.Level, c.MmapLen)
+	feats := slices.Clone(m.Features) // pipe mode: in the order they came
+	slices.Sort(feats)
+	fmt.Fprintf(&b, "compression %+v features %v\n", m.Compression, feats)
 	return b.String()
 }
 
@@ -164,5 +165,52 @@ func TestPipeWriterPerfReads(t *testing.T) {
 				t.Errorf("perf script does not decode size=16:\n%s", firstLines(full, 5))
 			}
 		})
+	}
+}
+
+// TestPipeWriterRefuses: what pipe mode cannot do is an error, not a
+// recording readers would misread.
+func TestPipeWriterRefuses(t *testing.T) {
+	ev := []WriterEvent{{Name: "x", IDs: []uint64{1}, Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}
+	var out bytes.Buffer
+	if _, err := NewPipeWriter(&out, ev, &WriterFeatures{BuildIDs: []BuildID{{Filename: "/bin/x", ID: []byte{1}}}}, nil); err == nil {
+		t.Error("build ids before the data accepted")
+	}
+	w, err := NewPipeWriter(&out, ev, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(&WriterFeatures{TracingData: []byte("late")}); err == nil || !strings.Contains(err.Error(), "NewPipeWriter") {
+		t.Errorf("tracing data after the samples: %v", err)
+	}
+	// 8 + 128 + 8·8175 bytes do not fit header.size's u16 (perf refuses
+	// the same with E2BIG).
+	big := []WriterEvent{{Name: "big", IDs: make([]uint64, 8175), Attr: ev[0].Attr}}
+	if _, err := NewPipeWriter(&out, big, nil, nil); err == nil || !strings.Contains(err.Error(), "8175 ids") {
+		t.Errorf("an attr record past 64 KiB: %v", err)
+	}
+}
+
+// TestPipeWriterNoAllocs: in pipe mode too, writing a record allocates
+// nothing in steady state.
+func TestPipeWriterNoAllocs(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		w, err := NewPipeWriter(io.Discard, []WriterEvent{{Name: "x", IDs: []uint64{1},
+			Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, nil, &WriterOptions{Compress: compress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := writerSample(1, 2, 3, 3, 4, 0, make([]byte, 24))
+		for i := 0; i < 10000; i++ { // warm up buffers
+			w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
+		}
+		n := testing.AllocsPerRun(20000, func() {
+			if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, body); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n >= 0.01 {
+			t.Errorf("compress=%v: %.3f allocations per record", compress, n)
+		}
 	}
 }
