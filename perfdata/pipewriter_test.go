@@ -200,17 +200,23 @@ func TestPipeWriterNoAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body := writerSample(1, 2, 3, 3, 4, 0, make([]byte, 24))
-		for i := 0; i < 10000; i++ { // warm up buffers
-			w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
-		}
-		n := testing.AllocsPerRun(20000, func() {
-			if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, body); err != nil {
-				t.Fatal(err)
-			}
-		})
-		if n >= 0.01 {
+		if n := allocsPerRecord(t, w); n >= 0.01 {
 			t.Errorf("compress=%v: %.3f allocations per record", compress, n)
 		}
 	}
+}
+
+// allocsPerRecord writes a range event's sample with w until its buffers
+// are warm, then returns the allocations per record written.
+func allocsPerRecord(t *testing.T, w *Writer) float64 {
+	t.Helper()
+	body := writerSample(1, 2, 3, 3, 4, 0, make([]byte, 24))
+	for i := 0; i < 10000; i++ {
+		w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
+	}
+	return testing.AllocsPerRun(20000, func() {
+		if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, body); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
