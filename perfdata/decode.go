@@ -61,10 +61,11 @@ func (r *Reader) processUser(typ RecordType, rec rawRec) {
 		parseBuildIDEvent(&bid, &b, r.bo.Uint16(rec.data[4:]))
 		if b.err == nil {
 			r.meta.BuildIDs = append(r.meta.BuildIDs, bid)
+			r.addFeature(FeatBuildID)
 		}
 	case RecordHeaderFeature:
 		f := b.u64()
-		if b.err == nil && f < featBits {
+		if b.err == nil && f < featBits && f != featLastFeature {
 			r.addFeature(Feature(f))
 			if err := r.parseFeature(Feature(f), body[8:], rec.off+16); err != nil {
 				r.warn(fmt.Errorf("feature %s: %w", Feature(f), err))

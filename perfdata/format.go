@@ -289,6 +289,10 @@ const (
 	FeatHybridTopo   Feature = 30
 	FeatPMUCaps      Feature = 31
 	featBits                 = 256
+	// featLastFeature is HEADER_LAST_FEATURE: in pipe mode the
+	// HEADER_FEATURE record with this id and no section ends the features
+	// perf sends before the data.
+	featLastFeature = 32
 )
 
 var featureNames = [...]string{

@@ -84,7 +84,8 @@ type WriterTarget interface {
 
 // Writer writes a file-mode perf.data: the header, the attrs with their ids,
 // a data section of records handed to WriteRecord, and feature sections.
-// The file is valid only after Finish.
+// The file is valid only after Finish. NewPipeWriter makes one that writes
+// pipe mode instead.
 type Writer struct {
 	out      WriterTarget
 	bw       *bufio.Writer
@@ -98,6 +99,7 @@ type Writer struct {
 	zbuf     zstdSink
 	pending  int // uncompressed bytes since the last flush
 	rawBytes int64
+	pipe     *pipeState // pipe mode only (pipewriter.go)
 	err      error
 	hdr      [8]byte
 }
@@ -132,19 +134,29 @@ func NewWriter(out WriterTarget, events []WriterEvent, opts *WriterOptions) (*Wr
 	}
 	w.attrs.size = w.pos - w.attrs.off
 	w.dataOff = w.pos
-	if opts != nil && opts.Compress {
-		w.zlevel = 3 // zstd's default level, what SpeedDefault stands for
-		if opts.Level > 0 {
-			w.zlevel = opts.Level
-		}
-		lvl := zstd.EncoderLevelFromZstd(w.zlevel)
-		enc, err := zstd.NewWriter(&w.zbuf, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return nil, fmt.Errorf("perfdata: zstd: %w", err)
-		}
-		w.zenc = enc
+	if err := w.startCompression(opts); err != nil {
+		return nil, err
 	}
 	return w, w.err
+}
+
+// startCompression sets up the zstd stream of the data section when opts
+// ask for it.
+func (w *Writer) startCompression(opts *WriterOptions) error {
+	if opts == nil || !opts.Compress {
+		return nil
+	}
+	w.zlevel = 3 // zstd's default level, what SpeedDefault stands for
+	if opts.Level > 0 {
+		w.zlevel = opts.Level
+	}
+	lvl := zstd.EncoderLevelFromZstd(w.zlevel)
+	enc, err := zstd.NewWriter(&w.zbuf, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return fmt.Errorf("perfdata: zstd: %w", err)
+	}
+	w.zenc = enc
+	return nil
 }
 
 // zstdSink collects the encoder's output between flushes.
@@ -260,29 +272,20 @@ func (w *Writer) emitCompressed() {
 	w.zbuf.b = w.zbuf.b[:0]
 }
 
-// Finish writes the feature sections and the file header. The target is
-// complete (but not synced or closed) when it returns nil.
-func (w *Writer) Finish(f *WriterFeatures) error {
-	if w.zenc != nil {
-		// The frame is left open, as perf leaves it: the frame's end
-		// would be a record that decompresses to nothing, which perf
-		// refuses.
-		if err := w.flushCompressed(); err != nil {
-			return err
-		}
-		w.zenc.Close() // releases the encoder; its frame end is dropped
-		w.zbuf.b = nil
-	}
-	dataSize := w.pos - w.dataOff
+// featureSection is one header feature: its bit and its section's bytes.
+type featureSection struct {
+	bit  Feature
+	body []byte
+}
+
+// featureSections lists the non-empty features of f, and those the writer
+// adds itself (EVENT_DESC, COMPRESSED), in bit order.
+func (w *Writer) featureSections(f *WriterFeatures) []featureSection {
 	if f == nil {
 		f = &WriterFeatures{}
 	}
-	type feat struct {
-		bit  Feature
-		body []byte
-	}
-	var feats []feat
-	add := func(bit Feature, body []byte) { feats = append(feats, feat{bit, body}) }
+	var feats []featureSection
+	add := func(bit Feature, body []byte) { feats = append(feats, featureSection{bit, body}) }
 	if len(f.TracingData) > 0 {
 		add(FeatTracingData, f.TracingData)
 	}
@@ -333,6 +336,35 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 		}
 		add(FeatCompressed, b)
 	}
+	return feats
+}
+
+// endCompression writes out the rest of the zstd stream. The frame is left
+// open, as perf leaves it: the frame's end would be a record that
+// decompresses to nothing, which perf refuses.
+func (w *Writer) endCompression() error {
+	if w.zenc == nil {
+		return nil
+	}
+	if err := w.flushCompressed(); err != nil {
+		return err
+	}
+	w.zenc.Close() // releases the encoder; its frame end is dropped
+	w.zbuf.b = nil
+	return nil
+}
+
+// Finish writes the feature sections and the file header. The target is
+// complete (but not synced or closed) when it returns nil.
+func (w *Writer) Finish(f *WriterFeatures) error {
+	if w.pipe != nil {
+		return w.finishPipe(f)
+	}
+	if err := w.endCompression(); err != nil {
+		return err
+	}
+	dataSize := w.pos - w.dataOff
+	feats := w.featureSections(f)
 	// The feature index follows the data section directly, then the
 	// sections in bit order.
 	off := w.pos + int64(fileSectionSize*len(feats))

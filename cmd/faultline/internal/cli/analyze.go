@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -103,6 +104,7 @@ type analyzeFlags struct {
 	memProfile          string
 	execTrace           string
 	rawSites            bool
+	push                *pushFlags
 }
 
 func defaultAnalyzeOptions() analyze.Options {
@@ -125,6 +127,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on `N` goroutines beside the decoding one (0: one per CPU, GOMAXPROCS; 1: everything on one); the profile is the same for any N")
 	f.sym = addSymbolizeFlags(fs)
+	f.push = addPushFlags(fs, "push", "push-label", "push-timeout")
 	// For profiling faultline itself (testdata/bench/bench.sh).
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
@@ -137,6 +140,10 @@ func runAnalyze(env *Env, args []string) error {
 	}
 	if fs.NArg() != 1 {
 		return usageError("analyze: want one recording (FILE or - for stdin); see 'faultline analyze --help'")
+	}
+	labels, err := f.push.parse("analyze")
+	if err != nil {
+		return err
 	}
 	opts := def
 	switch f.by {
@@ -205,8 +212,22 @@ func runAnalyze(env *Env, args []string) error {
 	if err := writeProfile(env, f.out, res.Profile); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
+	pushed := ""
+	if f.push.url != "" {
+		var raw bytes.Buffer
+		if err := res.Profile.Write(&raw); err != nil {
+			return &ExitError{Code: ExitFailure, Err: err}
+		}
+		if pushed, err = f.push.push(raw.Bytes(), res.Profile, labels); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("analyze: wrote %s, but %v", f.out, err)}
+		}
+	}
 	if !f.quiet {
-		fmt.Fprintf(env.Stdout, "faultline: analyzed %s in %.2fs; wrote %s\n\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
+		fmt.Fprintf(env.Stdout, "faultline: analyzed %s in %.2fs; wrote %s\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
+		if pushed != "" {
+			fmt.Fprintf(env.Stdout, "faultline: %s\n", pushed)
+		}
+		fmt.Fprintln(env.Stdout)
 		res.Summary.WriteText(env.Stdout)
 		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}

@@ -62,6 +62,7 @@ func commands() []*command {
 		{name: "correlate", summary: "join a Pin memory-access log with a page-fault log: which access caused each fault", run: runCorrelate},
 		{name: "diff", summary: "compare two profiles per allocation site; exit 1 on a regression", run: runDiff},
 		{name: "info", summary: "describe a perf.data recording: command, host, events, samples, losses", run: runInfo},
+		{name: "push", summary: "send a profile to Grafana Pyroscope (push API), with labels", run: runPush},
 		{name: "record", summary: "record a program's allocations and page faults (no perf needed)", run: runRecord},
 		{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript},
 	}

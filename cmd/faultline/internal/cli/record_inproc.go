@@ -75,7 +75,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: true, TopWords: topStackWords,
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
-		Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
+		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
 		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
 		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
 		Cmd:     cmdPath, Argv: o.cmd,
@@ -84,7 +84,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
 	r.logf("recording %s in-process: its allocator calls through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]))
-	res, err := rec.Record(cfg, out.f)
+	res, err := rec.Record(cfg, out.w)
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {
 			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)

@@ -13,11 +13,12 @@ import (
 // O_EXCL temporary in the target directory) and renames it into place at
 // the end, and hands that descriptor, not a path, to the sudo user. A
 // symlink planted at the output name is replaced, never followed. For
-// "-o -" the recording is spooled to an unlinked temporary file and copied
-// to standard output (perf.data in file mode needs a seekable file; a file
-// named "-" is never created).
+// "-o -" the recording streams to standard output in pipe mode, as perf
+// record -o - writes it, so that a reader can start at once (a file named
+// "-" is never created).
 type outputFile struct {
-	f      *os.File
+	f      *os.File // the file being written; nil for stdout
+	w      io.Writer
 	tmp    string // temporary name in the target directory ("" for stdout)
 	final  string
 	stdout bool
@@ -27,12 +28,7 @@ type outputFile struct {
 func (r *recorder) createOutput() (*outputFile, error) {
 	o := &outputFile{final: r.opts.output}
 	if r.opts.output == "-" {
-		f, err := os.CreateTemp("", "faultline-record-*.data")
-		if err != nil {
-			return nil, prereqError("creating a spool file for standard output: %v (set TMPDIR to a writable directory)", err)
-		}
-		os.Remove(f.Name()) // unlinked: gone with the descriptor
-		o.f, o.stdout = f, true
+		o.w, o.stdout = r.env.Stdout, true
 		return o, nil
 	}
 	dir := filepath.Dir(r.opts.output)
@@ -45,23 +41,15 @@ func (r *recorder) createOutput() (*outputFile, error) {
 	if err != nil {
 		return nil, prereqError("cannot create the output in %s: %v", dir, err)
 	}
-	o.f, o.tmp = f, f.Name()
+	o.f, o.w, o.tmp = f, f, f.Name()
 	return o, nil
 }
 
 // commit finishes the output: hands the file to the sudo user, then renames
-// it into place (or copies it to standard output).
+// it into place. Standard output has had everything already.
 func (o *outputFile) commit(r *recorder) error {
 	if o.stdout {
-		if _, err := o.f.Seek(0, io.SeekStart); err != nil {
-			return err
-		}
-		_, err := io.Copy(r.env.Stdout, o.f)
-		o.f.Close()
 		o.done = true
-		if err != nil {
-			return fmt.Errorf("writing the recording to standard output: %v", err)
-		}
 		return nil
 	}
 	r.giveToInvoker(o.f)
@@ -81,7 +69,7 @@ func (o *outputFile) commit(r *recorder) error {
 // discard removes an unfinished output (error or interruption before the
 // file was complete).
 func (o *outputFile) discard() {
-	if o.done {
+	if o.done || o.stdout {
 		return
 	}
 	o.f.Close()

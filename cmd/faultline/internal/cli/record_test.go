@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -161,7 +162,7 @@ func TestRecordFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc"
-	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || !o.noTHP || o.compress ||
+	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || !o.noTHP || !o.compress ||
 		o.stackMin != 4096 || o.stackEvery != defaultStackEvery || o.faultStacks ||
 		strings.Join(o.cmd, " ") != "sort -n file" || strings.Join(o.probes, ",") != all {
 		t.Errorf("defaults: %+v", o)
@@ -174,6 +175,12 @@ func TestRecordFlags(t *testing.T) {
 	if strings.Join(o.cmd, " ") != "ls -l" || !o.compress || o.stackEvery != 8 || !o.faultStacks ||
 		strings.Join(o.probes, ",") != "malloc,calloc,free" {
 		t.Errorf("got %+v", o)
+	}
+	// --no-compress wins over the default and over -z.
+	for _, args := range [][]string{{"--no-compress", "ls"}, {"-z", "--no-compress", "ls"}, {"--compress=false", "ls"}} {
+		if o, err = parseRecordFlags(env, args); err != nil || o.compress {
+			t.Errorf("%q: compress=%v, %v", args, o != nil && o.compress, err)
+		}
 	}
 	for _, tc := range []struct {
 		args []string
@@ -306,7 +313,10 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.f.WriteString("to stdout")
+	if o.f != nil || o.w != r.env.Stdout {
+		t.Errorf("-o -: file %v, writer %T; want standard output itself", o.f, o.w)
+	}
+	io.WriteString(o.w, "to stdout")
 	if err := o.commit(r); err != nil {
 		t.Fatal(err)
 	}

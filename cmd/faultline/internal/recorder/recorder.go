@@ -3,8 +3,8 @@
 // stacks in one ring per CPU (every call, nothing lost), the allocation
 // entries again with DWARF stacks in rings of their own (every allocation of
 // at least StackMin bytes, 1 in StackEvery of the smaller ones), and the
-// MMAP2/COMM/FORK/EXIT sideband; it writes a file-mode perf.data through
-// perfdata.Writer. The probes themselves (tracefs) are the caller's.
+// MMAP2/COMM/FORK/EXIT sideband; it writes a perf.data, file or pipe mode,
+// through perfdata.Writer. The probes themselves (tracefs) are the caller's.
 package recorder
 
 import (
@@ -47,7 +47,11 @@ type Config struct {
 	FaultStacks bool   // also sample page faults with stacks, 1 in StackEvery
 	RangePages  int    // ring size per CPU for range events, in pages (power of two)
 	StackPages  int    // ring size per CPU for stack events
-	Compress    bool
+
+	// How the recording is written (output.go): Pipe writes pipe mode to
+	// a stream (perf record -o -), else file mode to a WriterTarget;
+	// Compress writes the data as zstd COMPRESSED records (perf -z).
+	Pipe, Compress bool
 
 	// Target: Cmd (Cmd[0] resolved to a path, Argv its argv), or Pid, or
 	// All (system-wide; with Cmd too when given).
@@ -122,8 +126,9 @@ type Result struct {
 // ErrNoEvents is returned when the kernel refuses to open an event.
 var ErrNoEvents = errors.New("cannot open perf events")
 
-// Record runs one recording into out (positioned at 0).
-func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
+// Record runs one recording into out: a perfdata.WriterTarget positioned
+// at 0, or any stream when cfg.Pipe.
+func Record(cfg *Config, out io.Writer) (*Result, error) {
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
@@ -192,7 +197,10 @@ func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
 	} else {
 		rec.res.Method = "uprobes"
 	}
-	w, err := perfdata.NewWriter(out, events, &perfdata.WriterOptions{Compress: cfg.Compress})
+	if rec.head, err = rec.headFeatures(); err != nil {
+		return nil, err
+	}
+	w, err := newWriter(cfg, out, events, rec.head)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +225,7 @@ type session struct {
 	ids      map[*spec][]uint64
 	rings    []*ring
 	w        *perfdata.Writer
+	head     *perfdata.WriterFeatures // features known before the data
 	res      *Result
 	released bool
 
@@ -766,11 +775,10 @@ func (s *session) finish() error {
 		s.res.Events = append(s.res.Events, EventCount{Name: sp.name, Stack: sp.stack, Filter: sp.filter,
 			Samples: *s.perSpec[sp], Lost: s.lost[sp]})
 	}
-	feats, err := s.features()
-	if err != nil {
-		return err
-	}
-	if err := s.w.Finish(feats); err != nil {
+	feats := *s.head
+	feats.BuildIDs = s.buildIDs()
+	feats.SampleTimeFirst, feats.SampleTimeLast = s.firstT, s.lastT
+	if err := s.w.Finish(&feats); err != nil {
 		return err
 	}
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()

@@ -234,15 +234,14 @@ func mmap2Body(pid uint32, m mapping, id uint64) []byte {
 	return appendSampleID(b, pid, pid, id)
 }
 
-// features gathers the header features: the probes' formats, build ids of
-// the executables mapped, and the machine's description.
-func (s *session) features() (*perfdata.WriterFeatures, error) {
+// headFeatures gathers the features known before recording: the probes'
+// formats and the machine's description. (Build ids and sample times come
+// at the end.)
+func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 	cfg := s.cfg
 	f := &perfdata.WriterFeatures{
-		Cmdline:         cfg.Cmdline,
-		Version:         "faultline record",
-		SampleTimeFirst: s.firstT,
-		SampleTimeLast:  s.lastT,
+		Cmdline: cfg.Cmdline,
+		Version: "faultline record",
 	}
 	if len(cfg.Probes) > 0 {
 		ev := filepath.Join(cfg.Tracefs, "events")
@@ -286,6 +285,12 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 	if unix.Sysinfo(&si) == nil {
 		f.TotalMemKB = uint64(si.Totalram) * uint64(si.Unit) / 1024
 	}
+	return f, nil
+}
+
+// buildIDs lists the build ids of the executable files mapped.
+func (s *session) buildIDs() []perfdata.BuildID {
+	var ids []perfdata.BuildID
 	var names []string
 	for name := range s.mmaps {
 		names = append(names, name)
@@ -299,9 +304,9 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 		if err != nil || len(id) == 0 {
 			continue
 		}
-		f.BuildIDs = append(f.BuildIDs, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
+		ids = append(ids, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
 	}
-	return f, nil
+	return ids
 }
 
 func cstr(b []byte) string {

@@ -1,0 +1,22 @@
+package recorder
+
+import (
+	"errors"
+	"io"
+
+	"github.com/faultline/faultline/perfdata"
+)
+
+// newWriter starts the recording's perfdata.Writer in the mode cfg asks
+// for: pipe mode on any stream, file mode on a seekable target.
+func newWriter(cfg *Config, out io.Writer, events []perfdata.WriterEvent, head *perfdata.WriterFeatures) (*perfdata.Writer, error) {
+	opts := &perfdata.WriterOptions{Compress: cfg.Compress}
+	if cfg.Pipe {
+		return perfdata.NewPipeWriter(out, events, head, opts)
+	}
+	t, ok := out.(perfdata.WriterTarget)
+	if !ok {
+		return nil, errors.New("a file-mode recording needs a seekable output; write pipe mode (Config.Pipe) to a stream")
+	}
+	return perfdata.NewWriter(t, events, opts)
+}
