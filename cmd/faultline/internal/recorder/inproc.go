@@ -179,8 +179,9 @@ const shimSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata
 // fn_short with only sp and the return address, for the calls made
 // straight from the program's own code, where the return address is the
 // site (about half the bytes); such a call during which its thread took
-// no fault is one sample, fn__call, at its return (the return's fields
-// added).
+// no fault is one sample, fn__call, at its return: the arguments and the
+// return's fields, the return address (__probe_ret_ip) being the site.
+// free has only its pointer.
 func (s *session) inprocSpecs(add func(*spec), flags uint64) {
 	ip := s.inproc
 	tp := func(id uint64, st perfdata.SampleFormat, period uint64) perfdata.Attr {
@@ -197,13 +198,13 @@ func (s *session) inprocSpecs(add func(*spec), flags uint64) {
 	}
 	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
 		if fn == shim.FuncFree {
-			ip.entry[fn] = event(fn.String(), entryFields(fn, 0, false))
+			ip.entry[fn] = event(fn.String(), []traceField{{decl: "u64 ptr", size: 8}})
 			continue
 		}
 		ip.entry[fn] = event(fn.String(), entryFields(fn, ip.words, true))
 		ip.short[fn] = event(fn.String()+shortSuffix, entryFields(fn, -1, true))
 		ip.ret[fn] = event(fn.String()+"__return", returnFields(fn))
-		ip.call[fn] = event(fn.String()+analyze.CallSuffix, append(entryFields(fn, -1, true), returnFields(fn)[1:]...))
+		ip.call[fn] = event(fn.String()+analyze.CallSuffix, append(entryFields(fn, 0, false), returnFields(fn)[1:]...))
 	}
 	if s.cfg.StackSize == 0 {
 		return
@@ -285,7 +286,7 @@ func shimFormat(name string, id uint64, fields []traceField) []byte {
 		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
 		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n")
 	off := 8
-	var pf, args []string
+	var pf, args, probe []string
 	for _, f := range fields {
 		sign := 0
 		if f.sign {
@@ -296,6 +297,7 @@ func shimFormat(name string, id uint64, fields []traceField) []byte {
 		n := f.decl[strings.LastIndexByte(f.decl, ' ')+1:]
 		switch {
 		case strings.HasPrefix(n, "__probe"):
+			probe = append(probe, "REC->"+n)
 			continue
 		case f.size == 4:
 			pf = append(pf, n+"=%d")
@@ -304,12 +306,16 @@ func shimFormat(name string, id uint64, fields []traceField) []byte {
 		}
 		args = append(args, "REC->"+n)
 	}
-	head, headArgs := "(%lx)", "REC->__probe_ip"
-	if strings.HasSuffix(name, "__return") {
-		head, headArgs = "(%lx <- %lx)", "REC->__probe_func, REC->__probe_ret_ip"
+	// As tracefs prints a uprobe: "(ip)" or "(func <- return address)".
+	head := ""
+	switch len(probe) {
+	case 1:
+		head = "(%lx) "
+	case 2:
+		head = "(%lx <- %lx) "
 	}
-	fmt.Fprintf(&b, "\nprint fmt: \"%s %s\", %s", head, strings.Join(pf, " "), headArgs)
-	for _, a := range args {
+	fmt.Fprintf(&b, "\nprint fmt: \"%s%s\"", head, strings.Join(pf, " "))
+	for _, a := range append(probe, args...) {
 		b.WriteString(", " + a)
 	}
 	b.WriteString("\n")
@@ -653,9 +659,6 @@ func (s *session) writeCall(g *shim.Ring, e, r *shim.Record) (int, error) {
 	for i := range e.Func.Args() {
 		b = ne.AppendUint64(b, e.Arg(i))
 	}
-	w, _ := e.Words(ip.words)
-	b = ne.AppendUint64(b, e.SP())
-	b = append(b, w[:8]...)
 	b = ne.AppendUint64(b, r.RetIP())
 	b = ne.AppendUint64(b, r.Ptr())
 	b = ne.AppendUint64(b, r.Hdr())
@@ -728,7 +731,6 @@ func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
 		rawAt := len(b)
 		b = ne.AppendUint32(b, 0)
 		b = appendCommon(b, sp, g.Tid())
-		b = ne.AppendUint64(b, rec.IP())
 		b = ne.AppendUint64(b, rec.Ptr())
 		b = finishRaw(b, rawAt)
 	}
