@@ -25,6 +25,12 @@ const (
 	ExitOK         = 0 // success
 	ExitRegression = 1 // diff: a site regressed past the threshold
 	ExitFailure    = 2 // bad usage, unreadable or unusable input, missing prerequisite
+
+	// record's own, as env(1), nice(1) and timeout(1) have them; otherwise
+	// record exits with the recorded program's status.
+	ExitRecordFailed  = 125 // record failed: bad usage, output, libc, the recording itself
+	ExitCannotExecute = 126 // the program was found but cannot be executed
+	ExitNotFound      = 127 // the program was not found
 )
 
 // Env is the outside world a command sees; tests substitute buffers.

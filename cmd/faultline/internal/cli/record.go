@@ -119,10 +119,38 @@ type recordOptions struct {
 func runRecord(env *Env, args []string) error {
 	o, err := parseRecordFlags(env, args)
 	if err != nil || o == nil {
-		return err
+		return recordStatus(err)
 	}
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: probeGroupFor(os.Getpid())}
-	return r.run()
+	return recordStatus(r.run())
+}
+
+// cmdStatus is an exit status that belongs to CMD, not to record: CMD's
+// own, or 126/127 for a CMD that cannot run.
+type cmdStatus struct {
+	code int
+	err  error
+}
+
+func (e *cmdStatus) Error() string { return e.err.Error() }
+
+// recordStatus gives record's exit status the convention of env, nice and
+// timeout (POSIX's 126/127 for commands that cannot run): CMD's status
+// passes through, and every failure of record's own, whatever its code
+// inside record, exits ExitRecordFailed.
+func recordStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var cs *cmdStatus
+	if errors.As(err, &cs) {
+		return &ExitError{Code: cs.code, Err: cs.err}
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: ExitRecordFailed, Err: ee.Err}
+	}
+	return &ExitError{Code: ExitRecordFailed, Err: err}
 }
 
 func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
@@ -196,6 +224,9 @@ type system interface {
 	ProcessAlive(pid int) bool
 	// IsRegular reports whether path (symlinks followed) is a regular file.
 	IsRegular(path string) (bool, error)
+	// Executable reports, as access(2) with X_OK, whether this process may
+	// execute path.
+	Executable(path string) error
 }
 
 type realSystem struct{}
@@ -261,6 +292,8 @@ func (realSystem) ProcessAlive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
+func (realSystem) Executable(path string) error { return unix.Access(path, unix.X_OK) }
+
 func (realSystem) IsRegular(path string) (bool, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -281,7 +314,8 @@ type recorder struct {
 	notes   notes // warnings, written once at the end unless -q
 }
 
-// prereqError is a missing prerequisite: exit 2 with the fix in the message.
+// prereqError is a missing prerequisite, with the fix in the message
+// (record exits ExitRecordFailed for it: recordStatus).
 func prereqError(format string, args ...any) error {
 	return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: "+format, args...)}
 }
@@ -314,7 +348,10 @@ func (r *recorder) record() error {
 	if len(o.cmd) > 0 {
 		p, err := libc.ResolveCommand(r.sys, o.cmd[0])
 		if err != nil {
-			return prereqError("%v", err)
+			return &cmdStatus{code: ExitNotFound, err: fmt.Errorf("record: %v", err)}
+		}
+		if err := r.checkExecutable(p); err != nil {
+			return &cmdStatus{code: ExitCannotExecute, err: fmt.Errorf("record: cannot execute %s: %v", p, err)}
 		}
 		cmdPath = p
 	}
@@ -416,17 +453,45 @@ func countEntries(probes []probeDef) int {
 	return n
 }
 
-// exitStatus turns CMD's end into record's exit status.
+// exitStatus turns CMD's end into record's exit status. CMD stopped by
+// record when --duration elapsed ended as asked: 0.
 func (r *recorder) exitStatus(res *rec.Result) error {
-	if !res.Ran || res.Unfinished {
+	if !res.Ran || res.Unfinished || res.StoppedBy == rec.StoppedByDuration {
 		return nil
 	}
 	name := filepath.Base(r.opts.cmd[0])
 	if res.Signal != 0 {
-		return &ExitError{Code: 128 + int(res.Signal), Err: fmt.Errorf("%s was killed by signal %d (%v); exit status %d; the recording is complete", name, int(res.Signal), unix.SignalName(res.Signal), 128+int(res.Signal))}
+		return &cmdStatus{code: 128 + int(res.Signal), err: fmt.Errorf("%s was killed by signal %d (%v); exit status %d; the recording is complete", name, int(res.Signal), unix.SignalName(res.Signal), 128+int(res.Signal))}
 	}
 	if res.ExitCode != 0 {
-		return &ExitError{Code: res.ExitCode, Err: fmt.Errorf("%s exited with status %d; the recording is complete", name, res.ExitCode)}
+		return &cmdStatus{code: res.ExitCode, err: fmt.Errorf("%s exited with status %d; the recording is complete", name, res.ExitCode)}
+	}
+	return nil
+}
+
+// checkExecutable refuses what execve(2) would refuse with EACCES or
+// ENOEXEC, before any probe is added: a file that is not regular, has no
+// execute permission, or is neither ELF nor a #! script.
+func (r *recorder) checkExecutable(path string) error {
+	regular, err := r.sys.IsRegular(path)
+	if err != nil {
+		return err
+	}
+	if !regular {
+		return errors.New("not a regular file")
+	}
+	if err := r.sys.Executable(path); err != nil {
+		return fmt.Errorf("no execute permission (%v); chmod +x it", err)
+	}
+	f, err := r.sys.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if !bytes.HasPrefix(head[:n], []byte("\x7fELF")) && !bytes.HasPrefix(head[:n], []byte("#!")) {
+		return errors.New("neither an ELF binary nor a #! script")
 	}
 	return nil
 }
@@ -552,9 +617,25 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		}
 		fmt.Fprintf(w, "faultline: %s ran %.2f s (user %.2f s, sys %.2f s)%s\n",
 			filepath.Base(o.cmd[0]), res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds(), cost)
+		if res.StoppedBy == rec.StoppedByDuration {
+			fmt.Fprintf(w, "faultline: record stopped %s after --duration %v (SIGINT, as asked): %s; exit status 0\n",
+				filepath.Base(o.cmd[0]), o.duration, howStopped(res))
+		}
 	}
 	if !out.stdout {
 		fmt.Fprintf(w, "Next: faultline analyze %s -o faults.pb.gz && go tool pprof -top faults.pb.gz\n", shellQuote([]string{o.output}))
+	}
+}
+
+// howStopped says how CMD ended after record asked it to stop.
+func howStopped(res *rec.Result) string {
+	switch {
+	case res.Unfinished:
+		return "it did not exit in the grace time and is left running"
+	case res.Signal != 0:
+		return fmt.Sprintf("it was killed by %v", unix.SignalName(res.Signal))
+	default:
+		return fmt.Sprintf("it exited with status %d", res.ExitCode)
 	}
 }
 

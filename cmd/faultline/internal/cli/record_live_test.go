@@ -281,7 +281,36 @@ func TestRecordLiveExitStatus(t *testing.T) {
 	if _, _, total := countSamples(t, out); total == 0 {
 		t.Errorf("no samples recorded from the crashed program")
 	}
+	// ls's own status for a bad flag is 2 (coreutils: "serious trouble").
+	code, stderr = runRecordMain("-q", "-o", out, "--", "ls", "--bad-flag")
+	if code != 2 || !strings.Contains(stderr, "ls exited with status 2") {
+		t.Errorf("ls --bad-flag: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "-o", out, "--", "no-such-command-faultline")
+	if code != ExitNotFound || !strings.Contains(stderr, "not found") {
+		t.Errorf("not found: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "-o", out, "--", "/etc/hostname")
+	if code != ExitCannotExecute || !strings.Contains(stderr, "cannot execute /etc/hostname") {
+		t.Errorf("not executable: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "--libc", "/no/such/libc.so.6", "-o", out, "--", "/bin/true")
+	if code != ExitRecordFailed || !strings.Contains(stderr, "--libc /no/such/libc.so.6: no such file") {
+		t.Errorf("bad --libc: record exit %d, stderr %q", code, stderr)
+	}
 	checkNoProbesLeft(t, "after the program died")
+}
+
+// TestRecordLiveDuration: a program record stops when --duration elapses
+// (SIGINT kills sleep) exits 0, and the summary says record stopped it.
+func TestRecordLiveDuration(t *testing.T) {
+	requireLiveRecord(t)
+	out := filepath.Join(t.TempDir(), "d.data")
+	code, stderr := runRecordMain("--duration", "300ms", "-o", out, "--", "sleep", "30")
+	if code != ExitOK || !strings.Contains(stderr, "record stopped sleep after --duration 300ms (SIGINT, as asked): it was killed by SIGINT; exit status 0") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	checkNoProbesLeft(t, "after --duration")
 }
 
 // TestRecordLiveErrorAndInterrupt: probes are gone after an error that
@@ -291,7 +320,7 @@ func TestRecordLiveErrorAndInterrupt(t *testing.T) {
 	requireLiveRecord(t)
 	dir := t.TempDir()
 	code, stderr := runRecordMain("-q", "-o", filepath.Join(dir, "no", "such", "dir", "x.data"), "--", "/bin/true")
-	if code != ExitFailure || !strings.Contains(stderr, "cannot create the output") {
+	if code != ExitRecordFailed || !strings.Contains(stderr, "cannot create the output") {
 		t.Errorf("error path: exit %d, %q", code, stderr)
 	}
 	checkNoProbesLeft(t, "after an error")
@@ -353,7 +382,7 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 	copyFile(t, lib, evil)
 	before := probeGroups(uprobeEvents(t))
 	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
-	if code != ExitFailure || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
+	if code != ExitRecordFailed || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
 	after := probeGroups(uprobeEvents(t))

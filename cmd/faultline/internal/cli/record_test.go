@@ -34,6 +34,7 @@ type fakeSys struct {
 	alive    map[int]bool
 	pid      int
 	regular  map[string]bool // IsRegular answers; default true for known files
+	noExec   map[string]bool // Executable fails for these
 }
 
 type fakeRun struct {
@@ -91,6 +92,13 @@ func (f *fakeSys) Fchown(file *os.File, uid, gid int) error {
 }
 
 func (f *fakeSys) ProcessAlive(pid int) bool { return f.alive[pid] }
+
+func (f *fakeSys) Executable(path string) error {
+	if f.noExec[path] {
+		return syscall.EACCES
+	}
+	return nil
+}
 
 func (f *fakeSys) IsRegular(path string) (bool, error) {
 	if r, ok := f.regular[path]; ok {
@@ -567,5 +575,81 @@ func TestLossTable(t *testing.T) {
 		"  (1 more events recorded nothing; faultline info lists them all)\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestRecordExitStatusOwnFailures: record's own failures exit 125, a
+// command that is not found 127 and one that cannot be executed 126 (the
+// convention of env, nice and timeout), all before a probe is added.
+func TestRecordExitStatusOwnFailures(t *testing.T) {
+	// Through Main: a bad flag and a bad value are record's failures.
+	for _, args := range [][]string{{"--bogus", "ls"}, {"--stack-every", "0", "ls"}, {}} {
+		var errb bytes.Buffer
+		code := Main(append([]string{"record"}, args...), &Env{Stdout: &bytes.Buffer{}, Stderr: &errb})
+		if code != ExitRecordFailed || !strings.HasPrefix(errb.String(), "faultline: record: ") {
+			t.Errorf("record %v: exit %d, stderr %q; want %d", args, code, errb.String(), ExitRecordFailed)
+		}
+	}
+	if code := Main([]string{"record", "--help"}, &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}); code != ExitOK {
+		t.Errorf("record --help: exit %d", code)
+	}
+
+	sys := newFakeSys()
+	sys.Text["/bin/script"] = "#!/bin/sh\nexit 0\n"
+	sys.Text["/bin/elf"] = "\x7fELF\x02\x01\x01"
+	sys.Text["/bin/text"] = "hello\n"
+	sys.Text["/bin/noexec"] = "#!/bin/sh\n"
+	sys.Text["/bin/dir"] = ""
+	sys.regular["/bin/dir"] = false
+	sys.noExec = map[string]bool{"/bin/noexec": true}
+	sys.path["script"] = "/bin/script"
+	for _, tc := range []struct {
+		cmd, libc string
+		code      int
+		want      string
+	}{
+		{"nosuchcmd", "", ExitNotFound, `command "nosuchcmd" not found in PATH`},
+		{"./nosuchfile", "", ExitNotFound, "./nosuchfile: no such file"},
+		{"/bin/noexec", "", ExitCannotExecute, "no execute permission"},
+		{"/bin/dir", "", ExitCannotExecute, "not a regular file"},
+		{"/bin/text", "", ExitCannotExecute, "neither an ELF binary nor a #! script"},
+		// Found and executable: the missing --libc is record's failure.
+		{"script", "/no/libc.so.6", ExitRecordFailed, "--libc /no/libc.so.6: no such file"},
+		{"/bin/elf", "/no/libc.so.6", ExitRecordFailed, "--libc /no/libc.so.6: no such file"},
+	} {
+		r, _ := newTestRecorder(sys, nil)
+		r.opts.cmd, r.opts.libc = []string{tc.cmd}, tc.libc
+		err := recordStatus(r.run())
+		if exitCode(err) != tc.code || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: exit %d (%v), want %d and %q", tc.cmd, exitCode(err), err, tc.code, tc.want)
+		}
+	}
+	if len(sys.writes) != 0 {
+		t.Errorf("probes were written before the command was checked: %q", sys.writes)
+	}
+}
+
+// TestRecordExitStatusOfCommand: the program's status passes through,
+// 128+N for signal N, and a program record stopped when --duration
+// elapsed exits 0.
+func TestRecordExitStatusOfCommand(t *testing.T) {
+	r, _ := newTestRecorder(newFakeSys(), nil)
+	for _, tc := range []struct {
+		res  rec.Result
+		code int
+	}{
+		{rec.Result{Ran: true}, ExitOK},
+		{rec.Result{Ran: true, ExitCode: 2}, 2},
+		{rec.Result{Ran: true, ExitCode: 125}, 125},
+		{rec.Result{Ran: true, Signal: syscall.SIGSEGV}, 128 + 11},
+		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: "interrupt"}, 128 + 2},
+		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{Ran: true, ExitCode: 1, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{Ran: true, Unfinished: true, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{}, ExitOK}, // -p, -a
+	} {
+		if got := exitCode(recordStatus(r.exitStatus(&tc.res))); got != tc.code {
+			t.Errorf("%+v: exit %d, want %d", tc.res, got, tc.code)
+		}
 	}
 }

@@ -90,9 +90,12 @@ type Result struct {
 	Signal     syscall.Signal // the signal that killed it, or 0
 	Wall       time.Duration  // exec to exit
 	User, Sys  time.Duration
-	StoppedBy  string // "" (Cmd exited), "duration", or a signal's name
+	StoppedBy  string // "" (Cmd exited), StoppedByDuration, or a signal's name
 	Unfinished bool   // Cmd was still running when recording stopped
 }
+
+// StoppedByDuration is Result.StoppedBy when Config.Duration elapsed.
+const StoppedByDuration = "duration"
 
 // ErrNoEvents is returned when the kernel refuses to open an event.
 var ErrNoEvents = errors.New("cannot open perf events")
@@ -567,7 +570,9 @@ func (s *session) run(held *heldCommand) error {
 		case <-forward:
 			held.cmd.Process.Signal(pending)
 		case <-timer:
-			s.res.StoppedBy = "duration"
+			if s.res.StoppedBy == "" { // not when a stop request came first
+				s.res.StoppedBy = StoppedByDuration
+			}
 			if held == nil {
 				_, err := s.drain()
 				return err
