@@ -113,6 +113,7 @@ type recordOptions struct {
 	noTHP       bool
 	libc        string
 	quiet       bool
+	verbose     bool
 	cmd         []string
 }
 
@@ -172,6 +173,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "also print details that need no action (allocator functions that are aliases of another, probed once)")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
 	if done, err := parseFlags(env, fs, recordHelp, args); done {
@@ -331,7 +333,7 @@ func (r *recorder) logf(format string, args ...any) {
 func (r *recorder) run() error {
 	err := r.record()
 	if !r.opts.quiet {
-		r.notes.write(r.env.Stderr, false)
+		r.notes.write(r.env.Stderr, r.opts.verbose)
 	}
 	return err
 }
@@ -363,9 +365,7 @@ func (r *recorder) record() error {
 	if err != nil {
 		return prereqError("%v", err)
 	}
-	for _, n := range notes {
-		r.notes.add(errors.New(n))
-	}
+	r.notes.add(notes...)
 
 	// From here on probes may exist: catch signals first so Ctrl-C while
 	// adding them still removes them. SIGHUP (a closed terminal) ends the

@@ -301,6 +301,26 @@ func TestRecordLiveExitStatus(t *testing.T) {
 	checkNoProbesLeft(t, "after the program died")
 }
 
+// TestRecordLiveNoWarnings: a default record of a C program (/bin/true)
+// prints no warning; -v adds the aliasing detail (glibc 2.36's
+// aligned_alloc is memalign).
+func TestRecordLiveNoWarnings(t *testing.T) {
+	requireLiveRecord(t)
+	out := filepath.Join(t.TempDir(), "t.data")
+	code, stderr := runRecordMain("-o", out, "--", "/bin/true")
+	if code != ExitOK || strings.Contains(stderr, "warning") || strings.Contains(stderr, "same function") {
+		t.Errorf("default: exit %d, stderr:\n%s", code, stderr)
+	}
+	_, notes, err := probeDefinitions(realSystem{}, libctest.SystemLibc(t), "g", []string{"memalign", "aligned_alloc"})
+	if err != nil || len(notes) == 0 {
+		t.Skipf("this libc's aligned_alloc is not memalign (%v)", err)
+	}
+	code, stderr = runRecordMain("-v", "-o", out, "--", "/bin/true")
+	if code != ExitOK || !strings.Contains(stderr, "faultline: note: aligned_alloc is the same function as memalign") || strings.Contains(stderr, "warning") {
+		t.Errorf("-v: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
 // TestRecordLiveDuration: a program record stops when --duration elapses
 // (SIGINT kills sleep) exits 0, and the summary says record stopped it.
 func TestRecordLiveDuration(t *testing.T) {

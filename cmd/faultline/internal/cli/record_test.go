@@ -383,8 +383,9 @@ func TestProbeDefinitions(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "aligned_alloc is the same function as memalign") {
-		t.Errorf("notes = %q", notes)
+	var dn *detailNote
+	if len(notes) != 1 || !strings.Contains(notes[0].Error(), "aligned_alloc is the same function as memalign") || !errors.As(notes[0], &dn) {
+		t.Errorf("notes = %q, want one detail (said only with -v)", notes)
 	}
 }
 
