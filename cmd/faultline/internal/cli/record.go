@@ -41,7 +41,9 @@ report read too:
     allocation of at least --stack-min bytes (they own whole pages, so their
     stacks are exact) and for 1 in --stack-every of the smaller ones, in
     rings of their own (--stack-mmap-pages): losing a stack never loses a
-    call. analyze gives an allocation without a stack its exact leaf (the
+    call. These are second instances of the entry probes, named
+    EVENT/stack-big/ and EVENT/stack-1inN/ (as faultline info, perf script
+    and perf report show them). analyze gives an allocation without a stack its exact leaf (the
     first caller in the program's own code, found from those top words;
     where they do not reach past the allocator's wrappers, the address the
     allocator returned to) and callers inferred from the stacks sampled at
@@ -600,7 +602,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		fmt.Fprintf(w, ", %.1f MB uncompressed", float64(res.DataBytes)/1e6)
 	}
 	fmt.Fprintln(w, ")")
-	writeLossTable(w, res.Events, o.stackEvery)
+	writeLossTable(w, res.Events)
 	if res.TwinsRepaired+res.TwinsDropped > 0 {
 		fmt.Fprintf(w, "faultline: note: the kernel gave %d samples to the wrong one of two instances of an event (a shared perf_sample_data in software events); repaired\n", res.TwinsRepaired+res.TwinsDropped)
 	}
@@ -640,23 +642,12 @@ func howStopped(res *rec.Result) string {
 }
 
 // writeLossTable prints one row per event: samples, and lost samples as the
-// kernel counted them per event (perf report --stats' LOST_SAMPLES).
-func writeLossTable(w io.Writer, events []rec.EventCount, every uint64) {
-	label := func(e rec.EventCount) string {
-		if !e.Stack {
-			return e.Name
-		}
-		if e.Filter == "" {
-			return fmt.Sprintf("%s [stack, 1 in %d]", e.Name, every)
-		}
-		if strings.Contains(e.Filter, "<") {
-			return fmt.Sprintf("%s [stack, 1 in %d of the smaller]", e.Name, every)
-		}
-		return fmt.Sprintf("%s [stack, every big one]", e.Name)
-	}
+// kernel counted them per event (perf report --stats' LOST_SAMPLES), under
+// the names faultline info and perf script show.
+func writeLossTable(w io.Writer, events []rec.EventCount) {
 	width := len("event")
 	for _, e := range events {
-		width = max(width, len(label(e)))
+		width = max(width, len(e.Name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tsamples\tlost\t\n", width, "event")
@@ -666,7 +657,7 @@ func writeLossTable(w io.Writer, events []rec.EventCount, every uint64) {
 			quiet++ // a function the program never called
 			continue
 		}
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t\n", width, label(e), strconv.FormatUint(e.Samples, 10), strconv.FormatUint(e.Lost, 10))
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t\n", width, e.Name, strconv.FormatUint(e.Samples, 10), strconv.FormatUint(e.Lost, 10))
 	}
 	tw.Flush()
 	if quiet > 0 {

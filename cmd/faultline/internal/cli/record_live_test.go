@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
 )
 
 // requireLiveRecord skips a test that records for real unless it can: not
@@ -580,7 +582,7 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	}
 	var all, stacked, instances uint64
 	for _, ev := range recordedEvents(t, out) {
-		if ev.Name != "page-faults" {
+		if ev.Name != "page-faults" && ev.Name != "page-faults/stack-1in100/" {
 			continue
 		}
 		if ev.Attr.SampleType&perfdata.SampleStackUser != 0 {
@@ -599,6 +601,21 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	// copies made this 32488 faults and 656 stacks.)
 	if all < 2*16384 || stacked > all/100 || stacked+instances < all/100 {
 		t.Errorf("%d faults, %d with stacks from %d instances; want at least %d faults and 1 in 100 of them (less at most one per instance)", all, stacked, instances, 2*16384)
+	}	// The stack instances' own names (…/stack-big/, …/stack-1inN/) are
+	// paired with their range events as the old shared names were
+	// (TestStackRolesOldNames in attribute/analyze).
+	res, err := analyzeFile(&Env{Stderr: io.Discard}, out, defaultAnalyzeOptions(), symbolize.Config{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, e := range res.Summary.Events {
+		roles[e.Name] = e.Role
+	}
+	g := ourGroup()
+	if roles["page-faults/stack-1in100/"] != "stack" || roles[g+":malloc/stack-big/"] != "stack" || roles[g+":malloc/stack-1in100/"] != "stack" ||
+		roles[g+":malloc"] != "alloc-entry" || roles["page-faults"] != "fault" {
+		t.Errorf("analyze's roles: %v", roles)
 	}
 }
 

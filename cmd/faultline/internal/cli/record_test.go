@@ -563,16 +563,16 @@ func TestLossTable(t *testing.T) {
 	var b bytes.Buffer
 	writeLossTable(&b, []rec.EventCount{
 		{Name: "faultline_7:malloc", Samples: 500},
-		{Name: "faultline_7:malloc", Stack: true, Filter: "size >= 4096", Samples: 3},
-		{Name: "faultline_7:malloc", Stack: true, Filter: "size < 4096", Samples: 7, Lost: 2},
+		{Name: "faultline_7:malloc/stack-big/", Stack: true, Filter: "size >= 4096", Samples: 3},
+		{Name: "faultline_7:malloc/stack-1in64/", Stack: true, Filter: "size < 4096", Samples: 7, Lost: 2},
 		{Name: "faultline_7:valloc"},
-	}, 64)
-	// Names left-aligned to the longest label (50 characters), numbers
+	})
+	// Names left-aligned to the longest (31 characters), numbers
 	// right-aligned under their headers.
-	want := "  event                                               samples  lost\n" +
-		"  faultline_7:malloc                                      500     0\n" +
-		"  faultline_7:malloc [stack, every big one]                 3     0\n" +
-		"  faultline_7:malloc [stack, 1 in 64 of the smaller]        7     2\n" +
+	want := "  event                            samples  lost\n" +
+		"  faultline_7:malloc                   500     0\n" +
+		"  faultline_7:malloc/stack-big/          3     0\n" +
+		"  faultline_7:malloc/stack-1in64/        7     2\n" +
 		"  (1 more events recorded nothing; faultline info lists them all)\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant\n%s", b.String(), want)

@@ -267,18 +267,32 @@ func buildSpecs(cfg *Config) []*spec {
 			bf, sf = bigN, smallN
 		}
 		name := cfg.Group + ":" + p.Event
-		add(&spec{name: name, kind: kindStack, stack: true, filter: bf,
+		add(&spec{name: name + stackBigSuffix, kind: kindStack, stack: true, filter: bf,
 			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, 1))})
-		add(&spec{name: name, kind: kindStack, stack: true, filter: sf,
+		add(&spec{name: name + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, filter: sf,
 			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, cfg.StackEvery))})
 	}
 	if cfg.FaultStacks {
 		a := stackAttr(specs[1].attr)
 		a.SamplePeriod = cfg.StackEvery
-		add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
+		add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 	}
 	return specs
 }
+
+// A stack instance is named after its range event with a suffix in the
+// shape of perf's per-event terms (-e 'EVENT/call-graph=dwarf/'), so that
+// faultline info, perf script and perf report tell the three instances of
+// one probe apart: faultline_PID:malloc, faultline_PID:malloc/stack-big/
+// (every call of at least StackMin bytes) and
+// faultline_PID:malloc/stack-1in61/ (1 in StackEvery of the others). No
+// '=' and no ':' in the suffix: analyze --event takes NAME=ROLE, and the
+// part after the last ':' of a probe's name is its function. Recordings
+// made before the suffix have three events of one name; analyze pairs
+// instances by their attrs, not their names, and reads both.
+const stackBigSuffix = "/stack-big/"
+
+func stackEverySuffix(n uint64) string { return fmt.Sprintf("/stack-1in%d/", n) }
 
 // sizeFilters are the stack instances' filters for a size argument: the
 // two are complements, so no call is sampled twice.
