@@ -601,7 +601,8 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	// copies made this 32488 faults and 656 stacks.)
 	if all < 2*16384 || stacked > all/100 || stacked+instances < all/100 {
 		t.Errorf("%d faults, %d with stacks from %d instances; want at least %d faults and 1 in 100 of them (less at most one per instance)", all, stacked, instances, 2*16384)
-	} // The stack instances' own names (…/stack-big/, …/stack-1inN/) are
+	}
+	// The stack instances' own names (…/stack-big/, …/stack-1inN/) are
 	// paired with their range events as the old shared names were
 	// (TestStackRolesOldNames in attribute/analyze).
 	res, err := analyzeFile(&Env{Stderr: io.Discard}, out, defaultAnalyzeOptions(), symbolize.Config{}, true)
