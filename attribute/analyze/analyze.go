@@ -85,6 +85,10 @@ type Summary struct {
 	// FromRecord: the recording was made by faultline record (its CMDLINE
 	// feature says), so advice names record's flags.
 	FromRecord bool
+	// NoFaultStacks: the profile is by touch (report.ByTouch) but no fault
+	// event of the recording carries stacks, so no fault names the code
+	// that touched the memory.
+	NoFaultStacks bool
 	Truncated  bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
@@ -178,6 +182,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.FromRecord = true
 	}
 	p.Comments = append(p.Comments, lossComments(s.Events)...)
+	s.NoFaultStacks = opts.Mode == report.ByTouch && !ru.faultStacks()
 	if ru.leafMode {
 		s.StackJoin = &ru.join
 		s.AllocStacks = ru.b.StackTotals()
@@ -362,6 +367,17 @@ func (ru *run) setup() error {
 	}
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes}, regions{ru.sess})
 	return nil
+}
+
+// faultStacks reports whether some fault event carries stacks: itself, or
+// through a stack instance.
+func (ru *run) faultStacks() bool {
+	for _, in := range ru.infos {
+		if in.role == RoleFault && hasStacks(in.ev) || in.role == RoleStack && ru.infos[in.stackFor].role == RoleFault {
+			return true
+		}
+	}
+	return false
 }
 
 func eventNames(evs []*perfdata.Event) string {

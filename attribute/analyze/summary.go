@@ -92,6 +92,13 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (stopped early: %s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if s.NoFaultStacks {
+		how := "record the fault event with --call-graph dwarf"
+		if s.FromRecord {
+			how = "record with faultline record --fault-stacks"
+		}
+		fmt.Fprintf(w, "By touch:     the recording has no fault stacks, so no fault names the code that touched the memory; %s\n", how)
+	}
 	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)

@@ -40,7 +40,8 @@ pprof profile:
   stacks        --by alloc: the allocation's call stack, allocator frames
                 dropped, so the leaf is the code that called malloc;
                 --by touch: the faulting code's stack (label alloc_site names
-                the allocation's caller)
+                the allocation's caller); faults have stacks only when
+                recorded with them (faultline record --fault-stacks)
   labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
                 write|exec (tracepoint faults), inside=allocator (faults the
                 allocator took on its own heap or arena memory while serving
