@@ -89,7 +89,7 @@ type Summary struct {
 	// event of the recording carries stacks, so no fault names the code
 	// that touched the memory.
 	NoFaultStacks bool
-	Truncated  bool
+	Truncated     bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
 	// set too.
