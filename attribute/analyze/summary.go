@@ -22,6 +22,9 @@ func (s *Summary) WriteText(w io.Writer) {
 		}
 		return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
 	}
+	if s.Selection != nil {
+		s.Selection.writeText(w)
+	}
 	fmt.Fprintf(w, "Faults:       %d, attributed to an allocation %d (%s)", t.Faults, t.Attributed, pct(t.Attributed, t.Faults))
 	if t.InFlight > 0 {
 		fmt.Fprintf(w, ", %d of them inside the allocator", t.InFlight)
