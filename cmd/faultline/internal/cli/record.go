@@ -67,12 +67,19 @@ record does the setup for you:
   - under sudo, creates the recording as a new file and hands it to the
     user who ran sudo, so analyze needs no root.
 
-Flags after CMD belong to CMD. Uprobes cost a trap per call (about a
-microsecond here): an allocation-heavy program runs several times slower,
-which record's summary shows (the traps count as system time).
+Flags after CMD belong to CMD. Every probe hit is a trap into the kernel,
+charged to the program as CPU time: an allocation-heavy program runs many
+times slower. record's summary prints the hits and the program's user and
+sys time, so for an allocation-heavy program (user+sys)/hits is what a hit
+cost; the README gives the figure measured on one machine.
 
-Exit status: CMD's own (128+N when signal N killed it, as a shell says), 0
-for -p and -a; 2 a missing prerequisite, bad usage or a failed recording.
+Exit status, as env, nice and timeout have it:
+  CMD's own  when CMD ran (128+N when signal N killed it, as a shell says)
+  0          -p and -a; CMD that record stopped when --duration elapsed
+  125        record itself failed: bad usage, an output it cannot write, a
+             missing prerequisite (root, tracefs, libc, --libc) or the recording
+  126        CMD was found but cannot be executed
+  127        CMD was not found
 
 Example:
 
@@ -615,7 +622,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		}
 		cost := ""
 		if s := res.Wall.Seconds(); s > 0 && hits > 0 {
-			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, counted as sys time: compare with the program's own run time for the slowdown", hits, float64(hits)/s)
+			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, charged to the program as CPU time: compare with its run time without record for the slowdown", hits, float64(hits)/s)
 		}
 		fmt.Fprintf(w, "faultline: %s ran %.2f s (user %.2f s, sys %.2f s)%s\n",
 			filepath.Base(o.cmd[0]), res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds(), cost)
