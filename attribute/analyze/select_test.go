@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/perfdata/perftest"
+	"github.com/faultline/faultline/symbolize"
 )
 
 // TestSelectPrograms: --comm and --pid keep the samples of some programs of
@@ -83,3 +84,61 @@ func TestSelectPrograms(t *testing.T) {
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// TestSelectPipeline: testdata/pipeline/pipeline.data is a recording of
+// sh -c 'produce | consume' (faultline record). Selecting a program keeps
+// exactly what perf script shows for it (pipeline.script.txt): its
+// page-faults samples and its allocator entries (malloc, calloc, realloc;
+// not returns, frees or stack instances).
+func TestSelectPipeline(t *testing.T) {
+	dir := perftest.Testdata(t, "pipeline")
+	script := perftest.ReadScript(t, dir+"/pipeline.script.txt")
+	files := symbolize.Config{Symfs: dir + "/symfs", Getenv: func(string) string { return "" }}
+	entry := func(ev string) bool {
+		for _, fn := range []string{":malloc", ":calloc", ":realloc"} {
+			if strings.HasSuffix(ev, fn) {
+				return true
+			}
+		}
+		return false
+	}
+	pidOf := map[string]uint32{}
+	for _, s := range script {
+		pidOf[s.Comm] = s.Pid // produce and consume: one process each
+	}
+	count := func(comms []string, pids []uint32) (faults, calls uint64, procs map[uint32]bool) {
+		procs = map[uint32]bool{}
+		for _, s := range script {
+			if (len(comms) > 0 && !slices.Contains(comms, s.Comm)) || (len(pids) > 0 && !slices.Contains(pids, s.Pid)) {
+				continue
+			}
+			procs[s.Pid] = true
+			switch {
+			case s.Event == "page-faults":
+				faults++
+			case entry(s.Event):
+				calls++
+			}
+		}
+		return faults, calls, procs
+	}
+	for _, tc := range []struct {
+		comms []string
+		pids  []uint32
+	}{
+		{[]string{"consume"}, nil},
+		{[]string{"produce"}, nil},
+		{[]string{"produce", "consume"}, nil},
+		{[]string{"sh"}, nil},
+		{nil, []uint32{pidOf["consume"]}},
+		{[]string{"sh"}, []uint32{pidOf["produce"]}},
+	} {
+		res := analyzePath(t, dir+"/pipeline.data", files, Options{Attr: attribute.DefaultConfig(), Comms: tc.comms, Pids: tc.pids})
+		faults, calls, procs := count(tc.comms, tc.pids)
+		sel := res.Summary.Selection
+		if faults == 0 || sel == nil || sel.Faults != faults || res.Summary.Tracker.Faults != faults || sel.Calls != calls || res.Summary.Tracker.Entries != calls || len(sel.Kept) != len(procs) {
+			t.Errorf("%v %v: tracker %d faults %d entries, selection %+v; perf script: %d faults, %d entries, processes %v",
+				tc.comms, tc.pids, res.Summary.Tracker.Faults, res.Summary.Tracker.Entries, sel, faults, calls, procs)
+		}
+	}
+}
