@@ -43,11 +43,11 @@ report read too:
     rings of their own (--stack-mmap-pages): losing a stack never loses a
     call. These are second instances of the entry probes, named
     EVENT/stack-big/ and EVENT/stack-1inN/ (as faultline info, perf script
-    and perf report show them). analyze gives an allocation without a stack its exact leaf (the
-    first caller in the program's own code, found from those top words;
-    where they do not reach past the allocator's wrappers, the address the
-    allocator returned to) and callers inferred from the stacks sampled at
-    that leaf;
+    and perf report show them). analyze gives an allocation without a stack
+    its exact leaf (the first caller in the program's own code, found from
+    those top words; where they do not reach past the allocator's wrappers,
+    the address the allocator returned to) and callers inferred from the
+    stacks sampled at that leaf;
   - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT).
 
 record does the setup for you:
