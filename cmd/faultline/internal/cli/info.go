@@ -22,10 +22,11 @@ const infoHelp = `Usage: faultline info [flags] FILE|-
 Describes a perf.data recording on one screen, without perf: what perf report
 --header-only and perf report --stats tell. It shows the recorded command line,
 host, kernel, perf version, architecture, CPUs and memory, each event with its
-sample count and the samples the kernel lost for it, the duration from the
-first to the last sample, compression, the build IDs the recording references,
-the header features present, and any warnings (for example a file cut short
-because perf record was killed). Check a recording with it before analyzing:
+sample count and the samples the kernel lost for it (events that share a name,
+as two instances of one probe, are labeled apart: "[stack]", "[stack, 1 in
+N]", "#2"), the duration from the first to the last sample, compression, the
+build IDs the recording references, the header features present, and any
+warnings (for example a file cut short because perf record was killed). Check a recording with it before analyzing:
 lost allocation samples make attribution incomplete.
 
 FILE "-" reads a pipe-mode recording (perf record -o -) from standard input.
