@@ -39,6 +39,14 @@ type Options struct {
 	// RawSites names the summary's sites by their leaf frame instead of
 	// their first frame in the user's own code.
 	RawSites bool
+	// Comms and Pids select the programs of a recording that spans several
+	// (a shell pipeline, a build), as perf report's --comm and --pid do: a
+	// sample counts when its process or thread has one of the names in
+	// Comms at that moment (after an exec, the new program's) and its
+	// process one of the ids in Pids; an empty list selects every one.
+	// Other samples are ignored, and the summary says what was kept.
+	Comms []string
+	Pids  []uint32
 }
 
 // EventSummary is one event's counts.
@@ -82,10 +90,16 @@ type Summary struct {
 	// (faultline record's sp, bp, s0… fields): how the calls without a
 	// stack found their exact leaf from it.
 	TopStacks *TopStacks
+	// Selection is set when Options.Comms or Options.Pids chose programs.
+	Selection *Selection
 	// FromRecord: the recording was made by faultline record (its CMDLINE
 	// feature says), so advice names record's flags.
 	FromRecord bool
-	Truncated  bool
+	// NoFaultStacks: the profile is by touch (report.ByTouch) but no fault
+	// event of the recording carries stacks, so no fault names the code
+	// that touched the memory.
+	NoFaultStacks bool
+	Truncated     bool
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
 	// set too.
@@ -132,6 +146,8 @@ type run struct {
 	// (pipeline.go); nil: unwind on demand.
 	walk *symbolize.Walk
 
+	sel *Selection // nil: every sample counts
+
 	entry attribute.Entry
 	ret   attribute.Return
 	free  attribute.Free
@@ -142,6 +158,9 @@ type run struct {
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
 	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
 		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
+		ru.sel = newSelection(opts.Comms, opts.Pids)
+	}
 	if err := ru.records(); err != nil {
 		return nil, err
 	}
@@ -178,6 +197,11 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.FromRecord = true
 	}
 	p.Comments = append(p.Comments, lossComments(s.Events)...)
+	s.NoFaultStacks = opts.Mode == report.ByTouch && !ru.faultStacks()
+	if ru.sel != nil {
+		ru.sel.finish(sess.Comm)
+		s.Selection = ru.sel
+	}
 	if ru.leafMode {
 		s.StackJoin = &ru.join
 		s.AllocStacks = ru.b.StackTotals()
@@ -367,6 +391,17 @@ func (ru *run) setup() error {
 	return nil
 }
 
+// faultStacks reports whether some fault event carries stacks: itself, or
+// through a stack instance.
+func (ru *run) faultStacks() bool {
+	for _, in := range ru.infos {
+		if in.role == RoleFault && hasStacks(in.ev) || in.role == RoleStack && ru.infos[in.stackFor].role == RoleFault {
+			return true
+		}
+	}
+	return false
+}
+
 func eventNames(evs []*perfdata.Event) string {
 	var names []string
 	for _, e := range evs {
@@ -417,6 +452,9 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.counts[smp.Event.Index].Role = in.role.String()
 	}
 	ru.lost.sample(smp.Event.Index, &smp.SampleID)
+	if ru.sel != nil && !ru.sel.keep(in.role, smp.Pid, ru.sess.Comm(smp.Pid), ru.threads[smp.Tid]) {
+		return
+	}
 	if (in.role == RoleStack || in.twin || len(ru.held) > 0) && ru.joinSample(in, smp) {
 		return
 	}

@@ -24,7 +24,7 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 		t.Fatal(err)
 	}
 	defer r.Close()
-	symfs := filepath.Join(filepath.Dir(path), "symfs") // heapgrow's, diff's
+	symfs := filepath.Join(filepath.Dir(path), "symfs") // heapgrow's, diff's, ...
 	if _, err := os.Stat(symfs); err != nil {
 		symfs = "../../testdata/symfs"
 	}
@@ -63,15 +63,15 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 func TestWorkersSameProfile(t *testing.T) {
 	var files []string
 	for _, g := range []string{"../../testdata/perf/*.data", "../../testdata/mixed/*.data", "../../testdata/diff/*.data",
-		"../../testdata/heapgrow/*.data", "../../testdata/leaf/*.data"} {
+		"../../testdata/heapgrow/*.data", "../../testdata/leaf/*.data", "../../testdata/pipeline/*.data"} {
 		m, err := filepath.Glob(g)
 		if err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, m...)
 	}
-	if len(files) < 25 {
-		t.Fatalf("found %d committed recordings, want the 27 under testdata/{perf,mixed,diff,heapgrow,leaf}", len(files))
+	if len(files) < 28 {
+		t.Fatalf("found %d committed recordings, want the 28 under testdata/{perf,mixed,diff,heapgrow,leaf,pipeline}", len(files))
 	}
 	for _, f := range files {
 		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {

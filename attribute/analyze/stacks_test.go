@@ -2,9 +2,11 @@ package analyze
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
@@ -265,4 +267,26 @@ func emptySession(t *testing.T) *symbolize.Session {
 	}
 	t.Cleanup(func() { sess.Close() })
 	return sess
+}
+
+// TestStackRolesOldNames: testdata/leaf/default.data was recorded before
+// faultline record named its stack instances (…/stack-big/,
+// …/stack-1inN/): its three events named faultline_12493:malloc (perf
+// evlist -v: no stack, period 1; stack, period 1; stack, period 61) are
+// still a range event and its two stack instances, paired by their attrs.
+// The new names are checked live (TestRecordLiveFaultStacks).
+func TestStackRolesOldNames(t *testing.T) {
+	res := analyzeDir(t, "leaf", "default", report.ByAlloc)
+	var roles []string
+	for _, e := range res.Summary.Events {
+		if e.Name == "faultline_12493:malloc" {
+			roles = append(roles, e.Role)
+		}
+	}
+	if got := strings.Join(roles, " "); got != "alloc-entry stack stack" {
+		t.Errorf("roles of faultline_12493:malloc: %s, want alloc-entry stack stack", got)
+	}
+	if j := res.Summary.StackJoin; j == nil || j.Joined == 0 || j.Unmatched != 0 {
+		t.Errorf("stack join %+v: want stacks joined to their calls", j)
+	}
 }

@@ -22,6 +22,9 @@ func (s *Summary) WriteText(w io.Writer) {
 		}
 		return fmt.Sprintf("%.1f%%", 100*float64(a)/float64(b))
 	}
+	if s.Selection != nil {
+		s.Selection.writeText(w)
+	}
 	fmt.Fprintf(w, "Faults:       %d, attributed to an allocation %d (%s)", t.Faults, t.Attributed, pct(t.Attributed, t.Faults))
 	if t.InFlight > 0 {
 		fmt.Fprintf(w, ", %d of them inside the allocator", t.InFlight)
@@ -92,6 +95,13 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (stopped early: %s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	if s.NoFaultStacks {
+		how := "record the fault event with --call-graph dwarf"
+		if s.FromRecord {
+			how = "record with faultline record --fault-stacks"
+		}
+		fmt.Fprintf(w, "By touch:     the recording has no fault stacks, so no fault names the code that touched the memory; %s\n", how)
+	}
 	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)

@@ -3,6 +3,8 @@ package analyze
 import (
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/attribute/report"
 )
 
 // TestLossWording: a stack instance's losses lose no call, so the summary
@@ -70,5 +72,30 @@ func TestLossCommentsSkipSilentEvents(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("comments\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestByTouchWithoutFaultStacks: --by touch on a recording whose faults
+// carry no stacks (testdata/leaf/default.data: faultline record without
+// --fault-stacks; perf evlist -v shows page-faults without CALLCHAIN) says
+// so in one line with the flag that records them; a recording with fault
+// stacks (perf/basic.plain.data: --call-graph dwarf on page-faults:u) and
+// the by-alloc profile say nothing.
+func TestByTouchWithoutFaultStacks(t *testing.T) {
+	text := func(res *Result) string {
+		var b strings.Builder
+		res.Summary.WriteText(&b)
+		return b.String()
+	}
+	const line = "By touch:     the recording has no fault stacks, so no fault names the code that touched the memory; record with faultline record --fault-stacks\n"
+	if got := text(analyzeDir(t, "leaf", "default", report.ByTouch)); strings.Count(got, "By touch:") != 1 || !strings.Contains(got, line) {
+		t.Errorf("leaf by touch:\n%s", got)
+	}
+	if got := text(analyzeDir(t, "leaf", "default", report.ByAlloc)); strings.Contains(got, "By touch:") {
+		t.Errorf("leaf by alloc:\n%s", got)
+	}
+	res, _ := analyzeFixture(t, "../../testdata/perf/basic.plain.data", report.ByTouch)
+	if got := text(res); strings.Contains(got, "By touch:") {
+		t.Errorf("basic.plain by touch (faults with stacks):\n%s", got)
 	}
 }

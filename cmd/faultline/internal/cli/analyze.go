@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -41,7 +42,8 @@ pprof profile:
   stacks        --by alloc: the allocation's call stack, allocator frames
                 dropped, so the leaf is the code that called malloc;
                 --by touch: the faulting code's stack (label alloc_site names
-                the allocation's caller)
+                the allocation's caller); faults have stacks only when
+                recorded with them (faultline record --fault-stacks)
   labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
                 write|exec (tracepoint faults), inside=allocator (faults the
                 allocator took on its own heap or arena memory while serving
@@ -72,6 +74,10 @@ address malloc returned to, inline frames included) and, where stacks were
 sampled at that same leaf, callers split over them in proportion
 (stack=inferred); the summary says how much was inferred.
 
+A recording of several programs (a shell pipeline, a build): --comm NAME
+and --pid PID analyze only some of them; the summary's Selected line says
+which processes that kept and what it ignored.
+
 A summary goes to standard output. FILE "-" reads a pipe-mode recording from
 standard input: perf record -o - ... | faultline analyze -
 
@@ -98,6 +104,8 @@ type analyzeFlags struct {
 	window              time.Duration
 	maxLive             int
 	events              []string
+	comms               []string
+	pids                []uint
 	sym                 *symbolizeFlags
 	jobs                int
 	cpuProfile          string
@@ -125,6 +133,8 @@ func runAnalyze(env *Env, args []string) error {
 	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
 	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
+	fs.StringArrayVar(&f.comms, "comm", nil, "only the samples of programs named `NAME` (process or thread name, as perf report --comm; after an exec the new program's); repeatable")
+	fs.UintSliceVar(&f.pids, "pid", nil, "only the samples of process `PID` (repeatable, or comma-separated); with --comm too, a sample must match both")
 	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on `N` goroutines beside the decoding one (0: one per CPU, GOMAXPROCS; 1: everything on one); the profile is the same for any N")
 	f.sym = addSymbolizeFlags(fs)
 	f.push = addPushFlags(fs, "push", "push-label", "push-timeout")
@@ -166,6 +176,13 @@ func runAnalyze(env *Env, args []string) error {
 		return usageError("analyze: --jobs %d: want 0 (one per CPU) or a positive count", f.jobs)
 	}
 	opts.Workers = f.jobs
+	opts.Comms = f.comms
+	for _, p := range f.pids {
+		if p == 0 || p > math.MaxUint32 {
+			return usageError("analyze: --pid %d: want a process id", p)
+		}
+		opts.Pids = append(opts.Pids, uint32(p))
+	}
 	if len(f.events) > 0 {
 		opts.Events = map[string]string{}
 		for _, e := range f.events {

@@ -24,7 +24,13 @@ var Version = "0.1.0-dev"
 const (
 	ExitOK         = 0 // success
 	ExitRegression = 1 // diff: a site regressed past the threshold
-	ExitFailure    = 2 // bad usage, unreadable or unusable input, missing prerequisite
+	ExitFailure    = 2 // bad usage, unreadable or unusable input (record: ExitRecordFailed)
+
+	// record's own, as env(1), nice(1) and timeout(1) have them; otherwise
+	// record exits with the recorded program's status.
+	ExitRecordFailed  = 125 // record failed: bad usage, output, libc, the recording itself
+	ExitCannotExecute = 126 // the program was found but cannot be executed
+	ExitNotFound      = 127 // the program was not found
 )
 
 // Env is the outside world a command sees; tests substitute buffers.
@@ -224,8 +230,10 @@ Run 'faultline help <command>' for a command's flags and an example.
 Exit status:
   0  success
   1  diff: a site regressed past the threshold
-  2  bad usage, unreadable or unusable input, or a missing prerequisite
-     (root, tracefs for record)
+  2  bad usage, unreadable or unusable input
+  record: the program's own status; 125 when record fails (bad usage, a
+  missing prerequisite such as root or tracefs), 126 when the program
+  cannot be executed, 127 when it is not found (faultline help record)
 `)
 	io.WriteString(w, b.String())
 }

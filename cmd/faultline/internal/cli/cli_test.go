@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // helpKnownIssues lists commands whose help departs from the others, and
@@ -109,5 +112,21 @@ func TestTopLevel(t *testing.T) {
 		if !strings.Contains(out, s) {
 			t.Errorf("exit status %q not documented:\n%s", s, out)
 		}
+	}
+}
+
+// TestAnalyzeSelectFlags: --comm and --pid reach the analysis (the counts
+// are attribute/analyze's TestSelectPrograms') and the summary says what
+// they selected; a pid of 0 is bad usage.
+func TestAnalyzeSelectFlags(t *testing.T) {
+	data := perftest.Testdata(t, "perf", "forkexec.plain.data")
+	symfs := perftest.Testdata(t, "symfs")
+	out := filepath.Join(t.TempDir(), "p.pb.gz")
+	code, stdout, stderr := runCLI("analyze", "--symfs", symfs, "--comm", "launch", "--comm", "exectarget", "-o", out, data)
+	if code != ExitOK || !strings.Contains(stdout, "\nSelected:     --comm launch --comm exectarget: processes ") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI("analyze", "--pid", "0", "-o", out, data); code != ExitFailure || !strings.Contains(stderr, "--pid 0: want a process id") {
+		t.Errorf("--pid 0: exit %d, %s", code, stderr)
 	}
 }

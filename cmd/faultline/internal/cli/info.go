@@ -22,10 +22,11 @@ const infoHelp = `Usage: faultline info [flags] FILE|-
 Describes a perf.data recording on one screen, without perf: what perf report
 --header-only and perf report --stats tell. It shows the recorded command line,
 host, kernel, perf version, architecture, CPUs and memory, each event with its
-sample count and the samples the kernel lost for it, the duration from the
-first to the last sample, compression, the build IDs the recording references,
-the header features present, and any warnings (for example a file cut short
-because perf record was killed). Check a recording with it before analyzing:
+sample count and the samples the kernel lost for it (events that share a name,
+as two instances of one probe, are labeled apart: "[stack]", "[stack, 1 in
+N]", "#2"), the duration from the first to the last sample, compression, the
+build IDs the recording references, the header features present, and any
+warnings (for example a file cut short because perf record was killed). Check a recording with it before analyzing:
 lost allocation samples make attribution incomplete.
 
 FILE "-" reads a pipe-mode recording (perf record -o -) from standard input.
@@ -43,7 +44,10 @@ Flags:
 
 // infoEvent is one event in the info output.
 type infoEvent struct {
-	Name       string   `json:"name"`
+	Name string `json:"name"`
+	// Label tells events of one name apart (eventLabels); it is Name
+	// where the name is unique.
+	Label      string   `json:"label"`
 	Samples    uint64   `json:"samples"`
 	Lost       uint64   `json:"lost"`
 	LostBuffer uint64   `json:"lost_ring_buffer,omitempty"`
@@ -187,8 +191,9 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	rep.Hostname, rep.OSRelease, rep.PerfVersion, rep.Arch = m.Hostname, m.OSRelease, m.Version, m.Arch
 	rep.CPUsOnline, rep.CPUsAvail, rep.CPUDesc, rep.CPUID = m.NrCPUsOnline, m.NrCPUsAvail, m.CPUDesc, m.CPUID
 	rep.TotalMemKB = m.TotalMemKB
-	for _, ev := range r.Events() {
-		ie := infoEvent{Name: ev.Name, Samples: ev.Samples, Lost: ev.Lost, LostBuffer: ev.LostBuffer,
+	labels := eventLabels(r.Events())
+	for i, ev := range r.Events() {
+		ie := infoEvent{Name: ev.Name, Label: labels[i], Samples: ev.Samples, Lost: ev.Lost, LostBuffer: ev.LostBuffer,
 			Type: uint32(ev.Attr.Type), Config: ev.Attr.Config, SampleType: ev.Attr.SampleType.String(), IDs: ev.IDs}
 		if ev.Format != nil {
 			for _, f := range ev.Format.Fields {
@@ -236,6 +241,38 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("... and %d more warnings", n))
 	}
 	return rep, nil
+}
+
+// eventLabels names every event distinctly: by its name, and where the
+// recording gives several events one name (faultline record's stack
+// instances of a probe before they had names of their own, its two ring
+// owners, or perf record -e E -e E) by what tells them apart: "[stack]" or
+// "[stack, 1 in N]" on an instance that carries stacks, then the position
+// among the events of that label ("#2").
+func eventLabels(evs []*perfdata.Event) []string {
+	byName := map[string]int{}
+	for _, ev := range evs {
+		byName[ev.Name]++
+	}
+	labels := make([]string, len(evs))
+	for i, ev := range evs {
+		labels[i] = ev.Name
+		if byName[ev.Name] < 2 || ev.Attr.SampleType&(perfdata.SampleStackUser|perfdata.SampleCallchain) == 0 {
+			continue
+		}
+		if a := ev.Attr; a.SamplePeriod > 1 && a.Flags&perfdata.AttrFreq == 0 {
+			labels[i] += fmt.Sprintf(" [stack, 1 in %d]", a.SamplePeriod)
+		} else {
+			labels[i] += " [stack]"
+		}
+	}
+	seen := map[string]int{}
+	for i, l := range labels {
+		if seen[l]++; seen[l] > 1 {
+			labels[i] = fmt.Sprintf("%s #%d", l, seen[l])
+		}
+	}
+	return labels
 }
 
 func fmtTime(ns uint64) string { return fmt.Sprintf("%d.%06d", ns/1e9, ns%1e9/1e3) }
@@ -294,7 +331,7 @@ func writeInfoText(w io.Writer, rep *infoReport) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "samples\tlost\t\n")
 	for _, e := range rep.Events {
-		fmt.Fprintf(tw, "%d\t%d\t  %s\n", e.Samples, e.Lost, e.Name)
+		fmt.Fprintf(tw, "%d\t%d\t  %s\n", e.Samples, e.Lost, e.Label)
 	}
 	fmt.Fprintf(tw, "%d\t%d\t  total\n", rep.Samples, rep.LostSamples)
 	tw.Flush()

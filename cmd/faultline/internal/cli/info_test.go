@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
 )
 
@@ -133,5 +134,62 @@ func TestInfoHelp(t *testing.T) {
 	out, _, _ = runMain(t, nil, "--help")
 	if !strings.Contains(out, "info ") {
 		t.Fatalf("info missing from the command list:\n%s", out)
+	}
+}
+
+// TestInfoLabelsOldRecording: a recording made before record named its
+// stack instances has three events called faultline_12493:malloc (perf
+// evlist -v: sample_type without stacks and period 1; with
+// CALLCHAIN|REGS_USER|STACK_USER and period 1; the same with period 61) and
+// two called dummy:u; info labels every event distinctly.
+func TestInfoLabelsOldRecording(t *testing.T) {
+	path := perftest.Testdata(t, "leaf", "default.data")
+	out, _, code := runMain(t, nil, "info", "--json", path)
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var rep infoReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var malloc []string
+	for _, e := range rep.Events {
+		if seen[e.Label] {
+			t.Errorf("label %q twice", e.Label)
+		}
+		seen[e.Label] = true
+		if e.Name == "faultline_12493:malloc" {
+			malloc = append(malloc, e.Label)
+		}
+	}
+	want := "faultline_12493:malloc|faultline_12493:malloc [stack]|faultline_12493:malloc [stack, 1 in 61]"
+	if strings.Join(malloc, "|") != want || !seen["dummy:u"] || !seen["dummy:u #2"] {
+		t.Errorf("malloc labels %q, want %q; all %v", malloc, want, seen)
+	}
+	text, _, _ := runMain(t, nil, "info", path)
+	if !strings.Contains(text, "  faultline_12493:malloc [stack, 1 in 61]\n") {
+		t.Errorf("text lacks the label:\n%s", text)
+	}
+}
+
+// TestEventLabels: names that are unique stay as they are (record's
+// stack instances have names of their own); two instances of one event
+// without stacks are numbered.
+func TestEventLabels(t *testing.T) {
+	stack := perfdata.SampleFormat(perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser)
+	evs := []*perfdata.Event{
+		{Name: "faultline_7:malloc", Attr: perfdata.Attr{SamplePeriod: 1}},
+		{Name: "faultline_7:malloc/stack-big/", Attr: perfdata.Attr{SamplePeriod: 1, SampleType: stack}},
+		{Name: "faultline_7:malloc/stack-1in61/", Attr: perfdata.Attr{SamplePeriod: 61, SampleType: stack}},
+		{Name: "page-faults:u", Attr: perfdata.Attr{SamplePeriod: 1}},
+		{Name: "page-faults:u", Attr: perfdata.Attr{SamplePeriod: 1}},
+		{Name: "cycles", Attr: perfdata.Attr{SamplePeriod: 4000, Flags: perfdata.AttrFreq, SampleType: stack}},
+		{Name: "cycles", Attr: perfdata.Attr{SamplePeriod: 1}},
+	}
+	got := strings.Join(eventLabels(evs), "|")
+	want := "faultline_7:malloc|faultline_7:malloc/stack-big/|faultline_7:malloc/stack-1in61/|page-faults:u|page-faults:u #2|cycles [stack]|cycles"
+	if got != want {
+		t.Errorf("labels\n%s\nwant\n%s", got, want)
 	}
 }

@@ -16,15 +16,23 @@ import (
 // writes them once, at the end, on standard error:
 //   - each said once, however often it was added;
 //   - binaries without debug info summarized in a line or two, details with -v;
+//   - details (*detailNote) only with -v;
 //   - at most maxWarnings other warnings unless -v, the rest counted;
 //   - warnings a library counted but did not keep counted too;
 //   - nothing at all under -q (the command does not call write).
 type notes struct {
 	seen     map[string]bool
 	noDebug  []*binfile.NoDebugInfoError
+	details  []error // *detailNote: said only with -v
 	warnings []error
 	dropped  int // warnings a library counted but did not keep
 }
+
+// detailNote is a fact that asks nothing of the user (an allocator function
+// that is another's alias, probed once): the notes say it only with -v.
+type detailNote struct{ error }
+
+func (d *detailNote) Unwrap() error { return d.error }
 
 // maxWarnings is how many warnings other than missing debug info are
 // printed without -v.
@@ -40,6 +48,11 @@ func (n *notes) add(errs ...error) {
 			continue
 		}
 		n.seen[err.Error()] = true
+		var dn *detailNote
+		if errors.As(err, &dn) {
+			n.details = append(n.details, err)
+			continue
+		}
 		var nd *binfile.NoDebugInfoError
 		if errors.As(err, &nd) {
 			// One per binary, however it was wrapped on the way.
@@ -60,6 +73,9 @@ func (n *notes) drop(k int) { n.dropped += max(k, 0) }
 // verbose.
 func (n *notes) write(w io.Writer, verbose bool) {
 	if verbose {
+		for _, d := range n.details {
+			fmt.Fprintf(w, "faultline: note: %v\n", d)
+		}
 		for _, nd := range n.noDebug {
 			fmt.Fprintf(w, "faultline: note: %v\n", nd)
 		}

@@ -57,3 +57,20 @@ func TestNotes(t *testing.T) {
 		t.Errorf("help debuginfo: exit %d\n%s", code, out)
 	}
 }
+
+// TestNotesDetails: a detail (a fact needing no action) is silent without
+// -v and said once, as a note, with it.
+func TestNotesDetails(t *testing.T) {
+	var n notes
+	d := &detailNote{errors.New("aligned_alloc is the same function as memalign")}
+	n.add(d, d)
+	var out bytes.Buffer
+	n.write(&out, false)
+	if out.Len() != 0 {
+		t.Errorf("without -v: %q, want nothing", out.String())
+	}
+	n.write(&out, true)
+	if got := out.String(); got != "faultline: note: aligned_alloc is the same function as memalign\n" {
+		t.Errorf("-v: %q", got)
+	}
+}

@@ -41,11 +41,13 @@ report read too:
     allocation of at least --stack-min bytes (they own whole pages, so their
     stacks are exact) and for 1 in --stack-every of the smaller ones, in
     rings of their own (--stack-mmap-pages): losing a stack never loses a
-    call. analyze gives an allocation without a stack its exact leaf (the
-    first caller in the program's own code, found from those top words;
-    where they do not reach past the allocator's wrappers, the address the
-    allocator returned to) and callers inferred from the stacks sampled at
-    that leaf;
+    call. These are second instances of the entry probes, named
+    EVENT/stack-big/ and EVENT/stack-1inN/ (as faultline info, perf script
+    and perf report show them). analyze gives an allocation without a stack
+    its exact leaf (the first caller in the program's own code, found from
+    those top words; where they do not reach past the allocator's wrappers,
+    the address the allocator returned to) and callers inferred from the
+    stacks sampled at that leaf;
   - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT).
 
 record does the setup for you:
@@ -70,12 +72,19 @@ record does the setup for you:
     record -o - does, so analyze (or perf script -i -) can read it as it
     comes; CMD's standard output then goes to standard error.
 
-Flags after CMD belong to CMD. Uprobes cost a trap per call (about a
-microsecond here): an allocation-heavy program runs several times slower,
-which record's summary shows (the traps count as system time).
+Flags after CMD belong to CMD. Every probe hit is a trap into the kernel,
+charged to the program as CPU time: an allocation-heavy program runs many
+times slower. record's summary prints the hits and the program's user and
+sys time, so for an allocation-heavy program (user+sys)/hits is what a hit
+cost; the README gives the figure measured on one machine.
 
-Exit status: CMD's own (128+N when signal N killed it, as a shell says), 0
-for -p and -a; 2 a missing prerequisite, bad usage or a failed recording.
+Exit status, as env, nice and timeout have it:
+  CMD's own  when CMD ran (128+N when signal N killed it, as a shell says)
+  0          -p and -a; CMD that record stopped when --duration elapsed
+  125        record itself failed: bad usage, an output it cannot write, a
+             missing prerequisite (root, tracefs, libc, --libc) or the recording
+  126        CMD was found but cannot be executed
+  127        CMD was not found
 
 Example:
 
@@ -123,16 +132,45 @@ type recordOptions struct {
 	libc        string
 	method      string
 	quiet       bool
+	verbose     bool
 	cmd         []string
 }
 
 func runRecord(env *Env, args []string) error {
 	o, err := parseRecordFlags(env, args)
 	if err != nil || o == nil {
-		return err
+		return recordStatus(err)
 	}
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: probeGroupFor(os.Getpid())}
-	return r.run()
+	return recordStatus(r.run())
+}
+
+// cmdStatus is an exit status that belongs to CMD, not to record: CMD's
+// own, or 126/127 for a CMD that cannot run.
+type cmdStatus struct {
+	code int
+	err  error
+}
+
+func (e *cmdStatus) Error() string { return e.err.Error() }
+
+// recordStatus gives record's exit status the convention of env, nice and
+// timeout (POSIX's 126/127 for commands that cannot run): CMD's status
+// passes through, and every failure of record's own, whatever its code
+// inside record, exits ExitRecordFailed.
+func recordStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	var cs *cmdStatus
+	if errors.As(err, &cs) {
+		return &ExitError{Code: cs.code, Err: cs.err}
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Code: ExitRecordFailed, Err: ee.Err}
+	}
+	return &ExitError{Code: ExitRecordFailed, Err: err}
 }
 
 func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
@@ -156,6 +194,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "also print details that need no action (allocator functions that are aliases of another, probed once)")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
 	if done, err := parseFlags(env, fs, recordHelp, args); done {
@@ -213,6 +252,9 @@ type system interface {
 	ProcessAlive(pid int) bool
 	// IsRegular reports whether path (symlinks followed) is a regular file.
 	IsRegular(path string) (bool, error)
+	// Executable reports, as access(2) with X_OK, whether this process may
+	// execute path.
+	Executable(path string) error
 }
 
 type realSystem struct{}
@@ -278,6 +320,8 @@ func (realSystem) ProcessAlive(pid int) bool {
 	return err == nil || errors.Is(err, unix.EPERM)
 }
 
+func (realSystem) Executable(path string) error { return unix.Access(path, unix.X_OK) }
+
 func (realSystem) IsRegular(path string) (bool, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -298,7 +342,8 @@ type recorder struct {
 	notes   notes // warnings, written once at the end unless -q
 }
 
-// prereqError is a missing prerequisite: exit 2 with the fix in the message.
+// prereqError is a missing prerequisite, with the fix in the message
+// (record exits ExitRecordFailed for it: recordStatus).
 func prereqError(format string, args ...any) error {
 	return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: "+format, args...)}
 }
@@ -314,7 +359,7 @@ func (r *recorder) logf(format string, args ...any) {
 func (r *recorder) run() error {
 	err := r.record()
 	if !r.opts.quiet {
-		r.notes.write(r.env.Stderr, false)
+		r.notes.write(r.env.Stderr, r.opts.verbose)
 	}
 	return err
 }
@@ -325,7 +370,10 @@ func (r *recorder) record() error {
 	if len(o.cmd) > 0 {
 		p, err := libc.ResolveCommand(r.sys, o.cmd[0])
 		if err != nil {
-			return prereqError("%v", err)
+			return &cmdStatus{code: ExitNotFound, err: fmt.Errorf("record: %v", err)}
+		}
+		if err := r.checkExecutable(p); err != nil {
+			return &cmdStatus{code: ExitCannotExecute, err: fmt.Errorf("record: cannot execute %s: %v", p, err)}
 		}
 		cmdPath = p
 	}
@@ -353,9 +401,7 @@ func (r *recorder) record() error {
 	if err != nil {
 		return prereqError("%v", err)
 	}
-	for _, n := range notes {
-		r.notes.add(errors.New(n))
-	}
+	r.notes.add(notes...)
 
 	// From here on probes may exist: catch signals first so Ctrl-C while
 	// adding them still removes them.
@@ -450,17 +496,45 @@ func countEntries(probes []probeDef) int {
 	return n
 }
 
-// exitStatus turns CMD's end into record's exit status.
+// exitStatus turns CMD's end into record's exit status. CMD stopped by
+// record when --duration elapsed ended as asked: 0.
 func (r *recorder) exitStatus(res *rec.Result) error {
-	if !res.Ran || res.Unfinished {
+	if !res.Ran || res.Unfinished || res.StoppedBy == rec.StoppedByDuration {
 		return nil
 	}
 	name := filepath.Base(r.opts.cmd[0])
 	if res.Signal != 0 {
-		return &ExitError{Code: 128 + int(res.Signal), Err: fmt.Errorf("%s was killed by signal %d (%v); exit status %d; the recording is complete", name, int(res.Signal), unix.SignalName(res.Signal), 128+int(res.Signal))}
+		return &cmdStatus{code: 128 + int(res.Signal), err: fmt.Errorf("%s was killed by signal %d (%v); exit status %d; the recording is complete", name, int(res.Signal), unix.SignalName(res.Signal), 128+int(res.Signal))}
 	}
 	if res.ExitCode != 0 {
-		return &ExitError{Code: res.ExitCode, Err: fmt.Errorf("%s exited with status %d; the recording is complete", name, res.ExitCode)}
+		return &cmdStatus{code: res.ExitCode, err: fmt.Errorf("%s exited with status %d; the recording is complete", name, res.ExitCode)}
+	}
+	return nil
+}
+
+// checkExecutable refuses what execve(2) would refuse with EACCES or
+// ENOEXEC, before any probe is added: a file that is not regular, has no
+// execute permission, or is neither ELF nor a #! script.
+func (r *recorder) checkExecutable(path string) error {
+	regular, err := r.sys.IsRegular(path)
+	if err != nil {
+		return err
+	}
+	if !regular {
+		return errors.New("not a regular file")
+	}
+	if err := r.sys.Executable(path); err != nil {
+		return fmt.Errorf("no execute permission (%v); chmod +x it", err)
+	}
+	f, err := r.sys.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var head [4]byte
+	n, _ := f.ReadAt(head[:], 0)
+	if !bytes.HasPrefix(head[:n], []byte("\x7fELF")) && !bytes.HasPrefix(head[:n], []byte("#!")) {
+		return errors.New("neither an ELF binary nor a #! script")
 	}
 	return nil
 }
@@ -577,7 +651,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		fmt.Fprintf(w, ", %.1f MB uncompressed", float64(res.DataBytes)/1e6)
 	}
 	fmt.Fprintln(w, ")")
-	writeLossTable(w, res.Events, o.stackEvery)
+	writeLossTable(w, res.Events)
 	if res.TwinsRepaired+res.TwinsDropped > 0 {
 		fmt.Fprintf(w, "faultline: note: the kernel gave %d samples to the wrong one of two instances of an event (a shared perf_sample_data in software events); repaired\n", res.TwinsRepaired+res.TwinsDropped)
 	}
@@ -596,34 +670,39 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		case res.Method == "in-process":
 			cost = fmt.Sprintf(" with %d allocator calls recorded in-process (%.0f/s, no trap per call)", hits, float64(hits)/s)
 		default:
-			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, counted as sys time: compare with the program's own run time for the slowdown", hits, float64(hits)/s)
+			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, charged to the program as CPU time: compare with its run time without record for the slowdown", hits, float64(hits)/s)
 		}
 		fmt.Fprintf(w, "faultline: %s ran %.2f s (user %.2f s, sys %.2f s)%s\n",
 			filepath.Base(o.cmd[0]), res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds(), cost)
+		if res.StoppedBy == rec.StoppedByDuration {
+			fmt.Fprintf(w, "faultline: record stopped %s after --duration %v (SIGINT, as asked): %s; exit status 0\n",
+				filepath.Base(o.cmd[0]), o.duration, howStopped(res))
+		}
 	}
 	if !out.stdout {
 		fmt.Fprintf(w, "Next: faultline analyze %s -o faults.pb.gz && go tool pprof -top faults.pb.gz\n", shellQuote([]string{o.output}))
 	}
 }
 
-// writeLossTable prints one row per event: samples, and lost samples as the
-// kernel counted them per event (perf report --stats' LOST_SAMPLES).
-func writeLossTable(w io.Writer, events []rec.EventCount, every uint64) {
-	label := func(e rec.EventCount) string {
-		if !e.Stack {
-			return e.Name
-		}
-		if e.Filter == "" {
-			return fmt.Sprintf("%s [stack, 1 in %d]", e.Name, every)
-		}
-		if strings.Contains(e.Filter, "<") {
-			return fmt.Sprintf("%s [stack, 1 in %d of the smaller]", e.Name, every)
-		}
-		return fmt.Sprintf("%s [stack, every big one]", e.Name)
+// howStopped says how CMD ended after record asked it to stop.
+func howStopped(res *rec.Result) string {
+	switch {
+	case res.Unfinished:
+		return "it did not exit in the grace time and is left running"
+	case res.Signal != 0:
+		return fmt.Sprintf("it was killed by %v", unix.SignalName(res.Signal))
+	default:
+		return fmt.Sprintf("it exited with status %d", res.ExitCode)
 	}
+}
+
+// writeLossTable prints one row per event: samples, and lost samples as the
+// kernel counted them per event (perf report --stats' LOST_SAMPLES), under
+// the names faultline info and perf script show.
+func writeLossTable(w io.Writer, events []rec.EventCount) {
 	width := len("event")
 	for _, e := range events {
-		width = max(width, len(label(e)))
+		width = max(width, len(e.Name))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tsamples\tlost\t\n", width, "event")
@@ -633,7 +712,7 @@ func writeLossTable(w io.Writer, events []rec.EventCount, every uint64) {
 			quiet++ // a function the program never called
 			continue
 		}
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t\n", width, label(e), strconv.FormatUint(e.Samples, 10), strconv.FormatUint(e.Lost, 10))
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t\n", width, e.Name, strconv.FormatUint(e.Samples, 10), strconv.FormatUint(e.Lost, 10))
 	}
 	tw.Flush()
 	if quiet > 0 {

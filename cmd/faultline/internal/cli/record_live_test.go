@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/symbolize"
 )
 
 // requireLiveRecord skips a test that records for real unless it can: not
@@ -281,7 +283,56 @@ func TestRecordLiveExitStatus(t *testing.T) {
 	if _, _, total := countSamples(t, out); total == 0 {
 		t.Errorf("no samples recorded from the crashed program")
 	}
+	// ls's own status for a bad flag is 2 (coreutils: "serious trouble").
+	code, stderr = runRecordMain("-q", "-o", out, "--", "ls", "--bad-flag")
+	if code != 2 || !strings.Contains(stderr, "ls exited with status 2") {
+		t.Errorf("ls --bad-flag: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "-o", out, "--", "no-such-command-faultline")
+	if code != ExitNotFound || !strings.Contains(stderr, "not found") {
+		t.Errorf("not found: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "-o", out, "--", "/etc/hostname")
+	if code != ExitCannotExecute || !strings.Contains(stderr, "cannot execute /etc/hostname") {
+		t.Errorf("not executable: record exit %d, stderr %q", code, stderr)
+	}
+	code, stderr = runRecordMain("-q", "--libc", "/no/such/libc.so.6", "-o", out, "--", "/bin/true")
+	if code != ExitRecordFailed || !strings.Contains(stderr, "--libc /no/such/libc.so.6: no such file") {
+		t.Errorf("bad --libc: record exit %d, stderr %q", code, stderr)
+	}
 	checkNoProbesLeft(t, "after the program died")
+}
+
+// TestRecordLiveNoWarnings: a default record of a C program (/bin/true)
+// prints no warning; -v adds the aliasing detail (glibc 2.36's
+// aligned_alloc is memalign).
+func TestRecordLiveNoWarnings(t *testing.T) {
+	requireLiveRecord(t)
+	out := filepath.Join(t.TempDir(), "t.data")
+	code, stderr := runRecordMain("-o", out, "--", "/bin/true")
+	if code != ExitOK || strings.Contains(stderr, "warning") || strings.Contains(stderr, "same function") {
+		t.Errorf("default: exit %d, stderr:\n%s", code, stderr)
+	}
+	_, notes, err := probeDefinitions(realSystem{}, libctest.SystemLibc(t), "g", []string{"memalign", "aligned_alloc"})
+	if err != nil || len(notes) == 0 {
+		t.Skipf("this libc's aligned_alloc is not memalign (%v)", err)
+	}
+	code, stderr = runRecordMain("-v", "-o", out, "--", "/bin/true")
+	if code != ExitOK || !strings.Contains(stderr, "faultline: note: aligned_alloc is the same function as memalign") || strings.Contains(stderr, "warning") {
+		t.Errorf("-v: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestRecordLiveDuration: a program record stops when --duration elapses
+// (SIGINT kills sleep) exits 0, and the summary says record stopped it.
+func TestRecordLiveDuration(t *testing.T) {
+	requireLiveRecord(t)
+	out := filepath.Join(t.TempDir(), "d.data")
+	code, stderr := runRecordMain("--duration", "300ms", "-o", out, "--", "sleep", "30")
+	if code != ExitOK || !strings.Contains(stderr, "record stopped sleep after --duration 300ms (SIGINT, as asked): it was killed by SIGINT; exit status 0") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+	checkNoProbesLeft(t, "after --duration")
 }
 
 // TestRecordLiveErrorAndInterrupt: probes are gone after an error that
@@ -291,7 +342,7 @@ func TestRecordLiveErrorAndInterrupt(t *testing.T) {
 	requireLiveRecord(t)
 	dir := t.TempDir()
 	code, stderr := runRecordMain("-q", "-o", filepath.Join(dir, "no", "such", "dir", "x.data"), "--", "/bin/true")
-	if code != ExitFailure || !strings.Contains(stderr, "cannot create the output") {
+	if code != ExitRecordFailed || !strings.Contains(stderr, "cannot create the output") {
 		t.Errorf("error path: exit %d, %q", code, stderr)
 	}
 	checkNoProbesLeft(t, "after an error")
@@ -353,7 +404,7 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 	copyFile(t, lib, evil)
 	before := probeGroups(uprobeEvents(t))
 	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
-	if code != ExitFailure || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
+	if code != ExitRecordFailed || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
 	after := probeGroups(uprobeEvents(t))
@@ -531,7 +582,7 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	}
 	var all, stacked, instances uint64
 	for _, ev := range recordedEvents(t, out) {
-		if ev.Name != "page-faults" {
+		if ev.Name != "page-faults" && ev.Name != "page-faults/stack-1in100/" {
 			continue
 		}
 		if ev.Attr.SampleType&perfdata.SampleStackUser != 0 {
@@ -550,6 +601,22 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	// copies made this 32488 faults and 656 stacks.)
 	if all < 2*16384 || stacked > all/100 || stacked+instances < all/100 {
 		t.Errorf("%d faults, %d with stacks from %d instances; want at least %d faults and 1 in 100 of them (less at most one per instance)", all, stacked, instances, 2*16384)
+	}
+	// The stack instances' own names (…/stack-big/, …/stack-1inN/) are
+	// paired with their range events as the old shared names were
+	// (TestStackRolesOldNames in attribute/analyze).
+	res, err := analyzeFile(&Env{Stderr: io.Discard}, out, defaultAnalyzeOptions(), symbolize.Config{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, e := range res.Summary.Events {
+		roles[e.Name] = e.Role
+	}
+	g := ourGroup()
+	if roles["page-faults/stack-1in100/"] != "stack" || roles[g+":malloc/stack-big/"] != "stack" || roles[g+":malloc/stack-1in100/"] != "stack" ||
+		roles[g+":malloc"] != "alloc-entry" || roles["page-faults"] != "fault" {
+		t.Errorf("analyze's roles: %v", roles)
 	}
 }
 

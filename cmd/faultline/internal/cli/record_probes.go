@@ -164,8 +164,9 @@ func checkTracefsString(what, s string) error {
 // perf 6.1's perf probe refuses an event name that exists in any group, and
 // a resolved file offset attaches once where perf probe's debuginfo lookup
 // attached calloc twice. Functions that are aliases of one already probed
-// (aligned_alloc is memalign in glibc 2.36) are probed once; notes say so.
-func probeDefinitions(sys system, path, group string, funcs []string) (defs []probeDef, notes []string, err error) {
+// (aligned_alloc is memalign in glibc 2.36) are probed once; notes say so
+// (as a detail for -v: nothing is missed), and name functions libc lacks.
+func probeDefinitions(sys system, path, group string, funcs []string) (defs []probeDef, notes []error, err error) {
 	if err := checkTracefsString("library path", path); err != nil {
 		return nil, nil, err
 	}
@@ -194,11 +195,11 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 			if name == "malloc" {
 				return nil, nil, fmt.Errorf("%s has no malloc symbol; is it a C library?", path)
 			}
-			notes = append(notes, fmt.Sprintf("%s has no %s; not probing it", path, name))
+			notes = append(notes, fmt.Errorf("%s has no %s; not probing it", path, name))
 			continue
 		}
 		if prev, dup := byOffset[off]; dup {
-			notes = append(notes, fmt.Sprintf("%s is the same function as %s in %s; probed once, as %s:%s", name, prev, path, group, prev))
+			notes = append(notes, &detailNote{fmt.Errorf("%s is the same function as %s in %s; probed once, as %s:%s", name, prev, path, group, prev)})
 			continue
 		}
 		byOffset[off] = name

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
@@ -35,6 +36,7 @@ type fakeSys struct {
 	alive    map[int]bool
 	pid      int
 	regular  map[string]bool // IsRegular answers; default true for known files
+	noExec   map[string]bool // Executable fails for these
 }
 
 type fakeRun struct {
@@ -92,6 +94,13 @@ func (f *fakeSys) Fchown(file *os.File, uid, gid int) error {
 }
 
 func (f *fakeSys) ProcessAlive(pid int) bool { return f.alive[pid] }
+
+func (f *fakeSys) Executable(path string) error {
+	if f.noExec[path] {
+		return syscall.EACCES
+	}
+	return nil
+}
 
 func (f *fakeSys) IsRegular(path string) (bool, error) {
 	if r, ok := f.regular[path]; ok {
@@ -385,8 +394,9 @@ func TestProbeDefinitions(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "aligned_alloc is the same function as memalign") {
-		t.Errorf("notes = %q", notes)
+	var dn *detailNote
+	if len(notes) != 1 || !strings.Contains(notes[0].Error(), "aligned_alloc is the same function as memalign") || !errors.As(notes[0], &dn) {
+		t.Errorf("notes = %q, want one detail (said only with -v)", notes)
 	}
 }
 
@@ -564,18 +574,120 @@ func TestLossTable(t *testing.T) {
 	var b bytes.Buffer
 	writeLossTable(&b, []rec.EventCount{
 		{Name: "faultline_7:malloc", Samples: 500},
-		{Name: "faultline_7:malloc", Stack: true, Filter: "size >= 4096", Samples: 3},
-		{Name: "faultline_7:malloc", Stack: true, Filter: "size < 4096", Samples: 7, Lost: 2},
+		{Name: "faultline_7:malloc/stack-big/", Stack: true, Filter: "size >= 4096", Samples: 3},
+		{Name: "faultline_7:malloc/stack-1in64/", Stack: true, Filter: "size < 4096", Samples: 7, Lost: 2},
 		{Name: "faultline_7:valloc"},
-	}, 64)
-	// Names left-aligned to the longest label (50 characters), numbers
+	})
+	// Names left-aligned to the longest (31 characters), numbers
 	// right-aligned under their headers.
-	want := "  event                                               samples  lost\n" +
-		"  faultline_7:malloc                                      500     0\n" +
-		"  faultline_7:malloc [stack, every big one]                 3     0\n" +
-		"  faultline_7:malloc [stack, 1 in 64 of the smaller]        7     2\n" +
+	want := "  event                            samples  lost\n" +
+		"  faultline_7:malloc                   500     0\n" +
+		"  faultline_7:malloc/stack-big/          3     0\n" +
+		"  faultline_7:malloc/stack-1in64/        7     2\n" +
 		"  (1 more events recorded nothing; faultline info lists them all)\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// TestRecordExitStatusOwnFailures: record's own failures exit 125, a
+// command that is not found 127 and one that cannot be executed 126 (the
+// convention of env, nice and timeout), all before a probe is added.
+func TestRecordExitStatusOwnFailures(t *testing.T) {
+	// Through Main: a bad flag and a bad value are record's failures.
+	for _, args := range [][]string{{"--bogus", "ls"}, {"--stack-every", "0", "ls"}, {}} {
+		var errb bytes.Buffer
+		code := Main(append([]string{"record"}, args...), &Env{Stdout: &bytes.Buffer{}, Stderr: &errb})
+		if code != ExitRecordFailed || !strings.HasPrefix(errb.String(), "faultline: record: ") {
+			t.Errorf("record %v: exit %d, stderr %q; want %d", args, code, errb.String(), ExitRecordFailed)
+		}
+	}
+	if code := Main([]string{"record", "--help"}, &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}); code != ExitOK {
+		t.Errorf("record --help: exit %d", code)
+	}
+
+	sys := newFakeSys()
+	sys.Text["/bin/script"] = "#!/bin/sh\nexit 0\n"
+	sys.Text["/bin/elf"] = "\x7fELF\x02\x01\x01"
+	sys.Text["/bin/text"] = "hello\n"
+	sys.Text["/bin/noexec"] = "#!/bin/sh\n"
+	sys.Text["/bin/dir"] = ""
+	sys.regular["/bin/dir"] = false
+	sys.noExec = map[string]bool{"/bin/noexec": true}
+	sys.path["script"] = "/bin/script"
+	for _, tc := range []struct {
+		cmd, libc string
+		code      int
+		want      string
+	}{
+		{"nosuchcmd", "", ExitNotFound, `command "nosuchcmd" not found in PATH`},
+		{"./nosuchfile", "", ExitNotFound, "./nosuchfile: no such file"},
+		{"/bin/noexec", "", ExitCannotExecute, "no execute permission"},
+		{"/bin/dir", "", ExitCannotExecute, "not a regular file"},
+		{"/bin/text", "", ExitCannotExecute, "neither an ELF binary nor a #! script"},
+		// Found and executable: the missing --libc is record's failure.
+		{"script", "/no/libc.so.6", ExitRecordFailed, "--libc /no/libc.so.6: no such file"},
+		{"/bin/elf", "/no/libc.so.6", ExitRecordFailed, "--libc /no/libc.so.6: no such file"},
+	} {
+		r, _ := newTestRecorder(sys, nil)
+		r.opts.cmd, r.opts.libc = []string{tc.cmd}, tc.libc
+		err := recordStatus(r.run())
+		if exitCode(err) != tc.code || !strings.Contains(fmt.Sprint(err), tc.want) {
+			t.Errorf("%s: exit %d (%v), want %d and %q", tc.cmd, exitCode(err), err, tc.code, tc.want)
+		}
+	}
+	if len(sys.writes) != 0 {
+		t.Errorf("probes were written before the command was checked: %q", sys.writes)
+	}
+}
+
+// TestRecordExitStatusOfCommand: the program's status passes through,
+// 128+N for signal N, and a program record stopped when --duration
+// elapsed exits 0.
+func TestRecordExitStatusOfCommand(t *testing.T) {
+	r, _ := newTestRecorder(newFakeSys(), nil)
+	for _, tc := range []struct {
+		res  rec.Result
+		code int
+	}{
+		{rec.Result{Ran: true}, ExitOK},
+		{rec.Result{Ran: true, ExitCode: 2}, 2},
+		{rec.Result{Ran: true, ExitCode: 125}, 125},
+		{rec.Result{Ran: true, Signal: syscall.SIGSEGV}, 128 + 11},
+		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: "interrupt"}, 128 + 2},
+		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{Ran: true, ExitCode: 1, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{Ran: true, Unfinished: true, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{}, ExitOK}, // -p, -a
+	} {
+		if got := exitCode(recordStatus(r.exitStatus(&tc.res))); got != tc.code {
+			t.Errorf("%+v: exit %d, want %d", tc.res, got, tc.code)
+		}
+	}
+}
+
+// TestRecordSummaryCost: the summary gives the probe hits with the
+// program's times — stack instances and faults are not hits of their own —
+// and says when record stopped the program at --duration. The numbers are
+// churn 200000's (testdata/record) on the 2-core VM: 600664 hits, user
+// 1.15 s + sys 5.72 s, so (user+sys)/hits = 11.4 µs, the README's figure.
+func TestRecordSummaryCost(t *testing.T) {
+	var stderr bytes.Buffer
+	r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{output: "x.data", cmd: []string{"/tmp/churn"}, duration: 5 * time.Second}}
+	res := &rec.Result{Ran: true, Wall: 16520 * time.Millisecond, User: 1150 * time.Millisecond, Sys: 5720 * time.Millisecond,
+		Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration,
+		Events: []rec.EventCount{
+			{Name: "page-faults", Samples: 61},
+			{Name: "g:malloc", Samples: 200200}, {Name: "g:malloc__return", Samples: 200200}, {Name: "g:free", Samples: 200264},
+			{Name: "g:malloc/stack-1in61/", Stack: true, Samples: 3278},
+		}}
+	r.summarize(res, &outputFile{})
+	for _, want := range []string{
+		"faultline: churn ran 16.52 s (user 1.15 s, sys 5.72 s) with 600664 probe hits (36360/s); each hit is a trap into the kernel",
+		"faultline: record stopped churn after --duration 5s (SIGINT, as asked): it was killed by SIGINT; exit status 0\n",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stderr.String())
+		}
 	}
 }

@@ -226,10 +226,10 @@ func (s *session) inprocSpecs(add func(*spec), flags uint64) {
 			big, small = fmt.Sprintf("nmemb × size >= %d", s.cfg.StackMin), fmt.Sprintf("nmemb × size < %d", s.cfg.StackMin)
 		}
 		a := e.attr
-		ip.big[fn] = &spec{name: e.name, kind: kindStack, stack: true, synthetic: true, filter: big, attr: stackAttr(a)}
+		ip.big[fn] = &spec{name: e.name + stackBigSuffix, kind: kindStack, stack: true, synthetic: true, filter: big, attr: stackAttr(a)}
 		add(ip.big[fn])
 		a.SamplePeriod = s.cfg.StackEvery
-		ip.small[fn] = &spec{name: e.name, kind: kindStack, stack: true, synthetic: true, filter: small, attr: stackAttr(a)}
+		ip.small[fn] = &spec{name: e.name + stackEverySuffix(s.cfg.StackEvery), kind: kindStack, stack: true, synthetic: true, filter: small, attr: stackAttr(a)}
 		add(ip.small[fn])
 	}
 }

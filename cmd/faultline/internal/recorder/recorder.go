@@ -106,7 +106,7 @@ type Result struct {
 	Signal     syscall.Signal // the signal that killed it, or 0
 	Wall       time.Duration  // exec to exit
 	User, Sys  time.Duration
-	StoppedBy  string // "" (Cmd exited), "duration", or a signal's name
+	StoppedBy  string // "" (Cmd exited), StoppedByDuration, or a signal's name
 	Unfinished bool   // Cmd was still running when recording stopped
 
 	// The in-process method: faults on the shim's own memory (dropped),
@@ -122,6 +122,9 @@ type Result struct {
 	AbandonedAt uint64
 	Late        uint64
 }
+
+// StoppedByDuration is Result.StoppedBy when Config.Duration elapsed.
+const StoppedByDuration = "duration"
 
 // ErrNoEvents is returned when the kernel refuses to open an event.
 var ErrNoEvents = errors.New("cannot open perf events")
@@ -317,7 +320,7 @@ func (s *session) buildSpecs() []*spec {
 			a.SampleRegsUser = userRegsMask
 			a.SampleStackUser = cfg.StackSize
 			a.SamplePeriod = cfg.StackEvery
-			add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
+			add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 		}
 		next := uint64(shimSampleIDBase)
 		for _, sp := range specs {
@@ -359,18 +362,32 @@ func (s *session) buildSpecs() []*spec {
 			bf, sf = bigN, smallN
 		}
 		name := cfg.Group + ":" + p.Event
-		add(&spec{name: name, kind: kindStack, stack: true, filter: bf,
+		add(&spec{name: name + stackBigSuffix, kind: kindStack, stack: true, filter: bf,
 			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, 1))})
-		add(&spec{name: name, kind: kindStack, stack: true, filter: sf,
+		add(&spec{name: name + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, filter: sf,
 			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, cfg.StackEvery))})
 	}
 	if cfg.FaultStacks {
 		a := stackAttr(specs[1].attr)
 		a.SamplePeriod = cfg.StackEvery
-		add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
+		add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 	}
 	return specs
 }
+
+// A stack instance is named after its range event with a suffix in the
+// shape of perf's per-event terms (-e 'EVENT/call-graph=dwarf/'), so that
+// faultline info, perf script and perf report tell the three instances of
+// one probe apart: faultline_PID:malloc, faultline_PID:malloc/stack-big/
+// (every call of at least StackMin bytes) and
+// faultline_PID:malloc/stack-1in61/ (1 in StackEvery of the others). No
+// '=' and no ':' in the suffix: analyze --event takes NAME=ROLE, and the
+// part after the last ':' of a probe's name is its function. Recordings
+// made before the suffix have three events of one name; analyze pairs
+// instances by their attrs, not their names, and reads both.
+const stackBigSuffix = "/stack-big/"
+
+func stackEverySuffix(n uint64) string { return fmt.Sprintf("/stack-1in%d/", n) }
 
 // sizeFilters are the stack instances' filters for a size argument: the
 // two are complements, so no call is sampled twice.
@@ -674,7 +691,9 @@ func (s *session) run(held *heldCommand) error {
 		case <-forward:
 			held.cmd.Process.Signal(pending)
 		case <-timer:
-			s.res.StoppedBy = "duration"
+			if s.res.StoppedBy == "" { // not when a stop request came first
+				s.res.StoppedBy = StoppedByDuration
+			}
 			if held == nil {
 				return s.finalDrain()
 			}

@@ -28,7 +28,8 @@ func testConfig() *Config {
 
 // TestBuildSpecs checks the event contract (CONTRACT-record.md): range
 // events carry no stack and sample every call; the stack instances of each
-// sized entry reuse its name and tracepoint id, carry user regs and stack,
+// sized entry reuse its tracepoint id under names of their own (info and
+// perf script tell the three apart), carry user regs and stack,
 // never PERF_SAMPLE_PERIOD, and split calls by complementary filters, the
 // small ones 1 in StackEvery.
 func TestBuildSpecs(t *testing.T) {
@@ -65,7 +66,7 @@ func TestBuildSpecs(t *testing.T) {
 		}
 	}
 	want := "dummy:u page-faults faultline_7:malloc faultline_7:malloc__return faultline_7:calloc faultline_7:calloc__return faultline_7:free " +
-		"dummy:u faultline_7:malloc faultline_7:malloc faultline_7:calloc faultline_7:calloc"
+		"dummy:u faultline_7:malloc/stack-big/ faultline_7:malloc/stack-1in64/ faultline_7:calloc/stack-big/ faultline_7:calloc/stack-1in64/"
 	if strings.Join(names, " ") != want {
 		t.Errorf("specs:\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}
@@ -87,7 +88,7 @@ func TestBuildSpecs(t *testing.T) {
 	cfg.Cmd, cfg.Pid = "", 42
 	specs = (&session{cfg: cfg}).buildSpecs()
 	last := specs[len(specs)-1]
-	if last.name != "page-faults" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
+	if last.name != "page-faults/stack-1in64/" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)
 	}
 	if last.attr.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {
