@@ -317,7 +317,7 @@ func TestRecordLiveNoWarnings(t *testing.T) {
 	if err != nil || len(notes) == 0 {
 		t.Skipf("this libc's aligned_alloc is not memalign (%v)", err)
 	}
-	code, stderr = runRecordMain("-v", "-o", out, "--", "/bin/true")
+	code, stderr = runRecordMain("-v", "--method", "uprobe", "-o", out, "--", "/bin/true")
 	if code != ExitOK || !strings.Contains(stderr, "faultline: note: aligned_alloc is the same function as memalign") || strings.Contains(stderr, "warning") {
 		t.Errorf("-v: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -577,7 +577,7 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 	requireLiveRecord(t)
 	progs := buildRecordPrograms(t)
 	out := filepath.Join(t.TempDir(), "f.data")
-	if code, stderr := runRecordMain("-q", "--fault-stacks", "--stack-every", "100", "-o", out, "--", filepath.Join(progs, "faults"), "2"); code != ExitOK {
+	if code, stderr := runRecordMain("-q", "--method", "uprobe", "--fault-stacks", "--stack-every", "100", "-o", out, "--", filepath.Join(progs, "faults"), "2"); code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var all, stacked, instances uint64
