@@ -165,7 +165,8 @@ func summarySites(t *testing.T, data string) map[string]int64 {
 // (testdata/record/src/containers.cpp: operator new, std::string, two
 // threads) both ways: the sites and their faults agree within 0.5%, the
 // in-process recording is no larger than the uprobe one, and faultline
-// diff of the two profiles passes.
+// diff of the two profiles passes. A third recording takes a stack at
+// every call: the default one's sites are the same.
 func TestRecordInprocLiveContainers(t *testing.T) {
 	progs := requireInproc(t)
 	dir := t.TempDir()
@@ -177,8 +178,19 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", prog); code != ExitOK {
 		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
 	}
-	si, su := summarySites(t, in), summarySites(t, up)
-	t.Logf("in-process sites: %v\nuprobe sites: %v", si, su)
+	every := filepath.Join(dir, "every.data")
+	if code, stderr := runRecordMain("-q", "--stack-every", "1", "-o", every, "--", prog); code != ExitOK {
+		t.Fatalf("in-process, a stack for every call: exit %d\n%s", code, stderr)
+	}
+	si, su, se := summarySites(t, in), summarySites(t, up), summarySites(t, every)
+	t.Logf("in-process sites: %v\nuprobe sites: %v\nevery call with a stack: %v", si, su, se)
+	// The default recording (a stack for 1 in 61 small calls, the rest
+	// joined by their leaf) names the sites that stacks on every call name.
+	for site, n := range se {
+		if m := si[site]; math.Abs(float64(m-n)) > 0.005*float64(n) {
+			t.Errorf("%s: %d faults in the default recording, %d with a stack on every call", site, m, n)
+		}
+	}
 	if len(su) < 5 {
 		t.Fatalf("the uprobe recording has %d sites; want containers.cpp's", len(su))
 	}

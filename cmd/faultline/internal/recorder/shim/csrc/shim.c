@@ -108,6 +108,7 @@ struct tstate {
 static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 
 static struct fl_ctrl *ctrl; /* NULL: not recording */
+static int glibc;            /* the next malloc is glibc's: read chunk headers */
 static uint8_t *region;
 static size_t region_bytes;
 static uint32_t gen = 1; /* bumped in a forked child: rings are per process */
@@ -143,6 +144,15 @@ static void resolve(void)
 	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
 	real.valloc = dlsym(RTLD_NEXT, "valloc");
 	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	/* Chunk headers are glibc's: another allocator (preloaded after the
+	 * shim, say) keeps no header there, and reading the word before its
+	 * block could fault a page the program never touches. */
+	Dl_info info;
+	if (real.malloc && dladdr((void *)real.malloc, &info) && info.dli_fname) {
+		const char *base = strrchr(info.dli_fname, '/');
+		base = base ? base + 1 : info.dli_fname;
+		glibc = strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0;
+	}
 }
 
 /* attach maps the recorder's region named by FL_ENV. */
@@ -540,7 +550,7 @@ static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
 	x->ptr = (uint64_t)ptr;
 	/* glibc's chunk header (size and flags) is the word before the
 	 * pointer; malloc wrote it, so reading it faults nothing. */
-	x->hdr = ctrl->glibc && ptr ? ((const uint64_t *)ptr)[-1] : 0;
+	x->hdr = glibc && ctrl->glibc && ptr ? ((const uint64_t *)ptr)[-1] : 0;
 	x->ret_ip = *(const uint64_t *)entry_sp(s);
 	x->status = status;
 	commit(r, rec);
