@@ -27,7 +27,22 @@ const recordHelp = `Usage: faultline record [flags] [--] CMD [ARGS...]
 
 Records what 'faultline analyze' needs, with perf_event_open itself (the
 perf tool is not needed), into a perf.data file that perf script and perf
-report read too:
+report read too.
+
+How allocator calls are seen (--method):
+
+  inproc  the default for a CMD that can be preloaded: a small shim
+          (embedded in faultline) is preloaded into CMD and writes every
+          allocator call into a shared-memory ring per thread, with no trap
+          into the kernel; record adds no probes. Events: faultline:malloc,
+          malloc__return, free and the compact malloc_short and
+          malloc__call (a whole call in one sample), with the fields below.
+  uprobe  a uprobe on every allocator entry and return: a trap per call.
+          Used for -p, -a, --libc, and statically linked or setuid programs
+          or ones that define malloc themselves (record says why).
+
+What is recorded (the uprobe method's events; the in-process ones carry the
+same fields):
 
   - every call of libc's allocator entry points (malloc, calloc, realloc,
     reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc)
@@ -52,7 +67,9 @@ report read too:
 
 record does the setup for you:
 
-  - must run as root (uprobes are added in /sys/kernel/tracing);
+  - with uprobes, must run as root (uprobes are added in
+    /sys/kernel/tracing); in-process, any user may record where
+    kernel.perf_event_paranoid is 2 or less;
   - mounts tracefs when it is not mounted (and leaves it mounted);
   - finds the libc the target really loads (CMD's ELF dependencies, or
     /proc/PID/maps for -p) and refuses a path with whitespace or control
@@ -113,6 +130,9 @@ Flags:
 // power-of-two period.
 const defaultStackEvery = 61
 
+// defaultMmapPages is -m's default: 16 MiB per CPU.
+const defaultMmapPages = 4096
+
 // recordOptions are record's parsed flags.
 type recordOptions struct {
 	output      string
@@ -131,9 +151,11 @@ type recordOptions struct {
 	noTHP       bool
 	libc        string
 	method      string
-	quiet       bool
-	verbose     bool
-	cmd         []string
+	// mmapPagesSet: -m was given (else the in-process method may lower it)
+	mmapPagesSet bool
+	quiet        bool
+	verbose      bool
+	cmd          []string
 }
 
 func runRecord(env *Env, args []string) error {
@@ -186,7 +208,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
 	fs.BoolVar(&o.faultStacks, "fault-stacks", false, "also take a stack at 1 in --stack-every page faults (for analyze --by touch)")
-	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", 4096, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB)")
+	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", defaultMmapPages, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB)")
 	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two)")
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
@@ -201,6 +223,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, err
 	}
 	o.cmd = fs.Args()
+	o.mmapPagesSet = fs.Changed("mmap-pages")
 	if o.noCompress {
 		o.compress = false
 	}

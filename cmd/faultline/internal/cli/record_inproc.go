@@ -26,6 +26,10 @@ const (
 	shimSlots     = shim.MaxSlots
 )
 
+// unprivilegedPages is the kernel ring size per CPU for a user who is not
+// root: 512 KiB, what perf_event_mlock_kb allows by default.
+const unprivilegedPages = 128
+
 // chooseMethod picks the recording method for this run, and says why.
 func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) {
 	o := r.opts
@@ -64,6 +68,12 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 // no tracefs; the kernel's events are its page faults and its mappings.
 func (r *recorder) recordInproc(cmdPath string) error {
 	o := r.opts
+	if r.sys.Geteuid() != 0 && !o.mmapPagesSet {
+		// The kernel's ring holds only faults and mappings here; a user
+		// may lock perf_event_mlock_kb (516 KiB by default) per CPU.
+		o.mmapPages = unprivilegedPages
+		r.logf("not root: the kernel's ring per CPU is %d pages (perf_event_mlock_kb); faults are lost if they outrun it (record says so): run as root for %d", o.mmapPages, defaultMmapPages)
+	}
 	sigs, stop := r.catchSignals()
 	defer stop()
 	out, err := r.createOutput()
