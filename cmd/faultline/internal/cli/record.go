@@ -151,6 +151,7 @@ type recordOptions struct {
 	noTHP       bool
 	libc        string
 	method      string
+	shimWait    time.Duration
 	// mmapPagesSet: -m was given (else the in-process method may lower it)
 	mmapPagesSet bool
 	quiet        bool
@@ -214,6 +215,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
+	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
+	fs.MarkHidden("shim-wait")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "also print details that need no action (allocator functions that are aliases of another, probed once)")

@@ -82,7 +82,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: true, TopWords: topStackWords,
+		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: true, TopWords: topStackWords, ShimWait: o.shimWait,
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
@@ -112,7 +112,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 // noteShim turns what the shim could not record into warnings.
 func (r *recorder) noteShim(res *rec.Result) {
 	if res.Abandoned {
-		r.notes.add(fmt.Errorf("the program waited for the recorder longer than it may (a ring stayed full), so it ran on unrecorded from %.3f s before the end; the recording misses the calls after that", float64(res.LastTime-res.AbandonedAt)/1e9))
+		r.notes.add(fmt.Errorf("the program waited for the recorder longer than it may (a ring stayed full: was record stopped or starved of CPU?), so it ran on unrecorded from %.3f s into the run: %d allocator calls after that are missing (written as lost samples)", float64(res.AbandonedAt-min(res.AbandonedAt, res.FirstTime))/1e9, res.Shim.Unrecorded))
 	}
 	if res.Shim.SlotsFull > 0 {
 		r.notes.add(fmt.Errorf("%d threads found no free ring (more than %d threads alive at once) and ran unrecorded: %d allocator calls missed", res.Shim.SlotsFull, shimSlots, res.Shim.Unrecorded))

@@ -10,7 +10,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/faultline/faultline/perfdata"
 )
@@ -285,5 +287,49 @@ func TestRecordInprocLiveStaticFallsBack(t *testing.T) {
 	_, sizes, _ := callCounts(t, s2)
 	if len(sizes[100000]) != 1 {
 		t.Errorf("malloc(100000) seen in %d processes, want 1", len(sizes[100000]))
+	}
+}
+
+// buildFaultline builds the faultline command for tests that need record
+// as a process of its own (to stop or kill it).
+func buildFaultline(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "faultline")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestRecordInprocLiveStuckRecorder stops record (SIGSTOP) while the
+// program allocates: the program's threads wait for room in their rings
+// at most --shim-wait, then run on unrecorded; when record resumes it
+// finishes the file and says from when the calls are missing.
+func TestRecordInprocLiveStuckRecorder(t *testing.T) {
+	progs := requireInproc(t)
+	bin := buildFaultline(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "stuck.data")
+	cmd := exec.Command(bin, "record", "--shim-wait", "1s", "-o", data, "--", filepath.Join(progs, "churn"), "3000000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(3 * time.Second)
+	cmd.Process.Signal(syscall.SIGCONT)
+	err := cmd.Wait()
+	t.Logf("record:\n%s", stderr.String())
+	if err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "ran on unrecorded") {
+		t.Errorf("record did not say the program ran on unrecorded")
+	}
+	calls, _, _ := callCounts(t, data)
+	if calls["malloc"] == 0 || calls["malloc"] >= 3000000 {
+		t.Errorf("%d mallocs recorded: want some, and fewer than the program's 3000000", calls["malloc"])
 	}
 }

@@ -863,3 +863,28 @@ func (ip *inproc) wakeups(stop <-chan struct{}) <-chan struct{} {
 	}()
 	return kick
 }
+
+// writeUnrecorded writes the calls the shim could not record as
+// LOST_SAMPLES of the malloc entry event (the shim counts them, not by
+// function), stamped when the first thread gave up waiting (or at the
+// end), so analyze reports them as lost from then on.
+func (s *session) writeUnrecorded() error {
+	n := s.res.Shim.Unrecorded
+	if n == 0 {
+		return nil
+	}
+	t := s.lastT
+	if s.res.Abandoned {
+		t = s.res.AbandonedAt
+	}
+	sp := s.inproc.entry[shim.FuncMalloc]
+	// u64 lost, then the sample_id trailer of shimSampleType: TID, TIME,
+	// IDENTIFIER.
+	var b [8 + 24]byte
+	ne := binary.NativeEndian
+	ne.PutUint64(b[0:], n)
+	ne.PutUint64(b[16:], t)
+	ne.PutUint64(b[24:], sp.synthID)
+	s.lost[sp] += n
+	return s.w.WriteRecordParts(uint32(perfdata.RecordLostSamples), 0, b[:])
+}

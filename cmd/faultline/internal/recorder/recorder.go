@@ -8,6 +8,7 @@
 package recorder
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -68,6 +69,7 @@ type Config struct {
 	// chunk header); TopWords is how many top-of-stack words each entry
 	// carries.
 	InProcess     bool
+	ShimWait      time.Duration // 0: shimWait
 	ShimRingBytes int
 	ShimSlots     int
 	Glibc         bool
@@ -115,6 +117,7 @@ type Result struct {
 	// written out of round order (0 unless a thread stalled for long
 	// between its clock read and its commit).
 	Method      string // "in-process" or "uprobes"
+	FirstTime   uint64 // the oldest record's time
 	LastTime    uint64 // the newest record's time
 	ShimFaults  uint64
 	Shim        shim.Counters
@@ -147,7 +150,7 @@ func Record(cfg *Config, out io.Writer) (*Result, error) {
 		region, err := shim.NewRegion(shim.Options{
 			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
 			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
-			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(shimWait),
+			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(cmp.Or(cfg.ShimWait, shimWait)),
 		})
 		if err != nil {
 			return nil, err
@@ -801,7 +804,7 @@ func (s *session) finish() error {
 		return err
 	}
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
-	s.res.LastTime = s.lastT
+	s.res.FirstTime, s.res.LastTime = s.firstT, s.lastT
 	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
 	return nil
 }

@@ -147,7 +147,7 @@ func (r *Region) Abandoned() (bool, uint64) {
 
 // Counters are calls the shim could not record.
 type Counters struct {
-	Unrecorded uint64 // calls of threads that found no free ring
+	Unrecorded uint64 // calls not recorded: of threads that found no free ring, or after a thread gave up waiting
 	SlotsFull  uint64 // threads that found no free ring
 	Nested     uint64 // calls made by the shim's own work (not the program's)
 	Waits      uint64 // times a thread waited for room in its ring

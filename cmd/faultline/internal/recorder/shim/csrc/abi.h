@@ -43,7 +43,7 @@ struct fl_ctrl {
 	uint32_t abandoned;   /* a producer gave up waiting for room */
 	uint64_t abandoned_time;
 	uint64_t wait_ns;        /* the longest a producer waits for room */
-	uint64_t unrecorded;     /* calls passed through unrecorded (no ring) */
+	uint64_t unrecorded;     /* calls not recorded: no free ring, or abandoned */
 	uint64_t slots_full;     /* threads that found no free ring */
 	uint32_t slot_state[FL_MAX_SLOTS]; /* FL_SLOT_* */
 };

@@ -355,9 +355,12 @@ static struct fl_ring *ring(void)
 			ts.ring->nested++;
 		return NULL;
 	}
-	if (unlikely(__atomic_load_n(&c->detached, __ATOMIC_RELAXED) ||
-		     __atomic_load_n(&c->abandoned, __ATOMIC_RELAXED)))
+	if (unlikely(__atomic_load_n(&c->detached, __ATOMIC_RELAXED)))
 		return NULL;
+	if (unlikely(__atomic_load_n(&c->abandoned, __ATOMIC_RELAXED))) {
+		__atomic_add_fetch(&c->unrecorded, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
 	uint32_t g = __atomic_load_n(&gen, __ATOMIC_RELAXED);
 	if (unlikely(ts.gen != g)) {
 		ts.depth++;
