@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"github.com/faultline/faultline/symbolize/binfile"
 	"strings"
 	"testing"
 )
@@ -70,5 +71,24 @@ func TestLossCommentsSkipSilentEvents(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("comments\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestMismatchWording: refused binaries are counted by frames, named, and
+// the fix is said; a file used anyway is named as possibly misnaming.
+func TestMismatchWording(t *testing.T) {
+	s := Summary{Warnings: []error{
+		&binfile.MismatchError{Path: "/app/a", File: "/app/a", Why: "build ID 01, recorded 02"},
+		&binfile.MismatchError{Path: "/lib/b.so", File: "/lib/b.so", Why: "inode 3, recorded 4", Used: true},
+	}}
+	s.Unwind.Refused = 17
+	var b strings.Builder
+	s.WriteText(&b)
+	out := b.String()
+	for _, want := range []string{"17 frames left unnamed in 1 binaries whose file here is not the one that ran (/app/a)", "--allow-mismatch", "--symfs",
+		"(--allow-mismatch): /lib/b.so; frames may be misnamed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
 	}
 }

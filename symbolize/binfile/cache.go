@@ -11,8 +11,9 @@ import (
 type Key struct {
 	Path    string // recorded mapping name, e.g. /usr/lib/x86_64-linux-gnu/libc.so.6 or [vdso]
 	BuildID string // hex from the recording (perf's 24-byte zero padding is dropped); "" if none
-	Dev     uint64 // makedev(maj, min) from MMAP2; 0 if unknown
+	Dev     uint64 // makedev(maj, min) from MMAP2 (unix.Mkdev); 0 if unknown
 	Ino     uint64 // inode from MMAP2; 0 if unknown
+	Gen     uint64 // inode generation from MMAP2; 0 if unknown
 }
 
 func (k Key) cacheKey() Key {
@@ -61,7 +62,7 @@ func (c *Cache) Open(k Key) (*Binary, error) {
 	c.mu.Unlock()
 	e.once.Do(func() {
 		defer close(e.ready)
-		e.b, e.err = c.loc.Open(k.Path, k.BuildID)
+		e.b, e.err = c.loc.OpenKey(k)
 	})
 	return e.b, e.err
 }

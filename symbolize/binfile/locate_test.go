@@ -5,7 +5,9 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,11 +110,14 @@ func TestLocate(t *testing.T) {
 			wantFile: "/c/.build-id/" + bidPath, wantDebug: "/c/.build-id/" + bidPath},
 		{name: "mismatch skipped for a later match", loc: Locator{Symfs: "/sym", HostFallback: true},
 			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: rec, wantDebug: rec},
-		{name: "mismatch used with warning", files: memFS{rec: other}, buildID: bid,
-			wantFile: rec, wantDebug: rec, wantWarn: "build ID mismatch"},
+		{name: "mismatch used with warning when allowed", loc: Locator{AllowMismatch: true}, files: memFS{rec: other}, buildID: bid,
+			wantFile: rec, wantDebug: rec, wantWarn: "used anyway (--allow-mismatch)"},
 		{name: "no recorded build ID", files: memFS{rec: full}, wantFile: rec, wantDebug: rec},
-		{name: "symfs only: mismatch used, host not searched", loc: Locator{Symfs: "/sym"},
-			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: "/sym" + rec, wantDebug: "/sym" + rec, wantWarn: "build ID mismatch"},
+		{name: "symfs only: mismatch used when allowed, host not searched", loc: Locator{Symfs: "/sym", AllowMismatch: true},
+			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: "/sym" + rec, wantDebug: "/sym" + rec, wantWarn: "is not the binary that ran"},
+		{name: "mismatching binary refused, matching debug file names", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: other, "/usr/lib/debug/.build-id/" + bidPath + ".debug": debug}, buildID: bid,
+			wantDebug: "/usr/lib/debug/.build-id/" + bidPath + ".debug", wantWarn: "binary not found"},
 		{name: "padded build ID", loc: Locator{Symfs: "/sym", HostFallback: true}, files: memFS{"/sym" + rec: other, rec: full}, buildID: strings.ToUpper(bid) + "00000000",
 			wantFile: rec, wantDebug: rec},
 		{name: "debuglink same dir", files: memFS{rec: stripped, "/opt/app/bin/inline.debug": debug}, buildID: bid,
@@ -256,4 +261,67 @@ func warningText(ws []error) string {
 		lines = append(lines, w.Error())
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestLocateRefusesMismatch: a file with another build ID than the
+// recorded one (the fixtures' IDs as readelf -n prints them) is never
+// used unless allowed; the error names it and says what to do.
+func TestLocateRefusesMismatch(t *testing.T) {
+	bid, otherID := fixtureIDs(t)
+	const rec = "/opt/app/bin/inline"
+	l := Locator{FS: memFS{rec: readFixture(t, "cxx")}, BuildIDDir: "/c"}
+	_, err := l.Open(rec, bid)
+	var me *MismatchError
+	if !errors.As(err, &me) {
+		t.Fatalf("got %v, want a *MismatchError", err)
+	}
+	if me.File != rec || !strings.Contains(me.Why, otherID) || !strings.Contains(err.Error(), "--allow-mismatch") {
+		t.Errorf("error %q", err)
+	}
+	// Nothing at all is a NotFoundError still.
+	l.FS = memFS{}
+	if _, err := l.Open(rec, bid); !errors.As(err, new(*NotFoundError)) {
+		t.Errorf("nothing found: %v", err)
+	}
+}
+
+// TestLocateIdentity: without a build ID, the file at the recorded path
+// must have the MMAP2 record's device and inode (from os.Stat here, as the
+// kernel reports them for a mapping of that file); another inode is the
+// file replaced since (a rebuild, a package upgrade).
+func TestLocateIdentity(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "inline")
+	if err := os.WriteFile(p, readFixture(t, "inline"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	l := Locator{}
+	same := Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev)}
+	b, err := l.OpenKey(same)
+	if err != nil {
+		t.Fatalf("same inode: %v", err)
+	}
+	b.Close()
+	for _, k := range []Key{{Path: p, Ino: st.Ino + 1, Dev: uint64(st.Dev)}, {Path: p, Ino: st.Ino, Dev: uint64(st.Dev) + 1}} {
+		_, err := l.OpenKey(k)
+		var me *MismatchError
+		if !errors.As(err, &me) || me.File != p {
+			t.Errorf("%+v: got %v, want a *MismatchError", k, err)
+		}
+		l.AllowMismatch = true
+		b, err := l.OpenKey(k)
+		if err != nil {
+			t.Fatalf("allowed: %v", err)
+		}
+		if w := warningText(b.Warnings); !strings.Contains(w, "used anyway") {
+			t.Errorf("allowed: warnings %q", w)
+		}
+		b.Close()
+		l.AllowMismatch = false
+	}
 }
