@@ -1,9 +1,10 @@
 package analyze
 
 import (
-	"github.com/faultline/faultline/symbolize/binfile"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // TestLossWording: a stack instance's losses lose no call, so the summary
