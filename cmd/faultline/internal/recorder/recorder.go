@@ -92,6 +92,13 @@ type Result struct {
 	User, Sys  time.Duration
 	StoppedBy  string // "" (Cmd exited), "duration", or a signal's name
 	Unfinished bool   // Cmd was still running when recording stopped
+
+	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
+	// them: for the build-id cache.
+	BuildIDs []perfdata.BuildID
+	// NoMmapBuildIDs: the kernel refused build IDs in MMAP2 records (before
+	// Linux 5.12); the BUILD_ID feature's come from the files at the end.
+	NoMmapBuildIDs bool
 }
 
 // ErrNoEvents is returned when the kernel refuses to open an event.
@@ -172,8 +179,9 @@ type session struct {
 	lost    map[*spec]uint64
 	firstT  uint64
 	lastT   uint64
-	mmaps   map[string]bool // executable files mapped, for BUILD_ID
-	trackID uint64          // an id of the tracking dummy, for synthesized records
+	mmaps   map[string]bool   // executable files mapped, for BUILD_ID
+	bids    map[string][]byte // their build IDs as MMAP2 records gave them
+	trackID uint64            // an id of the tracking event, for synthesized records
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.
@@ -218,21 +226,18 @@ func buildSpecs(cfg *Config) []*spec {
 	}
 	var specs []*spec
 	add := func(sp *spec) { specs = append(specs, sp) }
-	dummyAttr := func(track bool) perfdata.Attr {
-		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
+	dummyAttr := func(bool) perfdata.Attr {
+		return perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
 			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
 			Flags: flags | perfdata.AttrExcludeKernel}
-		if track {
-			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
-				perfdata.AttrMmap2 | perfdata.AttrCommExec
-		}
-		return a
 	}
-	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(true)})
+	// The sideband rides on page-faults, opened by perf_event_open itself:
+	// go-perf, which opens the dummies, cannot ask for build IDs.
+	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(false)})
 	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
-		Flags: flags | perfdata.AttrExcludeKernel}})
+		Flags: flags | perfdata.AttrExcludeKernel | trackFlags}})
 	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
 			SampleType: st, ReadFormat: readFormat, Flags: flags}
@@ -271,11 +276,17 @@ func buildSpecs(cfg *Config) []*spec {
 	}
 	if cfg.FaultStacks {
 		a := stackAttr(specs[1].attr)
+		a.Flags &^= trackFlags
 		a.SamplePeriod = cfg.StackEvery
 		add(&spec{name: "page-faults", kind: kindStack, stack: true, attr: a})
 	}
 	return specs
 }
+
+// trackFlags ask for the sideband: mappings (data ones too, with build
+// IDs), comms with exec marked, forks and exits.
+const trackFlags = perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
+	perfdata.AttrMmap2 | perfdata.AttrCommExec | perfdata.AttrBuildID
 
 // sizeFilters are the stack instances' filters for a size argument: the
 // two are complements, so no call is sampled twice.
@@ -339,11 +350,15 @@ func (s *session) open(tids []int) error {
 					if o.id, err = ev.ID(); err != nil {
 						return err
 					}
-					if s.trackID == 0 {
-						s.trackID = o.id
-					}
 				} else {
 					fd, err := openRaw(&sp.attr, tid, cpu)
+					if errors.Is(err, unix.EINVAL) && sp.attr.Flags&perfdata.AttrBuildID != 0 && len(s.ids[sp]) == 0 {
+						// A kernel before 5.12: mappings without build IDs
+						// (the BUILD_ID feature still lists them).
+						sp.attr.Flags &^= perfdata.AttrBuildID
+						s.res.NoMmapBuildIDs = true
+						fd, err = openRaw(&sp.attr, tid, cpu)
+					}
 					if err != nil {
 						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
 					}
@@ -359,6 +374,9 @@ func (s *session) open(tids []int) error {
 					}
 					if o.id, err = eventID(fd); err != nil {
 						return err
+					}
+					if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
+						s.trackID = o.id
 					}
 				}
 				s.ids[sp] = append(s.ids[sp], o.id)
@@ -474,6 +492,13 @@ func (s *session) note(r *ring, raw *perf.RawRecord) error {
 			}
 			if !s.mmaps[string(name)] {
 				s.noteExec(string(name))
+				// The build ID of what ran: a u8 size, 3 bytes, 20 bytes at 32.
+				if raw.Header.Misc&perfdata.MiscMmapBuildID != 0 && d[32] > 0 && d[32] <= 20 {
+					if s.bids == nil {
+						s.bids = map[string][]byte{}
+					}
+					s.bids[string(name)] = append([]byte(nil), d[36:36+int(d[32])]...)
+				}
 			}
 		}
 	}
@@ -648,6 +673,7 @@ func (s *session) finish() error {
 	if err := s.w.Finish(feats); err != nil {
 		return err
 	}
+	s.res.BuildIDs = feats.BuildIDs
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
 	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
 	return nil

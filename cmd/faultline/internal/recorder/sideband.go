@@ -286,9 +286,12 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 		if !strings.HasPrefix(name, "/") {
 			continue // [vdso], //anon, ...
 		}
-		id, err := binfile.FileBuildID(name)
-		if err != nil || len(id) == 0 {
-			continue
+		id := s.bids[name] // what ran; the file may have changed since
+		if len(id) == 0 {
+			var err error
+			if id, err = binfile.FileBuildID(name); err != nil || len(id) == 0 {
+				continue
+			}
 		}
 		f.BuildIDs = append(f.BuildIDs, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
 	}
