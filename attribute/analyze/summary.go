@@ -231,8 +231,12 @@ func (s *Summary) writeMismatch(w io.Writer) {
 		}
 	}
 	if len(refused) > 0 {
-		fmt.Fprintf(w, "Binaries:     %d frames left unnamed in %d binaries whose file here is not the one that ran (%s); %s\n",
-			s.Unwind.Refused, len(refused), strings.Join(refused, ", "), (&binfile.MismatchError{}).Fix())
+		what := "a binary whose file here is not the one that ran"
+		if len(refused) > 1 {
+			what = fmt.Sprintf("%d binaries whose files here are not the ones that ran", len(refused))
+		}
+		fmt.Fprintf(w, "Binaries:     %d frames left unnamed in %s (%s); %s\n",
+			s.Unwind.Refused, what, strings.Join(refused, ", "), (&binfile.MismatchError{}).Fix())
 	}
 	if len(used) > 0 {
 		fmt.Fprintf(w, "Binaries:     named with files that are not the ones that ran (--allow-mismatch): %s; frames may be misnamed\n", strings.Join(used, ", "))

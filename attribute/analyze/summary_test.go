@@ -86,7 +86,7 @@ func TestMismatchWording(t *testing.T) {
 	var b strings.Builder
 	s.WriteText(&b)
 	out := b.String()
-	for _, want := range []string{"17 frames left unnamed in 1 binaries whose file here is not the one that ran (/app/a)", "--allow-mismatch", "--symfs",
+	for _, want := range []string{"17 frames left unnamed in a binary whose file here is not the one that ran (/app/a)", "--allow-mismatch", "--symfs",
 		"(--allow-mismatch): /lib/b.so; frames may be misnamed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

@@ -135,11 +135,11 @@ func (e *MismatchError) Error() string {
 	if e.Used {
 		return fmt.Sprintf("%s: %s is not the binary that ran (%s); used anyway (--allow-mismatch): frames may be misnamed", e.Path, e.File, e.Why)
 	}
-	return fmt.Sprintf("%s: %s is not the binary that ran (%s); its frames are left unnamed. %s", e.Path, e.File, e.Why, e.Fix())
+	return fmt.Sprintf("%s: %s is not the binary that ran (%s); its frames are left unnamed; %s", e.Path, e.File, e.Why, e.Fix())
 }
 
 // Fix says how to name the mapping's frames.
 func (e *MismatchError) Fix() string {
-	return "To name them: analyze where the recorded binary still is, keep perf's build-id cache (faultline record and perf record fill ~/.debug; pass --buildid-dir for a copy)," +
+	return "to name them: analyze where the recorded binary still is, keep perf's build-id cache (faultline record and perf record fill ~/.debug; pass --buildid-dir for a copy)," +
 		" pass --symfs DIR holding the binary that ran, or --allow-mismatch to use this file anyway"
 }

@@ -64,6 +64,12 @@ record does the setup for you:
     for it (see --no-thp);
   - under sudo, creates the recording as a new file and hands it to the
     user who ran sudo, so analyze needs no root.
+  - asks the kernel for the build ID of every mapped file (Linux 5.12+) and
+    copies each executable file the program mapped into perf's build-id
+    cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR; at most
+    --buildid-cache-max MB), so that analyze names and unwinds frames with
+    the binary that ran after it is rebuilt or upgraded; --no-buildid-cache
+    skips the copies.
 
 Flags after CMD belong to CMD. Uprobes cost a trap per call (about a
 microsecond here): an allocation-heavy program runs several times slower,
@@ -114,6 +120,9 @@ type recordOptions struct {
 	libc        string
 	quiet       bool
 	cmd         []string
+
+	noBuildIDCache  bool
+	buildIDCacheMax int // MB
 }
 
 func runRecord(env *Env, args []string) error {
@@ -143,6 +152,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.compress, "compress", "z", false, "compress the recording with zstd (as perf -z)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found")
+	fs.BoolVar(&o.noBuildIDCache, "no-buildid-cache", false, "do not copy the recorded binaries into perf's build-id cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR), which lets analyze name frames after they are rebuilt or upgraded")
+	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
@@ -171,6 +182,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: --stack-mmap-pages %d: want a power of two such as 1024", o.stackPages)
 	case o.output == "":
 		return nil, usageError("record: -o wants a file name")
+	case o.buildIDCacheMax < 0:
+		return nil, usageError("record: --buildid-cache-max wants 0 or more MB")
 	}
 	var err error
 	if o.probes, err = canonicalProbes(probes); err != nil {
@@ -402,6 +415,7 @@ func (r *recorder) record() error {
 	if err := out.commit(r); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
+	r.cacheBuildIDs(res)
 	r.summarize(res, out)
 	return r.exitStatus(res)
 }
