@@ -5,6 +5,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
@@ -56,6 +57,7 @@ func (r *recorder) cacheBuildIDs(res *rec.Result) {
 		r.notes.add(fmt.Errorf("build-id cache: %v; analyze needs the binaries unchanged at their paths", err))
 		return
 	}
+	start := time.Now()
 	rep, err := c.Add(res.BuildIDs)
 	if err != nil {
 		r.notes.add(fmt.Errorf("build-id cache: %v; analyze needs the binaries unchanged at their paths (or pass --no-buildid-cache)", err))
@@ -68,7 +70,6 @@ func (r *recorder) cacheBuildIDs(res *rec.Result) {
 		r.notes.add(fmt.Errorf("%d binaries (%.1f MB) not put in the build-id cache: over --buildid-cache-max %d MB; analyze needs them unchanged at their paths",
 			rep.OverBudget, float64(rep.OverBudgetBytes)/1e6, r.opts.buildIDCacheMax))
 	}
-	if rep.Added > 0 {
-		r.logf("build-id cache %s: %d binaries added (%.1f MB), %d already there", c.Dir, rep.Added, float64(rep.Bytes)/1e6, rep.Present)
-	}
+	r.logf("build-id cache %s: %d binaries added (%.1f MB), %d already there (%.0f ms)", c.Dir, rep.Added, float64(rep.Bytes)/1e6,
+		rep.Present, float64(time.Since(start).Microseconds())/1e3)
 }
