@@ -11,7 +11,10 @@ import (
 // recording without build IDs gives a mapping (its MMAP2 record's device,
 // inode and inode generation, as in the kernel's perf_event_mmap_event),
 // or "" when it does not. What cannot be read (a fake file system, a file
-// system without generations) is not compared.
+// system without generations) is not compared, nor is the device alone:
+// stat's st_dev is not the superblock's device MMAP2 reports on btrfs
+// subvolumes and overlayfs, while the inode number and generation are the
+// file's own.
 func identityDiffers(k Key, f File) string {
 	fi, err := f.Stat()
 	if err != nil {
@@ -23,9 +26,6 @@ func identityDiffers(k Key, f File) string {
 	}
 	if k.Ino != 0 && st.Ino != k.Ino {
 		return fmt.Sprintf("inode %d, recorded %d: the file was replaced since it ran", st.Ino, k.Ino)
-	}
-	if k.Dev != 0 && uint64(st.Dev) != k.Dev {
-		return fmt.Sprintf("device %d:%d, recorded %d:%d", unix.Major(uint64(st.Dev)), unix.Minor(uint64(st.Dev)), unix.Major(k.Dev), unix.Minor(k.Dev))
 	}
 	if fd, ok := f.(interface{ Fd() uintptr }); ok && k.Gen != 0 {
 		// FS_IOC_GETVERSION reads i_generation, what MMAP2's ino_generation holds.
