@@ -116,7 +116,7 @@ func (e *NoDebugInfoError) Fix() string {
 		return "rebuild it with -g (the profile names its functions, not their lines, until then), or pass --symfs DIR holding a build with debug info"
 	}
 	return "install the package's debug symbols (Debian: the -dbg or -dbgsym package; see https://wiki.debian.org/HowToGetABacktrace)," +
-		" put them under --symfs DIR, or fetch them with debuginfod-find debuginfo " + e.File
+		" put them under --symfs DIR, or set DEBUGINFOD_URLS to a debuginfod server (e.g. https://debuginfod.debian.net) for analyze to fetch them"
 }
 
 // MismatchError says that the files found for a recorded mapping are not
