@@ -410,6 +410,7 @@ func (s *Session) key(m *Mapping) binfile.Key {
 	k := binfile.Key{Path: m.File, Ino: m.Ino, Gen: m.Gen}
 	if m.Ino != 0 {
 		k.Dev = unix.Mkdev(m.Maj, m.Min)
+		k.MapEnd = m.Pgoff + (m.End - m.Start)
 	}
 	if len(m.BuildID) > 0 {
 		k.BuildID = hex.EncodeToString(m.BuildID)

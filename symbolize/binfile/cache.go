@@ -14,9 +14,14 @@ type Key struct {
 	Dev     uint64 // makedev(maj, min) from MMAP2 (unix.Mkdev); 0 if unknown
 	Ino     uint64 // inode from MMAP2; 0 if unknown
 	Gen     uint64 // inode generation from MMAP2; 0 if unknown
+	// MapEnd is where the mapping ends in the file (pgoff + len): a file
+	// ending well before it is not the one mapped. 0 if unknown. Not part
+	// of the binary's identity in the Cache.
+	MapEnd uint64
 }
 
 func (k Key) cacheKey() Key {
+	k.MapEnd = 0
 	k.BuildID = normBuildID(k.BuildID)
 	if k.BuildID != "" {
 		return Key{BuildID: k.BuildID}

@@ -316,7 +316,15 @@ func TestLocateIdentity(t *testing.T) {
 		t.Fatalf("same inode, other device: %v", err)
 	}
 	b.Close()
-	keys := []Key{{Path: p, Ino: st.Ino + 1, Dev: uint64(st.Dev)}}
+	// A mapping that reached past the file's last 64 KiB: ls -l's size
+	// rounded up to 64 KiB, plus a page.
+	end := (uint64(fi.Size()) + 0xffff) &^ 0xffff
+	if b, err := l.OpenKey(Key{Path: p, Ino: st.Ino, MapEnd: end}); err != nil {
+		t.Errorf("mapping to the file's end: %v", err)
+	} else {
+		b.Close()
+	}
+	keys := []Key{{Path: p, Ino: st.Ino + 1, Dev: uint64(st.Dev)}, {Path: p, Ino: st.Ino, MapEnd: end + 4096}}
 	// The generation as lsattr -v prints it, where the file system has one.
 	if out, err := exec.Command("lsattr", "-v", p).Output(); err == nil {
 		if f := strings.Fields(string(out)); len(f) > 0 {
