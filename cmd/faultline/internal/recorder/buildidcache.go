@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
@@ -198,7 +199,9 @@ func (c *BuildIDCache) addOne(root int, name, bid string, budget *int64) (int64,
 // copyBinary copies the file at name, if it still has build ID bid, to
 // dir/elf through a new file of its own.
 func (c *BuildIDCache) copyBinary(dir int, name, bid string, budget *int64) (int64, error) {
-	src, err := os.Open(name)
+	// The kernel's path names no symbolic link at its end; one there now
+	// is not the file that ran.
+	src, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -209,6 +212,10 @@ func (c *BuildIDCache) copyBinary(dir int, name, bid string, budget *int64) (int
 	}
 	if !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("not a regular file")
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && c.UID >= 0 && !readableBy(st, c.UID, c.GID) {
+		// An execute-only binary: root may read it, its user may not.
+		return 0, fmt.Errorf("not readable by uid %d (mode %v), so not copied into their cache", c.UID, fi.Mode().Perm())
 	}
 	if fi.Size() > *budget {
 		return fi.Size(), errOverBudget
@@ -263,4 +270,17 @@ func (c *BuildIDCache) link(root int, name, bid string) error {
 		return unix.Fchownat(dir, bid[2:], c.UID, c.GID, unix.AT_SYMLINK_NOFOLLOW)
 	}
 	return nil
+}
+
+// readableBy reports whether the file st describes may be read by uid:gid
+// (supplementary groups aside: a file readable only by one of those is
+// left out).
+func readableBy(st *syscall.Stat_t, uid, gid int) bool {
+	switch {
+	case int(st.Uid) == uid:
+		return st.Mode&0o400 != 0
+	case gid >= 0 && int(st.Gid) == gid:
+		return st.Mode&0o040 != 0
+	}
+	return st.Mode&0o004 != 0
 }

@@ -143,4 +143,14 @@ func TestBuildIDCacheOwner(t *testing.T) {
 	if err != nil || n < 5 {
 		t.Errorf("walked %d entries: %v", n, err)
 	}
+
+	// An execute-only binary of root's is not copied for another user.
+	if err := os.Chmod(prog, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	c.Dir = filepath.Join(home, "other")
+	rep, err := c.Add([]perfdata.BuildID{{ID: id, Filename: prog}})
+	if err != nil || rep.Added != 0 || len(rep.Skipped) != 1 || !strings.Contains(rep.Skipped[0], "not readable by uid 4242") {
+		t.Errorf("execute-only: %+v %v", rep, err)
+	}
 }
