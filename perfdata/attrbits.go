@@ -7,4 +7,8 @@ const (
 	AttrTask                 = 1 << 13 // task: FORK and EXIT records
 	AttrExcludeCallchainUser = 1 << 22 // exclude_callchain_user (perf --call-graph dwarf sets it)
 	AttrCommExec             = 1 << 24 // comm_exec: COMM records of an exec say so (MiscCommExec)
+	// AttrBuildID is build_id (Linux 5.12+, commit 88a16a130933): MMAP2
+	// records carry the mapped file's build ID (MiscMmapBuildID) in place
+	// of device and inode. Older kernels refuse the attr (EINVAL).
+	AttrBuildID = 1 << 34
 )

@@ -17,6 +17,7 @@ type Mapping struct {
 	Prot       uint32
 	Exec       bool // PROT_EXEC, or an MMAP record (which perf writes only for executable maps unless -d)
 	Ino        uint64
+	Gen        uint64 // inode generation (MMAP2)
 	Maj, Min   uint32
 
 	canon *Mapping // the Session's shared mapping of the same file range; set on first use

@@ -15,6 +15,7 @@ import (
 	"github.com/faultline/faultline/symbolize/binfile"
 	"github.com/faultline/faultline/symbolize/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
+	"golang.org/x/sys/unix"
 )
 
 // Config says where to find binaries and debug info.
@@ -33,6 +34,15 @@ type Config struct {
 	Kallsyms string
 	// Getenv reads the environment (nil: os.Getenv).
 	Getenv func(string) string
+	// AllowMismatch names and unwinds frames with a file that is not the
+	// binary that ran when nothing else is found (--allow-mismatch).
+	AllowMismatch bool
+	// NoDebuginfod never asks debuginfod servers, even with DEBUGINFOD_URLS set.
+	NoDebuginfod bool
+	// DebuginfodProgress, if set, hears of downloads from debuginfod
+	// servers (binfile.Debuginfod.Progress); it may be called from
+	// several goroutines.
+	DebuginfodProgress func(url string, done, total int64)
 	// Locator overrides the file search entirely (tests); nil builds one from the fields above.
 	Locator *binfile.Locator
 }
@@ -70,6 +80,8 @@ type mapInfo struct {
 	// noCode: the unwinder finds no code here (anonymous memory, stack,
 	// heap, the uprobes trampoline page).
 	noCode bool
+	// refused: the file found is not the binary that ran.
+	refused bool
 }
 
 // UnwindStats counts how walks ended.
@@ -78,6 +90,9 @@ type UnwindStats struct {
 	Complete uint64            // reached a root frame
 	ByStop   map[string]uint64 // walks per stop reason
 	Frames   uint64
+	// Refused counts frames in mappings whose file is not the binary that
+	// ran (a *binfile.MismatchError): left unnamed, not unwound by its CFI.
+	Refused uint64
 }
 
 // Session follows the processes of one recording (maps, comms) and unwinds
@@ -132,9 +147,10 @@ type seenKey struct {
 }
 
 type seenStack struct {
-	gen    uint64
-	id     StackID
-	frames []unwind.Frame
+	gen     uint64
+	id      StackID
+	frames  []unwind.Frame
+	refused uint64 // frames in refused mappings
 }
 
 type lineKey struct {
@@ -156,11 +172,17 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		loc.HostFallback = cfg.SymfsFallback
 		if cfg.Symfs != "" && !cfg.SymfsFallback {
 			// The default caches are this machine's, not the recording's.
-			loc.BuildIDDir, loc.DebuginfodCache = "", ""
+			loc.BuildIDDir, loc.DebuginfodCache, loc.Debuginfod = "", "", nil
 		}
 		if cfg.BuildIDDir != "" {
 			loc.BuildIDDir = cfg.BuildIDDir
 		}
+		if cfg.NoDebuginfod {
+			loc.Debuginfod = nil
+		} else if d, ok := loc.Debuginfod.(*binfile.Debuginfod); ok && cfg.DebuginfodProgress != nil {
+			d.Progress = cfg.DebuginfodProgress
+		}
+		loc.AllowMismatch = cfg.AllowMismatch
 	}
 	s := &Session{
 		Maps:       NewMaps(),
@@ -385,7 +407,11 @@ func isEntryProbe(ev *perfdata.Event) bool {
 }
 
 func (s *Session) key(m *Mapping) binfile.Key {
-	k := binfile.Key{Path: m.File, Ino: m.Ino, Dev: uint64(m.Maj)<<8 | uint64(m.Min)}
+	k := binfile.Key{Path: m.File, Ino: m.Ino, Gen: m.Gen}
+	if m.Ino != 0 {
+		k.Dev = unix.Mkdev(m.Maj, m.Min)
+		k.MapEnd = m.Pgoff + (m.End - m.Start)
+	}
 	if len(m.BuildID) > 0 {
 		k.BuildID = hex.EncodeToString(m.BuildID)
 	} else if id, ok := s.buildIDs[m.File]; ok {
@@ -413,6 +439,8 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 	defer s.infoMu.Unlock()
 	if err != nil {
 		mi.err = err
+		var me *binfile.MismatchError
+		mi.refused = errors.As(err, &me)
 		if !errors.Is(err, binfile.ErrNotFile) {
 			s.warn("open "+m.File, err)
 		}
@@ -445,7 +473,7 @@ func (s *Session) mapInfo(m *Mapping) *mapInfo {
 // mappingOf is the Mapping an MMAP/MMAP2 record describes.
 func mappingOf(r *perfdata.Mmap) *Mapping {
 	m := &Mapping{Start: r.Addr, End: r.Addr + r.Len, Pgoff: r.Pgoff, File: r.Filename,
-		Prot: r.Prot, Ino: r.Ino, Maj: r.Maj, Min: r.Min}
+		Prot: r.Prot, Ino: r.Ino, Gen: r.InoGeneration, Maj: r.Maj, Min: r.Min}
 	m.Exec = r.Executable()
 	if len(r.BuildID) > 0 {
 		m.BuildID = append([]byte(nil), r.BuildID...)
@@ -490,9 +518,11 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 			e = &seenStack{}
 			s.seen[k] = e
 		} else if e.gen == s.Maps.gen && slices.Equal(e.frames, w.frames) {
+			s.stats.Refused += e.refused
 			return e.id
 		}
 	}
+	var refused uint64
 	s.ids = s.ids[:0]
 	if kernel {
 		ctx := uint64(0)
@@ -511,11 +541,15 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 	}
 	for _, f := range w.frames {
 		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		if m != nil && m.Exec && s.mapInfo(m).refused {
+			refused++
+		}
 		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
 	}
+	s.stats.Refused += refused
 	id := s.internStack(s.ids)
 	if e != nil {
-		e.gen, e.id, e.frames = s.Maps.gen, id, append(e.frames[:0], w.frames...)
+		e.gen, e.id, e.frames, e.refused = s.Maps.gen, id, append(e.frames[:0], w.frames...), refused
 	}
 	return id
 }
@@ -527,6 +561,9 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 // binary give the same StackID, in any process.
 func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
 	pc, m := s.canonical(ret, s.Maps.Find(pid, ret))
+	if m != nil && m.Exec && s.mapInfo(m).refused {
+		s.stats.Refused++
+	}
 	id := s.intern(Loc{PC: pc, Map: m, Return: true, Kind: unwind.FrameSample})
 	var one [1]LocID
 	one[0] = id

@@ -437,7 +437,10 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	mismatch := copySymfs(t, map[string][]byte{prog: otherData})
 	run := runBytes(t, "build-id mismatch", p, rootedConfig(mismatch))
 	in.check("symfs-buildid-mismatch", prog+" replaced by "+other, run)
-	if run.res != nil && !strings.Contains(fmt.Sprint(run.res.Summary.Warnings), "build ID mismatch") {
+	if run.res != nil && run.buildIDs > 0 && run.res.Summary.Unwind.Refused == 0 {
+		t.Errorf("%s: a different binary at %s: no frame counted as refused", name, prog)
+	}
+	if run.res != nil && !strings.Contains(fmt.Sprint(run.res.Summary.Warnings), "is not the binary that ran") {
 		if run.buildIDs > 0 {
 			t.Errorf("%s: a different binary at %s gave no build-ID mismatch warning: %q", name, prog, run.res.Summary.Warnings)
 		} else {

@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // WriteText prints the summary for a terminal: totals first, then where
@@ -102,6 +104,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "By touch:     the recording has no fault stacks, so no fault names the code that touched the memory; %s\n", how)
 	}
+	s.writeMismatch(w)
 	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)
@@ -220,5 +223,32 @@ func (s *Summary) writeAllocStacks(w io.Writer) {
 	}
 	if j := s.StackJoin; j != nil && (j.Unmatched > 0) {
 		fmt.Fprintf(w, "  %d stack samples found no call (their range sample was lost)\n", j.Unmatched)
+	}
+}
+
+// writeMismatch says how many frames lie in binaries whose file here is
+// not the one that ran, which those are, and what to do.
+func (s *Summary) writeMismatch(w io.Writer) {
+	var refused, used []string
+	for _, e := range s.Warnings {
+		var me *binfile.MismatchError
+		if errors.As(e, &me) {
+			if me.Used {
+				used = append(used, me.Path)
+			} else {
+				refused = append(refused, me.Path)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		what := "a binary whose file here is not the one that ran"
+		if len(refused) > 1 {
+			what = fmt.Sprintf("%d binaries whose files here are not the ones that ran", len(refused))
+		}
+		fmt.Fprintf(w, "Binaries:     %d frames left unnamed in %s (%s); %s\n",
+			s.Unwind.Refused, what, strings.Join(refused, ", "), (&binfile.MismatchError{}).Fix())
+	}
+	if len(used) > 0 {
+		fmt.Fprintf(w, "Binaries:     named with files that are not the ones that ran (--allow-mismatch): %s; frames may be misnamed\n", strings.Join(used, ", "))
 	}
 }

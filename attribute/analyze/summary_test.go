@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // TestLossWording: a stack instance's losses lose no call, so the summary
@@ -97,5 +98,24 @@ func TestByTouchWithoutFaultStacks(t *testing.T) {
 	res, _ := analyzeFixture(t, "../../testdata/perf/basic.plain.data", report.ByTouch)
 	if got := text(res); strings.Contains(got, "By touch:") {
 		t.Errorf("basic.plain by touch (faults with stacks):\n%s", got)
+	}
+}
+
+// TestMismatchWording: refused binaries are counted by frames, named, and
+// the fix is said; a file used anyway is named as possibly misnaming.
+func TestMismatchWording(t *testing.T) {
+	s := Summary{Warnings: []error{
+		&binfile.MismatchError{Path: "/app/a", File: "/app/a", Why: "build ID 01, recorded 02"},
+		&binfile.MismatchError{Path: "/lib/b.so", File: "/lib/b.so", Why: "inode 3, recorded 4", Used: true},
+	}}
+	s.Unwind.Refused = 17
+	var b strings.Builder
+	s.WriteText(&b)
+	out := b.String()
+	for _, want := range []string{"17 frames left unnamed in a binary whose file here is not the one that ran (/app/a)", "--allow-mismatch", "--symfs",
+		"(--allow-mismatch): /lib/b.so; frames may be misnamed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
 	}
 }

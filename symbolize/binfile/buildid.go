@@ -2,6 +2,7 @@ package binfile
 
 import (
 	"encoding/hex"
+	"io"
 	"os"
 )
 
@@ -13,7 +14,14 @@ func FileBuildID(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	ef, err := newELF(path, f)
+	return ReaderBuildID(path, f)
+}
+
+// ReaderBuildID returns the GNU build ID of an open ELF file named name
+// (nil when it has none): for a caller that must check the very file it
+// goes on to read.
+func ReaderBuildID(name string, r io.ReaderAt) ([]byte, error) {
+	ef, err := newELF(name, r)
 	if err != nil {
 		return nil, err
 	}

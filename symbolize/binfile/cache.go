@@ -11,11 +11,17 @@ import (
 type Key struct {
 	Path    string // recorded mapping name, e.g. /usr/lib/x86_64-linux-gnu/libc.so.6 or [vdso]
 	BuildID string // hex from the recording (perf's 24-byte zero padding is dropped); "" if none
-	Dev     uint64 // makedev(maj, min) from MMAP2; 0 if unknown
+	Dev     uint64 // makedev(maj, min) from MMAP2 (unix.Mkdev); 0 if unknown
 	Ino     uint64 // inode from MMAP2; 0 if unknown
+	Gen     uint64 // inode generation from MMAP2; 0 if unknown
+	// MapEnd is where the mapping ends in the file (pgoff + len): a file
+	// ending well before it is not the one mapped. 0 if unknown. Not part
+	// of the binary's identity in the Cache.
+	MapEnd uint64
 }
 
 func (k Key) cacheKey() Key {
+	k.MapEnd = 0
 	k.BuildID = normBuildID(k.BuildID)
 	if k.BuildID != "" {
 		return Key{BuildID: k.BuildID}
@@ -61,7 +67,7 @@ func (c *Cache) Open(k Key) (*Binary, error) {
 	c.mu.Unlock()
 	e.once.Do(func() {
 		defer close(e.ready)
-		e.b, e.err = c.loc.Open(k.Path, k.BuildID)
+		e.b, e.err = c.loc.OpenKey(k)
 	})
 	return e.b, e.err
 }

@@ -29,9 +29,13 @@
 // The session leaves the default BuildIDDir and DebuginfodCache (this
 // machine's) out too. DWARF is charged against a DWARFBudget before it is
 // decompressed. A file whose build ID
-// differs from the recording's is passed over for a later candidate; if
-// only mismatching binaries exist the first is used and Binary.Warnings
-// says so (perf would refuse it). Names that are not files ([stack],
+// differs from the recording's (without build IDs: whose inode, inode
+// generation or size contradicts the MMAP2 record) is passed over for a
+// later candidate; if only such files exist, Open returns a
+// *MismatchError, as perf refuses them, unless Locator.AllowMismatch lets
+// it use the first with a warning. A debug file missing locally is
+// fetched by build ID from debuginfod servers when Locator.Debuginfod is
+// set (DEBUGINFOD_URLS). Names that are not files ([stack],
 // [heap], //anon, [uprobes], …; see IsFileMapping) give ErrNotFile; a
 // missing binary gives *NotFoundError listing every path tried and how to
 // fix it; a missing debug file is a warning, a *NoDebugInfoError saying

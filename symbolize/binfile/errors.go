@@ -116,5 +116,30 @@ func (e *NoDebugInfoError) Fix() string {
 		return "rebuild it with -g (the profile names its functions, not their lines, until then), or pass --symfs DIR holding a build with debug info"
 	}
 	return "install the package's debug symbols (Debian: the -dbg or -dbgsym package; see https://wiki.debian.org/HowToGetABacktrace)," +
-		" put them under --symfs DIR, or fetch them with debuginfod-find debuginfo " + e.File
+		" put them under --symfs DIR, or set DEBUGINFOD_URLS to a debuginfod server (e.g. https://debuginfod.debian.net) for analyze to fetch them"
+}
+
+// MismatchError says that the files found for a recorded mapping are not
+// the binary that ran: another build ID, or (a recording without build
+// IDs) another device, inode or generation. Frames in the mapping are
+// neither unwound by its CFI nor named from it. As a warning (Used) it says
+// that --allow-mismatch made faultline use the file anyway.
+type MismatchError struct {
+	Path string // as recorded
+	File string // the first file refused
+	Why  string // how it differs
+	Used bool   // used anyway (Locator.AllowMismatch)
+}
+
+func (e *MismatchError) Error() string {
+	if e.Used {
+		return fmt.Sprintf("%s: %s is not the binary that ran (%s); used anyway (--allow-mismatch): frames may be misnamed", e.Path, e.File, e.Why)
+	}
+	return fmt.Sprintf("%s: %s is not the binary that ran (%s); its frames are left unnamed; %s", e.Path, e.File, e.Why, e.Fix())
+}
+
+// Fix says how to name the mapping's frames.
+func (e *MismatchError) Fix() string {
+	return "to name them: analyze where the recorded binary still is, keep perf's build-id cache (faultline record and perf record fill ~/.debug; pass --buildid-dir for a copy)," +
+		" pass --symfs DIR holding the binary that ran, or --allow-mismatch to use this file anyway"
 }

@@ -1,6 +1,7 @@
 package binfile
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -36,9 +37,18 @@ type Locator struct {
 	// then outside it only with HostFallback).
 	DebugDirs []string
 	// DebuginfodCache is the debuginfod client cache
-	// (DIR/<bid>/debuginfo, DIR/<bid>/executable). Empty disables it. Nothing is
-	// downloaded: only what debuginfod-find or gdb already fetched is used.
+	// (DIR/<bid>/debuginfo, DIR/<bid>/executable), shared with elfutils'
+	// client (debuginfod-find, gdb). Empty disables it.
 	DebuginfodCache string
+	// Debuginfod fetches a debug file by build ID into DebuginfodCache when
+	// none is found locally; nil fetches nothing (DEBUGINFOD_URLS unset,
+	// --no-debuginfod).
+	Debuginfod Fetcher
+	// AllowMismatch uses a file whose identity differs from the recorded
+	// one (build ID; without one, device, inode and generation) when
+	// nothing matches, with a warning. Unset, such a file is never used:
+	// Open returns a *MismatchError.
+	AllowMismatch bool
 	// FS is the file system; nil means OSFS.
 	FS FS
 	// DWARF bounds the DWARF loaded per binary and, shared by pointer, in
@@ -51,7 +61,8 @@ type Locator struct {
 // environment getenv reads (pass os.Getenv): BuildIDDir from
 // $PERF_BUILDID_DIR or $HOME/.debug, DebugDirs /usr/lib/debug, and the
 // debuginfod client cache from $DEBUGINFOD_CACHE_PATH, else
-// $XDG_CACHE_HOME/debuginfod_client, else $HOME/.cache/debuginfod_client.
+// $XDG_CACHE_HOME/debuginfod_client, else $HOME/.cache/debuginfod_client,
+// with a Debuginfod client when $DEBUGINFOD_URLS names servers.
 func NewLocator(symfs string, getenv func(string) string) Locator {
 	home := getenv("HOME")
 	l := Locator{Symfs: strings.TrimSuffix(symfs, "/"), DebugDirs: []string{"/usr/lib/debug"}}
@@ -68,6 +79,9 @@ func NewLocator(symfs string, getenv func(string) string) Locator {
 		l.DebuginfodCache = path.Join(getenv("XDG_CACHE_HOME"), "debuginfod_client")
 	case home != "":
 		l.DebuginfodCache = path.Join(home, ".cache", "debuginfod_client")
+	}
+	if d := NewDebuginfod(getenv); d != nil {
+		l.Debuginfod = d
 	}
 	return l
 }
@@ -112,19 +126,32 @@ func cleanPath(p string) string { return path.Clean("/" + p) }
 func (l *Locator) host() bool { return l.Symfs == "" || l.HostFallback }
 
 // Open finds, opens and indexes the binary recorded as recPath with build
-// ID buildID (lowercase hex; "" when the recording has none). A build-ID
-// mismatch is a warning on the Binary, not an error. Errors: ErrNotFile
-// (wrapped) for names that are not files, *NotFoundError when nothing was
-// found. A missing debug file is only a warning: the Binary falls back to
-// ELF symbols.
+// ID buildID (lowercase hex; "" when the recording has none): OpenKey
+// with no device or inode to check.
 func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
-	buildID = normBuildID(buildID)
+	return l.OpenKey(Key{Path: recPath, BuildID: buildID})
+}
+
+// OpenKey finds, opens and indexes the binary of a recorded mapping: by
+// build ID first (the build-id cache, the debuginfod cache, the symfs, the
+// recorded path), and only a file that is the one that ran. With a build
+// ID that is a file with that build ID; without one, the file at the
+// recorded path must have the recorded device, inode and generation (when
+// k has them). Errors: ErrNotFile (wrapped) for names that are not files,
+// *MismatchError when only other files were found (unless AllowMismatch),
+// *NotFoundError when nothing was found. A missing debug file is only a
+// warning: the Binary falls back to ELF symbols.
+func (l *Locator) OpenKey(k Key) (*Binary, error) {
+	recPath, buildID := k.Path, normBuildID(k.BuildID)
 	if !IsFileMapping(recPath) {
 		return nil, fmt.Errorf("binfile: %s: %w", recPath, ErrNotFile)
 	}
 	recPath = strings.TrimSuffix(recPath, " (deleted)")
 	clean := cleanPath(recPath)
-	s := &search{l: l, fsys: l.fs(), want: buildID}
+	s := &search{l: l, fsys: l.fs(), want: buildID, rec: recPath}
+	if buildID == "" && k.Ino != 0 && l.host() {
+		s.ident, s.identPath = k, path.Clean(recPath)
+	}
 	defer s.closeRest()
 
 	// The binary itself: perf's BUILD_ID_CACHE, then SYSTEM_PATH_DSO (symfs
@@ -138,6 +165,9 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 			// Old caches made the link itself the file; new ones link to a directory.
 			cands = append(cands, link, link+"/elf")
 		}
+	}
+	if buildID != "" && l.DebuginfodCache != "" && recPath != "[vdso]" {
+		cands = append(cands, l.DebuginfodCache+"/"+buildID+"/executable")
 	}
 	if recPath != "[vdso]" {
 		if l.Symfs != "" {
@@ -164,6 +194,9 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 		}
 	}
 	if bin == nil && dbg == nil {
+		if s.mismatch != nil {
+			return nil, s.mismatch
+		}
 		return nil, &NotFoundError{Path: recPath, BuildID: buildID, Searched: s.searched, Rejected: s.rejected, SymfsOnly: !l.host()}
 	}
 	var warns []error
@@ -187,6 +220,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 type search struct {
 	l             *Locator
 	fsys          FS
+	rec           string // the recorded path
 	want          string // recorded build ID
 	searched      []string
 	debugSearched []string
@@ -194,6 +228,11 @@ type search struct {
 	warnings      []error
 	opened        []*elfFile
 	symOnly       *elfFile // a matching debug file with symbols but no DWARF
+	// ident is the recorded identity the file at identPath must have (a
+	// recording without build IDs); zero: nothing to check.
+	ident     Key
+	identPath string
+	mismatch  *MismatchError // the first file refused as not the one that ran
 }
 
 func (s *search) closeRest() {
@@ -247,8 +286,21 @@ func (s *search) first(cands []string, debug bool, accept func(*elfFile) string)
 			s.rejected = append(s.rejected, fmt.Sprintf("%s: build ID %q, recorded %s", c, f.buildID, s.want))
 			if fallback == nil {
 				fallback = f
+				if !debug {
+					s.refuse(f, fmt.Sprintf("build ID %s, recorded %s", orNone(f.buildID), s.want))
+				}
 			}
 			continue
+		}
+		if !debug && c == s.identPath {
+			if why := identityDiffers(s.ident, f.f); why != "" {
+				s.rejected = append(s.rejected, c+": "+why)
+				if fallback == nil {
+					fallback = f
+					s.refuse(f, why)
+				}
+				continue
+			}
 		}
 		if debug && !f.hasDWARF() {
 			// Still worth having for its .symtab (a debug file made from
@@ -261,14 +313,28 @@ func (s *search) first(cands []string, debug bool, accept func(*elfFile) string)
 		}
 		return f
 	}
-	if fallback != nil && !debug {
-		// perf rejects a mismatching image; we use it and say so, because a
-		// rebuilt-but-similar binary still names most frames correctly.
-		s.warnings = append(s.warnings, fmt.Errorf("%s: build ID mismatch: recorded %s, found %q; frames may be misnamed",
-			fallback.path, s.want, fallback.buildID))
+	if fallback != nil && !debug && s.l.AllowMismatch {
+		// Asked for: a rebuilt-but-similar binary names most frames
+		// correctly, and the warning says it may not.
+		s.warnings = append(s.warnings, &MismatchError{Path: s.mismatch.Path, File: s.mismatch.File, Why: s.mismatch.Why, Used: true})
+		s.mismatch = nil
 		return fallback
 	}
 	return nil
+}
+
+// refuse notes the first binary candidate that is not the one that ran.
+func (s *search) refuse(f *elfFile, why string) {
+	if s.mismatch == nil {
+		s.mismatch = &MismatchError{Path: s.rec, File: f.path, Why: why}
+	}
+}
+
+func orNone(id string) string {
+	if id == "" {
+		return "none"
+	}
+	return id
 }
 
 // findDebug searches for a separate debug file in perf's order: debuglink,
@@ -318,7 +384,20 @@ func (s *search) findDebug(recPath, bid string, bin *elfFile) *elfFile {
 	if bid != "" && l.DebuginfodCache != "" {
 		cands = append(cands, l.DebuginfodCache+"/"+bid+"/debuginfo")
 	}
-	return s.first(cands, true, nil)
+	if f := s.first(cands, true, nil); f != nil || bid == "" || l.Debuginfod == nil || l.DebuginfodCache == "" {
+		return f
+	}
+	// Nothing here: ask the debuginfod servers, into the client cache.
+	p, err := l.Debuginfod.Fetch(bid, l.DebuginfodCache)
+	switch {
+	case errors.Is(err, ErrNotOnServer):
+		s.debugSearched = append(s.debugSearched, err.Error())
+		return nil
+	case err != nil:
+		s.warnings = append(s.warnings, fmt.Errorf("%s: %w", recPath, err))
+		return nil
+	}
+	return s.first([]string{p}, true, nil)
 }
 
 // maxDebuglinkCRC bounds the file a .gnu_debuglink CRC is computed over:

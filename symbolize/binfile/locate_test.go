@@ -5,7 +5,11 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -108,11 +112,14 @@ func TestLocate(t *testing.T) {
 			wantFile: "/c/.build-id/" + bidPath, wantDebug: "/c/.build-id/" + bidPath},
 		{name: "mismatch skipped for a later match", loc: Locator{Symfs: "/sym", HostFallback: true},
 			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: rec, wantDebug: rec},
-		{name: "mismatch used with warning", files: memFS{rec: other}, buildID: bid,
-			wantFile: rec, wantDebug: rec, wantWarn: "build ID mismatch"},
+		{name: "mismatch used with warning when allowed", loc: Locator{AllowMismatch: true}, files: memFS{rec: other}, buildID: bid,
+			wantFile: rec, wantDebug: rec, wantWarn: "used anyway (--allow-mismatch)"},
 		{name: "no recorded build ID", files: memFS{rec: full}, wantFile: rec, wantDebug: rec},
-		{name: "symfs only: mismatch used, host not searched", loc: Locator{Symfs: "/sym"},
-			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: "/sym" + rec, wantDebug: "/sym" + rec, wantWarn: "build ID mismatch"},
+		{name: "symfs only: mismatch used when allowed, host not searched", loc: Locator{Symfs: "/sym", AllowMismatch: true},
+			files: memFS{"/sym" + rec: other, rec: full}, buildID: bid, wantFile: "/sym" + rec, wantDebug: "/sym" + rec, wantWarn: "is not the binary that ran"},
+		{name: "mismatching binary refused, matching debug file names", loc: Locator{DebugDirs: []string{"/usr/lib/debug"}},
+			files: memFS{rec: other, "/usr/lib/debug/.build-id/" + bidPath + ".debug": debug}, buildID: bid,
+			wantDebug: "/usr/lib/debug/.build-id/" + bidPath + ".debug", wantWarn: "binary not found"},
 		{name: "padded build ID", loc: Locator{Symfs: "/sym", HostFallback: true}, files: memFS{"/sym" + rec: other, rec: full}, buildID: strings.ToUpper(bid) + "00000000",
 			wantFile: rec, wantDebug: rec},
 		{name: "debuglink same dir", files: memFS{rec: stripped, "/opt/app/bin/inline.debug": debug}, buildID: bid,
@@ -256,4 +263,98 @@ func warningText(ws []error) string {
 		lines = append(lines, w.Error())
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestLocateRefusesMismatch: a file with another build ID than the
+// recorded one (the fixtures' IDs as readelf -n prints them) is never
+// used unless allowed; the error names it and says what to do.
+func TestLocateRefusesMismatch(t *testing.T) {
+	bid, otherID := fixtureIDs(t)
+	const rec = "/opt/app/bin/inline"
+	l := Locator{FS: memFS{rec: readFixture(t, "cxx")}, BuildIDDir: "/c"}
+	_, err := l.Open(rec, bid)
+	var me *MismatchError
+	if !errors.As(err, &me) {
+		t.Fatalf("got %v, want a *MismatchError", err)
+	}
+	if me.File != rec || !strings.Contains(me.Why, otherID) || !strings.Contains(err.Error(), "--allow-mismatch") {
+		t.Errorf("error %q", err)
+	}
+	// Nothing at all is a NotFoundError still.
+	l.FS = memFS{}
+	if _, err := l.Open(rec, bid); !errors.As(err, new(*NotFoundError)) {
+		t.Errorf("nothing found: %v", err)
+	}
+}
+
+// TestLocateIdentity: without a build ID, the file at the recorded path
+// must have the MMAP2 record's inode (from os.Stat here, as the
+// kernel reports them for a mapping of that file); another inode is the
+// file replaced since (a rebuild, a package upgrade).
+func TestLocateIdentity(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "inline")
+	if err := os.WriteFile(p, readFixture(t, "inline"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	l := Locator{}
+	same := Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev)}
+	b, err := l.OpenKey(same)
+	if err != nil {
+		t.Fatalf("same inode: %v", err)
+	}
+	b.Close()
+	// The device alone does not decide (btrfs and overlayfs report
+	// another one to stat than to MMAP2).
+	b, err = l.OpenKey(Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev) + 1})
+	if err != nil {
+		t.Fatalf("same inode, other device: %v", err)
+	}
+	b.Close()
+	// A mapping that reached past the file's last 64 KiB: ls -l's size
+	// rounded up to 64 KiB, plus a page.
+	end := (uint64(fi.Size()) + 0xffff) &^ 0xffff
+	if b, err := l.OpenKey(Key{Path: p, Ino: st.Ino, MapEnd: end}); err != nil {
+		t.Errorf("mapping to the file's end: %v", err)
+	} else {
+		b.Close()
+	}
+	keys := []Key{{Path: p, Ino: st.Ino + 1, Dev: uint64(st.Dev)}, {Path: p, Ino: st.Ino, MapEnd: end + 4096}}
+	// The generation as lsattr -v prints it, where the file system has one.
+	if out, err := exec.Command("lsattr", "-v", p).Output(); err == nil {
+		if f := strings.Fields(string(out)); len(f) > 0 {
+			if gen, err := strconv.ParseUint(f[0], 10, 32); err == nil {
+				if b, err := l.OpenKey(Key{Path: p, Ino: st.Ino, Gen: gen}); err != nil {
+					t.Errorf("same generation %d: %v", gen, err)
+				} else {
+					b.Close()
+				}
+				keys = append(keys, Key{Path: p, Ino: st.Ino, Gen: gen + 1})
+			}
+		}
+	} else {
+		t.Logf("lsattr -v: %v: the generation is not checked here", err)
+	}
+	for _, k := range keys {
+		_, err := l.OpenKey(k)
+		var me *MismatchError
+		if !errors.As(err, &me) || me.File != p {
+			t.Errorf("%+v: got %v, want a *MismatchError", k, err)
+		}
+		l.AllowMismatch = true
+		b, err := l.OpenKey(k)
+		if err != nil {
+			t.Fatalf("allowed: %v", err)
+		}
+		if w := warningText(b.Warnings); !strings.Contains(w, "used anyway") {
+			t.Errorf("allowed: warnings %q", w)
+		}
+		b.Close()
+		l.AllowMismatch = false
+	}
 }

@@ -263,6 +263,7 @@ func analyzeFile(env *Env, name string, opts analyze.Options, cfg symbolize.Conf
 		return nil, err
 	}
 	defer r.Close()
+	cfg.DebuginfodProgress = debuginfodProgress(env, quiet)
 	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: err}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
@@ -21,6 +22,7 @@ import (
 type symbolizeFlags struct {
 	symfs, buildIDDir, kallsyms string
 	symfsFallback               bool
+	allowMismatch, noDebuginfod bool
 }
 
 func addSymbolizeFlags(fs *pflag.FlagSet) *symbolizeFlags {
@@ -29,11 +31,55 @@ func addSymbolizeFlags(fs *pflag.FlagSet) *symbolizeFlags {
 	fs.BoolVar(&o.symfsFallback, "symfs-fallback", false, "with --symfs, also search this machine's files after DIR (the recorded paths, /usr/lib/debug, ~/.debug), as perf does")
 	fs.StringVar(&o.buildIDDir, "buildid-dir", "", "perf's build-id cache `DIR` (default $PERF_BUILDID_DIR or ~/.debug)")
 	fs.StringVar(&o.kallsyms, "kallsyms", "", "name kernel frames from `FILE`, a copy of /proc/kallsyms")
+	fs.BoolVar(&o.allowMismatch, "allow-mismatch", false, "name and unwind frames with a file that is not the binary that ran (another build ID, or a replaced inode) when the one that ran is nowhere; by default such frames are left unnamed and counted")
+	fs.BoolVar(&o.noDebuginfod, "no-debuginfod", false, "never download debug info from the servers in $DEBUGINFOD_URLS (without that variable nothing is downloaded anyway)")
 	return o
 }
 
 func (o *symbolizeFlags) config() symbolize.Config {
-	return symbolize.Config{Symfs: o.symfs, SymfsFallback: o.symfsFallback, BuildIDDir: o.buildIDDir, Kallsyms: o.kallsyms}
+	return symbolize.Config{Symfs: o.symfs, SymfsFallback: o.symfsFallback, BuildIDDir: o.buildIDDir, Kallsyms: o.kallsyms,
+		AllowMismatch: o.allowMismatch, NoDebuginfod: o.noDebuginfod}
+}
+
+// debuginfodProgress reports downloads from debuginfod servers that are
+// big (over 4 MB) or slow (over 2 s): a line a second while one runs and
+// one when it ends. Nothing under quiet.
+func debuginfodProgress(env *Env, quiet bool) func(url string, done, total int64) {
+	if quiet {
+		return nil
+	}
+	type dl struct {
+		start, last time.Time
+		shown       bool
+	}
+	var mu sync.Mutex
+	runs := map[string]*dl{}
+	return func(url string, done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		d := runs[url]
+		if d == nil {
+			d = &dl{start: now}
+			runs[url] = d
+		}
+		if done == total {
+			if d.shown {
+				fmt.Fprintf(env.Stderr, "faultline: debuginfod: %s: %.1f MB in %.1f s\n", url, float64(done)/1e6, now.Sub(d.start).Seconds())
+			}
+			delete(runs, url)
+			return
+		}
+		if !d.shown && total < 4e6 && now.Sub(d.start) < 2*time.Second || now.Sub(d.last) < time.Second {
+			return
+		}
+		d.shown, d.last = true, now
+		of := ""
+		if total > 0 {
+			of = fmt.Sprintf(" of %.1f MB", float64(total)/1e6)
+		}
+		fmt.Fprintf(env.Stderr, "faultline: debuginfod: downloading %s: %.1f MB%s\n", url, float64(done)/1e6, of)
+	}
 }
 
 // openRecording opens a perf.data file, or reads a pipe-mode recording from

@@ -154,14 +154,29 @@ packages on the machine running faultline:
   Debian/Ubuntu  apt-get install libc6-dbg; other libraries' -dbgsym packages
                  come from the debug archive (https://wiki.debian.org/HowToGetABacktrace)
   Fedora         dnf debuginfo-install glibc libstdc++
-  any            debuginfod-find debuginfo FILE (DEBUGINFOD_URLS set)
+  any            set DEBUGINFOD_URLS (e.g. https://debuginfod.debian.net): analyze
+                 then downloads what is missing, by build ID, into the
+                 debuginfod client cache that gdb and debuginfod-find share
+                 ($DEBUGINFOD_CACHE_PATH, else $XDG_CACHE_HOME/debuginfod_client,
+                 else ~/.cache/debuginfod_client); DEBUGINFOD_TIMEOUT (s) and
+                 DEBUGINFOD_MAXSIZE (bytes, default 1 GiB) bound it;
+                 --no-debuginfod turns it off. Without DEBUGINFOD_URLS nothing
+                 is ever downloaded.
 
 Where faultline looks, in perf's order: the binary itself; perf's build-id
 cache (~/.debug, $PERF_BUILDID_DIR or --buildid-dir); the .gnu_debuglink file
 next to the binary and under /usr/lib/debug; /usr/lib/debug/.build-id; the
-debuginfod client cache. --symfs DIR puts DIR in front of every path, for a
-recording made on another machine (copy its binaries and /usr/lib/debug
-there, or unpack 'perf archive' output into ~/.debug).
+debuginfod client cache; last, the debuginfod servers. --symfs DIR puts DIR
+in front of every path, for a recording made on another machine (copy its
+binaries and /usr/lib/debug there, or unpack 'perf archive' output into
+~/.debug).
+
+Only the binary that ran is used: a file whose build ID differs from the
+recorded one (or, for a recording without build IDs, whose inode or inode
+generation differs from the mapping's) is neither unwound nor named from,
+and the summary counts the frames left unnamed. faultline record copies the
+binaries it saw into ~/.debug so that a rebuild or an upgrade does not
+lose them; --allow-mismatch uses such a file anyway.
 
 faultline analyze -v prints, for each binary without debug info, where it
 looked and what would fix it.

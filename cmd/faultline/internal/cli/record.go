@@ -87,7 +87,13 @@ record does the setup for you:
     it): a recording is about 20 times smaller (--no-compress to turn off);
   - with -o - writes pipe-mode perf.data to standard output, as perf
     record -o - does, so analyze (or perf script -i -) can read it as it
-    comes; CMD's standard output then goes to standard error.
+    comes; CMD's standard output then goes to standard error;
+  - asks the kernel for the build ID of every mapped file (Linux 5.12+) and
+    copies each executable file the program mapped into perf's build-id
+    cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR; at most
+    --buildid-cache-max MB), so that analyze names and unwinds frames with
+    the binary that ran after it is rebuilt or upgraded; --no-buildid-cache
+    skips the copies.
 
 Flags after CMD belong to CMD. Every probe hit is a trap into the kernel,
 charged to the program as CPU time: an allocation-heavy program runs many
@@ -157,6 +163,9 @@ type recordOptions struct {
 	quiet        bool
 	verbose      bool
 	cmd          []string
+
+	noBuildIDCache  bool
+	buildIDCacheMax int // MB
 }
 
 func runRecord(env *Env, args []string) error {
@@ -218,6 +227,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
+	fs.BoolVar(&o.noBuildIDCache, "no-buildid-cache", false, "do not copy the recorded binaries into perf's build-id cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR), which lets analyze name frames after they are rebuilt or upgraded")
+	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "also print details that need no action (allocator functions that are aliases of another, probed once)")
 	// Flags after CMD belong to CMD.
@@ -253,6 +264,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: -o wants a file name")
 	case o.method != methodAuto && o.method != methodInproc && o.method != methodUprobes:
 		return nil, usageError("record: --method %q: want inproc, uprobe or auto", o.method)
+	case o.buildIDCacheMax < 0:
+		return nil, usageError("record: --buildid-cache-max wants 0 or more MB")
 	}
 	var err error
 	if o.probes, err = canonicalProbes(probes); err != nil {
@@ -493,6 +506,7 @@ func (r *recorder) record() error {
 	if err := out.commit(r); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
+	r.cacheBuildIDs(res)
 	r.summarize(res, out)
 	return r.exitStatus(res)
 }

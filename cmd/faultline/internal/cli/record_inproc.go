@@ -104,6 +104,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if err := out.commit(r); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
+	r.cacheBuildIDs(res)
 	r.noteShim(res)
 	r.summarize(res, out)
 	return r.exitStatus(res)

@@ -33,6 +33,8 @@ func requireLiveRecord(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
 		t.Skip("no tracefs with uprobe_events at /sys/kernel/tracing")
 	}
+	// record copies binaries into the build-id cache: the test's own.
+	t.Setenv("PERF_BUILDID_DIR", filepath.Join(t.TempDir(), "buildid-cache"))
 }
 
 // requirePerf returns perf's path for the checks that compare with it.
@@ -717,5 +719,93 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	// On this 2-core VM about 95% (the rest: loader, libc, locale files).
 	if top.faults*10 < total*8 {
 		t.Errorf("buffer site has %d of %d faults, want at least 80%%", top.faults, total)
+	}
+}
+
+// TestRecordLiveBinaryIdentity is issue 25's first acceptance line: a
+// program recorded with the defaults, then rebuilt at the same path with
+// other code. The MMAP2 records carry the build ID readelf -n prints for
+// the first build; analyze names the first build's site from the build-id
+// cache record filled, and with the cache gone names nothing from the
+// rebuilt file and says why.
+func TestRecordLiveBinaryIdentity(t *testing.T) {
+	requireLiveRecord(t)
+	for _, tool := range []string{"cc", "readelf"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	src, err := filepath.Abs("../../../../testdata/record/src/identity.c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	app := filepath.Join(dir, "app")
+	build := func(extra ...string) {
+		t.Helper()
+		args := append([]string{"-g", "-O1", "-ffile-prefix-map=" + filepath.Dir(src) + "=/src", "-o", app, src}, extra...)
+		if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+			t.Fatalf("cc: %v\n%s", err, out)
+		}
+	}
+	build()
+	out, err := exec.Command("readelf", "-n", app).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(out), "Build ID: ")
+	if !ok {
+		t.Fatalf("readelf -n: no build ID:\n%s", out)
+	}
+	want := strings.Fields(after)[0]
+
+	data := filepath.Join(dir, "v1.data")
+	if code, stderr := runRecordMain("-q", "-o", data, "--", app); code != ExitOK {
+		t.Fatalf("record: exit %d: %s", code, stderr)
+	}
+	rd, err := perfdata.Open(data, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mmapIDs []string
+	for rd.Next() {
+		if m, ok := rd.Record().(*perfdata.Mmap); ok && m.Filename == app {
+			mmapIDs = append(mmapIDs, fmt.Sprintf("%x", m.BuildID))
+		}
+	}
+	var featID string
+	for _, b := range rd.Meta().BuildIDs {
+		if b.Filename == app {
+			featID = b.String()
+		}
+	}
+	rd.Close()
+	if len(mmapIDs) == 0 || featID != want {
+		t.Errorf("BUILD_ID %q, want %s (readelf -n)", featID, want)
+	}
+	for _, id := range mmapIDs {
+		if id != want {
+			t.Errorf("an MMAP2 record of %s has build ID %q, want %s (readelf -n)", app, id, want)
+		}
+	}
+
+	build("-DREBUILT")
+	analyze := func() string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		code := Main([]string{"analyze", data, "-o", filepath.Join(dir, "p.pb.gz")}, &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+		if code != ExitOK {
+			t.Fatalf("analyze: exit %d: %s", code, stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	got := analyze()
+	if !strings.Contains(got, "make_table identity.c:17") || strings.Contains(got, "rebuilt_buffer") {
+		t.Errorf("with the build-id cache: want make_table identity.c:17 (the first build's malloc line), not the rebuilt file's names:\n%s", got)
+	}
+	t.Setenv("PERF_BUILDID_DIR", filepath.Join(dir, "no-cache"))
+	got = analyze()
+	if strings.Contains(got, "make_table") || strings.Contains(got, "rebuilt_buffer") || !strings.Contains(got, "frames left unnamed in a binary whose file here is not the one that ran ("+app+")") {
+		t.Errorf("without the cache: want no names from the rebuilt file and the reason:\n%s", got)
 	}
 }

@@ -85,17 +85,17 @@ type inproc struct {
 	water uint64
 	final bool // the program is gone: write everything
 	// pending holds kernel records stamped after the watermark.
-	pending    []pendingRecord
-	pendingBuf []byte
-	spareBuf   []byte
-	spare      []pendingRecord
+	pending     []pendingRecord
+	pendingBuf  []byte
+	spareBuf    []byte
+	spare       []pendingRecord
 	sbuf, sbuf2 []byte
-	busySince  map[*shim.Ring]busyMark
-	lastReap   time.Time
+	busySince   map[*shim.Ring]busyMark
+	lastReap    time.Time
 	// maps are each process's executable mappings and the shim's own
 	// (its rings and object: faults there are the recorder's, not the
 	// program's).
-	maps map[uint32]*procMaps
+	maps     map[uint32]*procMaps
 	faultIDs map[uint64]bool
 	late     uint64 // records written after a round that promised them older
 	// lastRound is the newest time written in the previous round.

@@ -124,6 +124,12 @@ type Result struct {
 	Abandoned   bool
 	AbandonedAt uint64
 	Late        uint64
+	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
+	// them: for the build-id cache.
+	BuildIDs []perfdata.BuildID
+	// NoMmapBuildIDs: the kernel refused build IDs in MMAP2 records (before
+	// Linux 5.12); the BUILD_ID feature's come from the files at the end.
+	NoMmapBuildIDs bool
 }
 
 // StoppedByDuration is Result.StoppedBy when Config.Duration elapsed.
@@ -242,9 +248,10 @@ type session struct {
 	lost    map[*spec]uint64
 	firstT  uint64
 	lastT   uint64
-	mmaps   map[string]bool // executable files mapped, for BUILD_ID
-	trackID uint64          // an id of the tracking dummy, for synthesized records
-	inproc  *inproc         // the in-process method's state, or nil
+	mmaps   map[string]bool   // executable files mapped, for BUILD_ID
+	bids    map[string][]byte // their build IDs as MMAP2 records gave them
+	trackID uint64            // an id of the tracking event, for synthesized records
+	inproc  *inproc           // the in-process method's state, or nil
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.
@@ -298,21 +305,18 @@ func (s *session) buildSpecs() []*spec {
 	if s.inproc != nil {
 		clock = unix.CLOCK_MONOTONIC
 	}
-	dummyAttr := func(track bool) perfdata.Attr {
-		a := perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
+	dummyAttr := func(bool) perfdata.Attr {
+		return perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
 			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
 			Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}
-		if track {
-			a.Flags |= perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
-				perfdata.AttrMmap2 | perfdata.AttrCommExec
-		}
-		return a
 	}
-	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(true)})
+	// The sideband rides on page-faults, opened by perf_event_open itself:
+	// go-perf, which opens the dummies, cannot ask for build IDs.
+	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(false)})
 	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
-		Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}})
+		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
 		if cfg.FaultStacks {
@@ -320,6 +324,7 @@ func (s *session) buildSpecs() []*spec {
 			a := specs[1].attr
 			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
 			a.Flags |= perfdata.AttrExcludeCallchainUser
+			a.Flags &^= trackFlags
 			a.SampleRegsUser = userRegsMask
 			a.SampleStackUser = cfg.StackSize
 			a.SamplePeriod = cfg.StackEvery
@@ -372,6 +377,7 @@ func (s *session) buildSpecs() []*spec {
 	}
 	if cfg.FaultStacks {
 		a := stackAttr(specs[1].attr)
+		a.Flags &^= trackFlags
 		a.SamplePeriod = cfg.StackEvery
 		add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 	}
@@ -391,6 +397,11 @@ func (s *session) buildSpecs() []*spec {
 const stackBigSuffix = "/stack-big/"
 
 func stackEverySuffix(n uint64) string { return fmt.Sprintf("/stack-1in%d/", n) }
+
+// trackFlags ask for the sideband: mappings (data ones too, with build
+// IDs), comms with exec marked, forks and exits.
+const trackFlags = perfdata.AttrMmap | perfdata.AttrComm | perfdata.AttrTask | perfdata.AttrMmapData |
+	perfdata.AttrMmap2 | perfdata.AttrCommExec | perfdata.AttrBuildID
 
 // sizeFilters are the stack instances' filters for a size argument: the
 // two are complements, so no call is sampled twice.
@@ -462,11 +473,15 @@ func (s *session) open(tids []int) error {
 					if o.id, err = ev.ID(); err != nil {
 						return err
 					}
-					if s.trackID == 0 {
-						s.trackID = o.id
-					}
 				} else {
 					fd, err := openRaw(&sp.attr, tid, cpu)
+					if errors.Is(err, unix.EINVAL) && sp.attr.Flags&perfdata.AttrBuildID != 0 && len(s.ids[sp]) == 0 {
+						// A kernel before 5.12: mappings without build IDs
+						// (the BUILD_ID feature still lists them).
+						sp.attr.Flags &^= perfdata.AttrBuildID
+						s.res.NoMmapBuildIDs = true
+						fd, err = openRaw(&sp.attr, tid, cpu)
+					}
 					if err != nil {
 						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
 					}
@@ -482,6 +497,9 @@ func (s *session) open(tids []int) error {
 					}
 					if o.id, err = eventID(fd); err != nil {
 						return err
+					}
+					if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
+						s.trackID = o.id
 					}
 				}
 				s.ids[sp] = append(s.ids[sp], o.id)
@@ -597,6 +615,13 @@ func (s *session) note(r *ring, raw *perf.RawRecord) error {
 			}
 			if !s.mmaps[string(name)] {
 				s.noteExec(string(name))
+				// The build ID of what ran: a u8 size, 3 bytes, 20 bytes at 32.
+				if raw.Header.Misc&perfdata.MiscMmapBuildID != 0 && d[32] > 0 && d[32] <= 20 {
+					if s.bids == nil {
+						s.bids = map[string][]byte{}
+					}
+					s.bids[string(name)] = append([]byte(nil), d[36:36+int(d[32])]...)
+				}
 			}
 		}
 	}
@@ -803,6 +828,7 @@ func (s *session) finish() error {
 	if err := s.w.Finish(&feats); err != nil {
 		return err
 	}
+	s.res.BuildIDs = feats.BuildIDs
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
 	s.res.FirstTime, s.res.LastTime = s.firstT, s.lastT
 	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped

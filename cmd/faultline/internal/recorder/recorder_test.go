@@ -70,9 +70,17 @@ func TestBuildSpecs(t *testing.T) {
 	if strings.Join(names, " ") != want {
 		t.Errorf("specs:\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}
-	// The tracking dummy carries the sideband, data mappings included.
-	if f := specs[0].attr.Flags; f&(perfdata.AttrMmap2|perfdata.AttrMmapData|perfdata.AttrComm|perfdata.AttrCommExec|perfdata.AttrTask) != perfdata.AttrMmap2|perfdata.AttrMmapData|perfdata.AttrComm|perfdata.AttrCommExec|perfdata.AttrTask {
+	// page-faults carries the sideband, data mappings and build IDs
+	// included, and it alone: two tracking events would write every
+	// mapping twice.
+	const track = perfdata.AttrMmap2 | perfdata.AttrMmapData | perfdata.AttrComm | perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrBuildID
+	if f := specs[1].attr.Flags; f&track != track {
 		t.Errorf("tracking flags %#x", f)
+	}
+	for i, s := range specs {
+		if i != 1 && s.attr.Flags&(perfdata.AttrMmap|perfdata.AttrMmap2|perfdata.AttrComm|perfdata.AttrTask) != 0 {
+			t.Errorf("%s (%d) tracks too: %#x", s.name, i, s.attr.Flags)
+		}
 	}
 	if specs[1].attr.SampleType&perfdata.SampleAddr == 0 || specs[1].attr.Flags&perfdata.AttrExcludeKernel == 0 {
 		t.Errorf("page-faults: %+v", specs[1].attr)
@@ -93,6 +101,9 @@ func TestBuildSpecs(t *testing.T) {
 	}
 	if last.attr.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {
 		t.Errorf("-p: enabled now, inherited by new threads: flags %#x", last.attr.Flags)
+	}
+	if last.attr.Flags&trackFlags != 0 {
+		t.Errorf("fault stacks track mappings too: flags %#x", last.attr.Flags)
 	}
 }
 

@@ -300,9 +300,12 @@ func (s *session) buildIDs() []perfdata.BuildID {
 		if !strings.HasPrefix(name, "/") {
 			continue // [vdso], //anon, ...
 		}
-		id, err := binfile.FileBuildID(name)
-		if err != nil || len(id) == 0 {
-			continue
+		id := s.bids[name] // what ran; the file may have changed since
+		if len(id) == 0 {
+			var err error
+			if id, err = binfile.FileBuildID(name); err != nil || len(id) == 0 {
+				continue
+			}
 		}
 		ids = append(ids, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
 	}
