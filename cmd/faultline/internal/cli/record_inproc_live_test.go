@@ -333,3 +333,45 @@ func TestRecordInprocLiveStuckRecorder(t *testing.T) {
 		t.Errorf("%d mallocs recorded: want some, and fewer than the program's 3000000", calls["malloc"])
 	}
 }
+
+// TestRecordInprocLiveWithoutCompiler builds faultline as `go install`
+// would on a machine without a C compiler (PATH holds only the go
+// command: cgo is then off) and records with it: the embedded shim makes
+// the in-process method work all the same.
+func TestRecordInprocLiveWithoutCompiler(t *testing.T) {
+	progs := requireInproc(t)
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	goBin, _ = filepath.EvalSymlinks(goBin)
+	goDir := filepath.Dir(goBin)
+	if _, err := os.Stat(filepath.Join(goDir, "gcc")); err == nil {
+		t.Skipf("%s holds gcc too: cannot hide the compiler", goDir)
+	}
+	bin := filepath.Join(t.TempDir(), "faultline")
+	build := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, "github.com/faultline/faultline/cmd/faultline")
+	build.Env = []string{"PATH=" + goDir, "HOME=" + os.Getenv("HOME"), "GOCACHE=" + filepath.Join(t.TempDir(), "cache"),
+		"GOPATH=" + os.Getenv("GOPATH"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "GOFLAGS=-mod=mod", "GOPROXY=off"}
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build without a C compiler: %v\n%s", err, out)
+	}
+	data := filepath.Join(t.TempDir(), "x.data")
+	out, err := exec.Command(bin, "record", "-o", data, "--", filepath.Join(progs, "churn"), "1000").CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("record: %v", err)
+	}
+	if !strings.Contains(string(out), "in-process") {
+		t.Errorf("a faultline built without a C compiler did not record in-process")
+	}
+}
+
+func goEnv(t *testing.T, key string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", key).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(out))
+}
