@@ -316,7 +316,15 @@ func TestRecordInprocLiveStuckRecorder(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Stop record once the program runs (its child named churn).
+	deadline := time.Now().Add(30 * time.Second)
+	for !childRuns(cmd.Process.Pid, "churn") {
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(3 * time.Second)
 	cmd.Process.Signal(syscall.SIGCONT)
@@ -374,4 +382,25 @@ func goEnv(t *testing.T, key string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// childRuns reports whether process ppid has a child named comm.
+func childRuns(ppid int, comm string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || !bytes.HasSuffix(b[:i], []byte("("+comm)) {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			return true
+		}
+	}
+	return false
 }
