@@ -90,6 +90,7 @@ type inproc struct {
 	spareBuf    []byte
 	spare       []pendingRecord
 	sbuf, sbuf2 []byte
+	raw         perf.RawRecord // the record note is given (not allocated per record)
 	busySince   map[*shim.Ring]busyMark
 	lastReap    time.Time
 	// maps are each process's executable mappings and the shim's own
@@ -543,7 +544,8 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			delete(ip.maps, binary.NativeEndian.Uint32(body))
 		}
 	}
-	if err := s.note(r, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}); err != nil {
+	ip.raw = perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}
+	if err := s.note(r, &ip.raw); err != nil {
 		return err
 	}
 	if t, ok := recordTime(typ, body); ok {
@@ -580,7 +582,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
-		if rec.Kind == shim.KindEntry && s.shortEntry(g, &rec) {
+		if rec.Kind == shim.KindEntry && s.shortEntry(g.Pid(), &rec) {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
 			next, ok, err := g.Peek(head)
@@ -589,7 +591,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			}
 			if ok && next.Time <= limit && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
 				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
-				n, err := s.writeCall(g, &rec, &next)
+				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, &rec, &next)
 				total += n
 				if err != nil {
 					return total, err
@@ -598,7 +600,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				continue
 			}
 		}
-		n, err := s.writeShim(g, &rec)
+		n, err := s.writeShim(owner{g.Pid(), g.Tid()}, &rec)
 		total += n
 		if err != nil {
 			return total, err
@@ -628,7 +630,7 @@ func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
 // allocating call without a stack, made from the program's own code (the
 // return address in an executable mapping outside the system's
 // libraries), where the return address alone is the site.
-func (s *session) shortEntry(g *shim.Ring, rec *shim.Record) bool {
+func (s *session) shortEntry(pid uint32, rec *shim.Record) bool {
 	if rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		return false
 	}
@@ -636,13 +638,13 @@ func (s *session) shortEntry(g *shim.Ring, rec *shim.Record) bool {
 	if !ok || len(w) < 8 {
 		return false
 	}
-	m := s.inproc.maps[g.Pid()]
+	m := s.inproc.maps[pid]
 	return m != nil && m.userCode(binary.NativeEndian.Uint64(w))
 }
 
 // writeCall writes an entry and its return as one fn__call sample, at
 // the return's time.
-func (s *session) writeCall(g *shim.Ring, e, r *shim.Record) (int, error) {
+func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 	ip := s.inproc
 	s.stamp(r.Time)
 	if s.firstT == 0 || e.Time < s.firstT {
@@ -654,7 +656,7 @@ func (s *session) writeCall(g *shim.Ring, e, r *shim.Record) (int, error) {
 	b := s.sampleHead(ip.sbuf[:0], sp, g, r.Time)
 	rawAt := len(b)
 	b = ne.AppendUint32(b, 0)
-	b = appendCommon(b, sp, g.Tid())
+	b = appendCommon(b, sp, g.tid)
 	b = ne.AppendUint64(b, e.IP())
 	for i := range e.Func.Args() {
 		b = ne.AppendUint64(b, e.Arg(i))
@@ -671,8 +673,11 @@ func (s *session) writeCall(g *shim.Ring, e, r *shim.Record) (int, error) {
 	return len(b), s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
 }
 
+// owner is the thread a shim record comes from.
+type owner struct{ pid, tid uint32 }
+
 // writeShim writes one shim record as a sample (two for a sampled entry).
-func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
+func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 	ip := s.inproc
 	s.stamp(rec.Time)
 	if rec.Time > s.lastT {
@@ -688,14 +693,14 @@ func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
 	case shim.KindEntry:
 		sp = ip.entry[rec.Func]
 		w, _ := rec.Words(ip.words)
-		short := s.shortEntry(g, rec)
+		short := s.shortEntry(g.pid, rec)
 		if short {
 			sp = ip.short[rec.Func]
 		}
 		b = s.sampleHead(b, sp, g, rec.Time)
 		rawAt := len(b)
 		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.Tid())
+		b = appendCommon(b, sp, g.tid)
 		b = ne.AppendUint64(b, rec.IP())
 		for i := range rec.Func.Args() {
 			b = ne.AppendUint64(b, rec.Arg(i))
@@ -716,7 +721,7 @@ func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
 		b = s.sampleHead(b, sp, g, rec.Time)
 		rawAt := len(b)
 		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.Tid())
+		b = appendCommon(b, sp, g.tid)
 		b = ne.AppendUint64(b, rec.IP())
 		b = ne.AppendUint64(b, rec.RetIP())
 		b = ne.AppendUint64(b, rec.Ptr())
@@ -730,7 +735,7 @@ func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
 		b = s.sampleHead(b, sp, g, rec.Time)
 		rawAt := len(b)
 		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.Tid())
+		b = appendCommon(b, sp, g.tid)
 		b = ne.AppendUint64(b, rec.Ptr())
 		b = finishRaw(b, rawAt)
 	}
@@ -781,11 +786,11 @@ func (s *session) writeShim(g *shim.Ring, rec *shim.Record) (int, error) {
 // TIME.
 const sampleHeadBytes = 24
 
-func (s *session) sampleHead(b []byte, sp *spec, g *shim.Ring, t uint64) []byte {
+func (s *session) sampleHead(b []byte, sp *spec, g owner, t uint64) []byte {
 	ne := binary.NativeEndian
 	b = ne.AppendUint64(b, sp.synthID)
-	b = ne.AppendUint32(b, g.Pid())
-	b = ne.AppendUint32(b, g.Tid())
+	b = ne.AppendUint32(b, g.pid)
+	b = ne.AppendUint32(b, g.tid)
 	return ne.AppendUint64(b, t)
 }
 

@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"encoding/binary"
+	"os"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -100,5 +101,66 @@ func TestFinishRaw(t *testing.T) {
 		if (len(b)-3)%8 != 0 || int(binary.NativeEndian.Uint32(b[3:])) != len(b)-3-4 {
 			t.Errorf("payload %d: %d bytes, size field %d", n, len(b)-3, binary.NativeEndian.Uint32(b[3:]))
 		}
+	}
+}
+
+// TestInprocWriteAllocs: turning shim records into samples allocates
+// nothing per record once the buffers have grown.
+func TestInprocWriteAllocs(t *testing.T) {
+	cfg := testConfig()
+	cfg.InProcess, cfg.TopWords = true, 16
+	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
+	s.specs = s.buildSpecs()
+	s.perSpec = map[*spec]*uint64{}
+	var events []perfdata.WriterEvent
+	for _, sp := range s.specs {
+		s.perSpec[sp] = new(uint64)
+		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{sp.synthID + 1}})
+	}
+	f, err := os.CreateTemp(t.TempDir(), "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := perfdata.NewWriter(f, events, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.w = w
+	const user, lib = 0x401000, 0x7f0000
+	s.inproc.maps[7] = &procMaps{code: []codeRange{{addrRange{0x400000, 0x402000}, false}, {addrRange{0x7f0000, 0x7f8000}, true}}}
+	ne := binary.NativeEndian
+	entryBody := func(ret uint64) []byte {
+		b := make([]byte, shim.EntryFixed+8*16)
+		ne.PutUint64(b, 0x7f1000) // ip
+		ne.PutUint64(b[8:], 100)  // size
+		ne.PutUint64(b[32:], 0x7ffff000)
+		ne.PutUint64(b[shim.EntryFixed:], ret) // s0
+		return b
+	}
+	retBody := make([]byte, shim.ReturnSize)
+	ne.PutUint64(retBody[8:], 0x5000) // ptr
+	freeBody := make([]byte, shim.FreeSize)
+	user1 := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Time: 10, Body: entryBody(user)}
+	deep := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Time: 11, Body: entryBody(lib)}
+	ret := shim.Record{Kind: shim.KindReturn, Func: shim.FuncMalloc, Time: 12, Body: retBody}
+	free := shim.Record{Kind: shim.KindFree, Func: shim.FuncFree, Time: 13, Body: freeBody}
+	g := owner{7, 8}
+	run := func() {
+		for _, r := range []*shim.Record{&user1, &deep, &ret, &free} {
+			if _, err := s.writeShim(g, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.writeCall(g, &user1, &ret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Errorf("%.1f allocations per 5 records", n)
+	}
+	if *s.perSpec[s.inproc.short[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.entry[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.call[shim.FuncMalloc]] == 0 {
+		t.Errorf("the user-code entry should be short, the library one full, the call whole")
 	}
 }

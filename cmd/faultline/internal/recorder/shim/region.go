@@ -35,6 +35,8 @@ type Region struct {
 	ringBytes  int
 	live       []*Ring
 	bySlot     map[int]*Ring
+	// Counters of the rings freed so far.
+	freedNested, freedWaits uint64
 }
 
 // NewRegion creates a region.
@@ -160,9 +162,10 @@ func (r *Region) Counters() Counters {
 		Unrecorded: atomic.LoadUint64(r.u64(offUnrecorded)),
 		SlotsFull:  atomic.LoadUint64(r.u64(offSlotsFull)),
 	}
+	c.Nested, c.Waits = r.freedNested, r.freedWaits
 	for _, g := range r.bySlot {
-		c.Nested += g.nestedSeen + atomic.LoadUint64(g.u64(offNested))
-		c.Waits += g.waitsSeen + atomic.LoadUint64(g.u64(offWaits))
+		c.Nested += atomic.LoadUint64(g.u64(offNested))
+		c.Waits += atomic.LoadUint64(g.u64(offWaits))
 	}
 	return c
 }
@@ -205,8 +208,8 @@ func (r *Region) Rings() []*Ring {
 // Free returns g's slot for another thread to claim: call it only when
 // its thread is gone and g is drained.
 func (r *Region) Free(g *Ring) {
-	g.nestedSeen += atomic.LoadUint64(g.u64(offNested))
-	g.waitsSeen += atomic.LoadUint64(g.u64(offWaits))
+	r.freedNested += atomic.LoadUint64(g.u64(offNested))
+	r.freedWaits += atomic.LoadUint64(g.u64(offWaits))
 	atomic.StoreUint32(g.u32(offPid), 0)
 	atomic.StoreUint32(r.u32(offSlotState+4*g.slot), slotFree)
 	for i, x := range r.live {
@@ -216,18 +219,15 @@ func (r *Region) Free(g *Ring) {
 		}
 	}
 	delete(r.bySlot, g.slot)
-	// Keep its counts: a freed ring's counters stay in the totals.
-	r.bySlot[-1-g.slot] = &Ring{region: r, nestedSeen: g.nestedSeen, waitsSeen: g.waitsSeen, hdr: make([]byte, RingHeader)}
 }
 
 // Ring is one thread's ring.
 type Ring struct {
-	region                *Region
-	slot                  int
-	hdr, data             []byte
-	pid, tid              uint32
-	tail                  uint64 // consumed locally, published by Release
-	nestedSeen, waitsSeen uint64
+	region    *Region
+	slot      int
+	hdr, data []byte
+	pid, tid  uint32
+	tail      uint64 // consumed locally, published by Release
 }
 
 func (g *Ring) u32(off int) *uint32 { return (*uint32)(unsafe.Pointer(&g.hdr[off])) }
