@@ -36,8 +36,9 @@ type Options struct {
 	// decodes (0: GOMAXPROCS; 1: everything on the calling goroutine;
 	// more: symbolize.Pipeline). The profile is the same for any number.
 	Workers int
-	// RawSites names the summary's sites by their leaf frame instead of
-	// their first frame in the user's own code.
+	// RawSites keeps allocations' raw leaf frames in the profile and names
+	// the summary's sites by them, instead of their first frame in the
+	// user's own code (report.Builder.RawSites).
 	RawSites bool
 }
 
@@ -351,6 +352,7 @@ func (ru *run) setup() error {
 	}
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
+	ru.b.RawSites = ru.opts.RawSites
 	ru.b.ThreadOf = ru.threadName
 	if ru.leafMode {
 		ru.b.StackKind = func(id attribute.StackID) string {

@@ -156,18 +156,21 @@ func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
 }
 
 // lossComments carries the recording's per-event losses into the profile
-// (report.LossComment) for diff: every event that took part in the
-// analysis and has samples or losses gets one, lost or not (a recording
-// of faultline record probes functions a program may never call).
+// as one comment (report.LossComment) for diff: every event that took part
+// in the analysis and has samples or losses is named, lost or not (a
+// recording of faultline record probes functions a program may never call).
 func lossComments(events []EventSummary) []string {
-	var out []string
+	var es []report.EventLoss
 	for _, e := range events {
 		if e.Role == RoleNone.String() || e.Samples == 0 && e.Lost == 0 {
 			continue
 		}
-		out = append(out, report.LossComment(report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost}))
+		es = append(es, report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost})
 	}
-	return out
+	if len(es) == 0 {
+		return nil
+	}
+	return []string{report.LossComment(es)}
 }
 
 // writeAllocStacks says where allocation stacks came from in a recording
