@@ -78,6 +78,9 @@ type UnwindStats struct {
 	Complete uint64            // reached a root frame
 	ByStop   map[string]uint64 // walks per stop reason
 	Frames   uint64
+	// Need says how deep a copy the walks that stopped at the end of
+	// their copied stack needed (stackneed.go).
+	Need StackNeed
 }
 
 // Session follows the processes of one recording (maps, comms) and unwinds
@@ -119,6 +122,10 @@ type Session struct {
 	warned   map[string]bool
 	stats    UnwindStats
 	byStop   [256]uint64 // stats.ByStop by Stop, made into the map by Stats
+	// tops and need: how deep the copies of walks that stopped at the end
+	// of their copy had to be (stackneed.go).
+	tops map[uint64]*threadTop
+	need StackNeed
 
 	// seen caches Intern by process and walked frames: while the maps do
 	// not change (Maps.gen) the same frames in the same process intern to
@@ -183,6 +190,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		warned:     map[string]bool{},
 		stats:      UnwindStats{ByStop: map[string]uint64{}},
 		seen:       map[seenKey]*seenStack{},
+		tops:       map[uint64]*threadTop{},
 	}
 	s.res.s = s
 	s.unw.Rows = &s.rows
@@ -241,6 +249,7 @@ func (s *Session) warn(key string, err error) {
 // Stats returns the unwinding counts so far.
 func (s *Session) Stats() UnwindStats {
 	st := s.stats
+	st.Need = s.need
 	st.ByStop = map[string]uint64{}
 	for i, n := range s.byStop {
 		if n > 0 {
@@ -483,6 +492,7 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 		s.stats.Complete++
 	}
 	s.byStop[w.stop]++
+	s.noteDepth(w)
 	var e *seenStack
 	if !kernel {
 		k := seenKey{pid, w.hash}

@@ -92,6 +92,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, " (stopped early: %s)", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+	s.writeStackNeed(w, pct)
 	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)
@@ -214,4 +215,45 @@ func (s *Summary) writeAllocStacks(w io.Writer) {
 	if j := s.StackJoin; j != nil && (j.Unmatched > 0) {
 		fmt.Fprintf(w, "  %d stack samples found no call (their range sample was lost)\n", j.Unmatched)
 	}
+}
+
+// stackEndShare is the share of walks stopped at the end of the copied
+// stack past which the summary says what copy size would have reached.
+const stackEndShare = 0.02
+
+// maxStackCopy is the largest user stack copy the kernel makes (a
+// multiple of 8 below 64 KiB: perf_event_attr.sample_stack_user).
+const maxStackCopy = 65528
+
+// writeStackNeed names the stack copy size that would have let the walks
+// that stopped at the end of their copy reach the root, from how deep they
+// were (symbolize.StackNeed), when more than stackEndShare of walks did.
+func (s *Summary) writeStackNeed(w io.Writer, pct func(a, b uint64) string) {
+	u := &s.Unwind
+	n := &u.Need
+	if u.Samples == 0 || float64(n.Walks) <= stackEndShare*float64(u.Samples) {
+		return
+	}
+	flag := func(size uint64) string {
+		if s.FromRecord {
+			return fmt.Sprintf("--stack-size %d", size)
+		}
+		return fmt.Sprintf("perf record --call-graph dwarf,%d", size)
+	}
+	fmt.Fprintf(w, "  %d stacks (%s) stopped at the end of the copied stack: ", n.Walks, pct(n.Walks, u.Samples))
+	known := n.Walks - n.Unknown
+	switch size, _, ok := n.Reaching(1); {
+	case known == 0:
+		fmt.Fprintf(w, "how deep they go is unknown (no stack mapping above them); record with a larger copy, e.g. %s\n", flag(maxStackCopy))
+		return
+	case ok && (size <= maxStackCopy || n.Max <= maxStackCopy):
+		fmt.Fprintf(w, "%s would have copied them up to their root frame (the deepest needed %d bytes)", flag(min(size, maxStackCopy)), n.Max)
+	default:
+		within := n.Within(maxStackCopy)
+		fmt.Fprintf(w, "the deepest needed %d bytes, more than the kernel copies; %s reaches the root for %d of them (%s)", n.Max, flag(maxStackCopy), within, pct(within, known))
+	}
+	if n.Estimated > 0 {
+		fmt.Fprintf(w, "; for %d the top of the stack came from its mapping, an over-estimate", n.Estimated)
+	}
+	fmt.Fprintln(w)
 }
