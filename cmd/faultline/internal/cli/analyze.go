@@ -42,8 +42,8 @@ pprof profile:
                 go tool pprof -top lists the summary's sites; the library
                 function it went through is label via (via=std::vector::
                 push_back); --raw-sites keeps the raw leaf, the code that
-                called malloc; --by touch: the faulting code's stack (label alloc_site names
-                the allocation's caller)
+                called malloc; --by touch: the faulting code's stack (label
+                alloc_site names the allocation's caller)
   labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
                 write|exec (tracepoint faults), inside=allocator (faults the
                 allocator took on its own heap or arena memory while serving
