@@ -142,7 +142,7 @@ type run struct {
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
 	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
-		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
 	if err := ru.records(); err != nil {
 		return nil, err
 	}

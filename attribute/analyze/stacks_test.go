@@ -250,7 +250,7 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
 	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
 		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+		callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
 	return ru
 }

@@ -36,11 +36,11 @@ const (
 	// KeySite keys a site by what survives an edit elsewhere in the code:
 	// the function of its site frame (the first frame in the user's own
 	// code) with its source file's base name, the library function it went
-	// through (via), and the allocation call's place within that function
-	// — its rank among the function's allocating lines through the same
-	// library call, in source order — never its absolute line. Callers
-	// below the site frame are left out: two stacks into one call are one
-	// site.
+	// through (via), and the allocation call's place within that function:
+	// a line NEW has too is the same call; BASE's other lines of the
+	// function are paired in source order with NEW's other lines, so calls
+	// that an edit above them moved keep their place. Callers below the
+	// site frame are left out: two stacks into one call are one site.
 	KeySite Key = "site"
 	// KeyLine keys a site by its whole stack from the site frame, each
 	// frame with its line: a line moved by an unrelated edit makes a new
@@ -299,6 +299,9 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 	sites := map[string]*Site{}
 	siteRows := map[string]*multiRow{}
 	flags := map[string]*multiRow{}
+	newSites := profileSites(new, opts)
+	newLines := siteLines(newSites)
+	finishKeys(newSites, nil)
 	for i, p := range append(slices.Clip(bases), new) {
 		pick := func(m *multiRow) *int64 {
 			if i == n {
@@ -307,7 +310,11 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 			return &m.base[i]
 		}
 		vi := idx[i]
-		ss := profileSites(p, opts)
+		ss := newSites
+		if i < n {
+			ss = profileSites(p, opts)
+			finishKeys(ss, newLines)
+		}
 		for j, s := range p.Sample {
 			if vi >= len(s.Value) {
 				continue
@@ -477,38 +484,85 @@ const mainClassKey = "class\x00[file] (main executable)"
 // label where the profile's leaf is already the site frame
 // (report.ViaLabel), else from the frames skipped. opts.Key says what else
 // the key holds; RawSites keys by the whole stack and names by the leaf.
+// KeySite's keys are the group (function, file, via) until finishKeys
+// adds the line.
 func profileSites(p *profile.Profile, opts Options) []Site {
 	main := mainExecutable(p)
 	out := make([]Site, len(p.Sample))
-	// KeySite: the distinct lines of each function-and-via group, ranked
-	// once every sample is seen.
-	type group struct{ lines []int64 }
-	groups := map[string]*group{}
 	for j, s := range p.Sample {
-		site := siteOf(s, main, opts)
-		out[j] = site
+		out[j] = siteOf(s, main, opts)
+	}
+	return out
+}
+
+// finishKeys ends KeySite's keys with the site frame's line as NEW has it:
+// ref is nil for NEW's own sites, NEW's lines (siteLines) for a
+// baseline's, whose lines matchLines maps to them.
+func finishKeys(sites []Site, ref map[string][]int64) {
+	var match map[string]map[int64]int64
+	if ref != nil {
+		match = map[string]map[int64]int64{}
+		for g, lines := range siteLines(sites) {
+			match[g] = matchLines(lines, ref[g])
+		}
+	}
+	for j := range sites {
+		site := &sites[j]
 		if !strings.HasPrefix(site.Key, siteKeyPrefix) {
 			continue // a class, an empty stack, KeyLine or RawSites
 		}
-		g := groups[site.Key]
-		if g == nil {
-			g = &group{}
-			groups[site.Key] = g
+		line := site.Frames[0].Line
+		if m, ok := match[site.Key][line]; ok {
+			line = m
 		}
-		if !slices.Contains(g.lines, site.Frames[0].Line) {
-			g.lines = append(g.lines, site.Frames[0].Line)
+		site.Key += "\x00" + strconv.FormatInt(line, 10)
+	}
+}
+
+// siteLines returns the distinct site-frame lines of each KeySite group
+// (function, file, via), sorted.
+func siteLines(sites []Site) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, s := range sites {
+		if !strings.HasPrefix(s.Key, siteKeyPrefix) {
+			continue
+		}
+		if l := s.Frames[0].Line; !slices.Contains(out[s.Key], l) {
+			out[s.Key] = append(out[s.Key], l)
 		}
 	}
-	for _, g := range groups {
-		slices.Sort(g.lines)
-	}
-	for j := range out {
-		site := &out[j]
-		if g := groups[site.Key]; g != nil {
-			site.Key += "\x00" + strconv.Itoa(slices.Index(g.lines, site.Frames[0].Line))
-		}
+	for _, l := range out {
+		slices.Sort(l)
 	}
 	return out
+}
+
+// matchLines maps a baseline's lines of one function (and library call)
+// to NEW's: a line NEW has too is itself; the others are paired in source
+// order with NEW's lines that no baseline line matched, so a call keeps its
+// place among the function's calls when an edit moved them all; a line
+// left over keeps its number (a site NEW does not have). Both are sorted.
+func matchLines(base, new []int64) map[int64]int64 {
+	m := map[int64]int64{}
+	var restBase, restNew []int64
+	for _, l := range base {
+		if _, found := slices.BinarySearch(new, l); found {
+			m[l] = l
+		} else {
+			restBase = append(restBase, l)
+		}
+	}
+	for _, l := range new {
+		if _, found := slices.BinarySearch(base, l); !found {
+			restNew = append(restNew, l)
+		}
+	}
+	for i, l := range restBase {
+		if i < len(restNew) {
+			m[l] = restNew[i]
+		}
+	}
+	return m
 }
 
 // siteKeyPrefix starts the keys of KeySite's sites.
@@ -517,7 +571,7 @@ const siteKeyPrefix = "site\x00"
 // siteOf returns the site a sample belongs to, with Row zero. Its Key is
 // the whole stack from the site frame (KeyLine; the whole stack with
 // RawSites), or the site frame's function, file and via, to which
-// profileSites adds the call's rank (KeySite).
+// profileSites adds the call's line as NEW has it (KeySite).
 func siteOf(s *profile.Sample, main string, opts Options) Site {
 	raw := opts.RawSites
 	if c := s.Label[report.ClassLabel]; len(c) > 0 {

@@ -3,6 +3,7 @@ package diff
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -456,5 +457,41 @@ func TestCompareBases(t *testing.T) {
 	r2, _ := Compare(bases[0], runOf(130, 20), opts)
 	if r1.Regressions != 2 || r2.Regressions != 2 {
 		t.Errorf("one baseline: %d and %d regressions, want 2", r1.Regressions, r2.Regressions)
+	}
+}
+
+// TestMatchLines: BASE's lines of a function map to NEW's: the same line
+// is the same call; the others pair up in source order; one left over stays
+// itself. A line only BASE has (a call NEW's run did not make) does not
+// shift the others: issue 22's "vanished and new with identical text".
+func TestMatchLines(t *testing.T) {
+	for _, c := range []struct {
+		base, new []int64
+		want      map[int64]int64
+	}{
+		{[]int64{8, 12}, []int64{9, 13}, map[int64]int64{8: 9, 12: 13}},
+		{[]int64{300, 333}, []int64{333}, map[int64]int64{333: 333}},
+		{[]int64{333}, []int64{300, 333}, map[int64]int64{333: 333}},
+		{[]int64{8, 12, 20}, []int64{9, 21}, map[int64]int64{8: 9, 12: 21}},
+		{nil, []int64{1}, map[int64]int64{}},
+	} {
+		if got := matchLines(c.base, c.new); !maps.Equal(got, c.want) {
+			t.Errorf("matchLines(%v, %v) = %v, want %v", c.base, c.new, got, c.want)
+		}
+	}
+	alias := func(line int64) frame { return frame{Func: "read_alias_file", File: "localealias.c", Line: line} }
+	base := build(t, 0x400000, 0x10, "/a", []sample{
+		{Stack: []frame{alias(300), mainF}, Values: [3]int64{0, 5, 500}},
+		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+	})
+	head := build(t, 0x400000, 0x10, "/a", []sample{
+		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+	})
+	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Regressed() || len(r.Sites) != 1 || r.Sites[0].Status != StatusSame {
+		t.Errorf("a line only BASE allocated on: %+v, want read_alias_file:333 the same", r.Sites)
 	}
 }

@@ -31,12 +31,13 @@ layouts, compare site for site.
 
 --key site (the default) keys a site by what survives an edit elsewhere:
 the function, its source file's base name, the library function it went
-through, and the allocation call's place within the function (the Nth
-allocating line of that function through that library call, in source
-order), not its line number. A comment added above it, or a caller that
-differs deeper in the stack, leaves it the same site; the name shows NEW's
-line. --key line keys a site by its whole stack from that frame, every
-frame with its line (a moved line is a new site). --raw-sites keys by the
+through, and the allocation call's place within the function, not its line
+number: a line NEW has too is the same call, and BASE's other lines of that
+function are paired in source order with NEW's other lines. A comment added
+above the calls, or a caller that differs deeper in the stack, leaves a
+site the same; the name shows NEW's line. --key line keys a site by its
+whole stack from that frame, every frame with its line (a moved line is a
+new site). --raw-sites keys by the
 whole stack from the profile's leaf (the raw leaf in profiles analyzed with
 --raw-sites). Unsymbolized frames are named module+offset. Faults that hit
 no allocation are one site per class ("[stack]", "[file] libc.so.6", ...);
