@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
@@ -265,4 +266,26 @@ func emptySession(t *testing.T) *symbolize.Session {
 	}
 	t.Cleanup(func() { sess.Close() })
 	return sess
+}
+
+// TestCallersPerProgram: a leaf in a shared library is the same location in
+// every process that maps it; the callers sampled there in one program
+// (comm) are not another program's. Before, a shell's setlocale calls got
+// env's sampled callers, and faults moved between the two programs' sites
+// from run to run.
+func TestCallersPerProgram(t *testing.T) {
+	ru := testRun(emptySession(t), nil, nil)
+	const leaf = attribute.StackID(5)
+	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
+	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
+	ru.countCaller(callerKey{leaf, "env"}, 11, true)
+	if got := ru.callers.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
+		t.Errorf("bash's callers at the leaf: %+v, want stack 10 twice", got)
+	}
+	if got := ru.callers.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
+		t.Errorf("env's callers at the leaf: %+v, want stack 11 once", got)
+	}
+	if got := ru.callers.weights(leaf, "python3"); got != nil {
+		t.Errorf("python3 sampled nothing at the leaf, got %+v", got)
+	}
 }

@@ -71,8 +71,9 @@ Recordings of faultline record: allocator calls and faults come without
 stacks, and the entry probe again with a stack for every big allocation and
 a sample of the others. A call without a stack gets its exact leaf (the
 address malloc returned to, inline frames included) and, where stacks were
-sampled at that same leaf, callers split over them in proportion
-(stack=inferred); the summary says how much was inferred.
+sampled at that same leaf in the same program (comm), callers split over
+them in proportion (stack=inferred); the summary says how much was
+inferred.
 
 A summary goes to standard output. FILE "-" reads a pipe-mode recording from
 standard input: perf record -o - ... | faultline analyze -
