@@ -242,7 +242,7 @@ func (m *multiRow) row() (Row, int64) {
 	return Row{Base: mean, New: m.new}, satSub(hi, lo)
 }
 
-// allZero reports whether every baseline is zero.
+// allZeroBase reports whether every baseline is zero.
 func (m *multiRow) allZeroBase() bool {
 	for _, v := range m.base {
 		if v != 0 {
