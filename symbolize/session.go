@@ -93,6 +93,9 @@ type UnwindStats struct {
 	// Refused counts frames in mappings whose file is not the binary that
 	// ran (a *binfile.MismatchError): left unnamed, not unwound by its CFI.
 	Refused uint64
+	// Need says how deep a copy the walks that stopped at the end of
+	// their copied stack needed (stackneed.go).
+	Need StackNeed
 }
 
 // Session follows the processes of one recording (maps, comms) and unwinds
@@ -134,6 +137,10 @@ type Session struct {
 	warned   map[string]bool
 	stats    UnwindStats
 	byStop   [256]uint64 // stats.ByStop by Stop, made into the map by Stats
+	// tops and need: how deep the copies of walks that stopped at the end
+	// of their copy had to be (stackneed.go).
+	tops map[uint64]*threadTop
+	need StackNeed
 
 	// seen caches Intern by process and walked frames: while the maps do
 	// not change (Maps.gen) the same frames in the same process intern to
@@ -205,6 +212,7 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		warned:     map[string]bool{},
 		stats:      UnwindStats{ByStop: map[string]uint64{}},
 		seen:       map[seenKey]*seenStack{},
+		tops:       map[uint64]*threadTop{},
 	}
 	s.res.s = s
 	s.unw.Rows = &s.rows
@@ -263,6 +271,7 @@ func (s *Session) warn(key string, err error) {
 // Stats returns the unwinding counts so far.
 func (s *Session) Stats() UnwindStats {
 	st := s.stats
+	st.Need = s.need
 	st.ByStop = map[string]uint64{}
 	for i, n := range s.byStop {
 		if n > 0 {
@@ -511,6 +520,7 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 		s.stats.Complete++
 	}
 	s.byStop[w.stop]++
+	s.noteDepth(w)
 	var e *seenStack
 	if !kernel {
 		k := seenKey{pid, w.hash}

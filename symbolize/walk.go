@@ -50,6 +50,7 @@ type Walk struct {
 
 	frames []unwind.Frame
 	stop   unwind.Stop
+	endSP  uint64 // the last frame's SP (unwind.Unwinder.LastSP); 0 when unknown
 	hash   uint64 // of frames, for Session.Intern's cache
 }
 
@@ -103,8 +104,13 @@ func b2u(b bool) uint64 {
 func (w *Walk) walkFrames(u *unwind.Unwinder, res unwind.Resolver) {
 	if w.hasRegs {
 		w.frames, w.stop = u.Unwind(w.regs, w.sp, w.stack, res, w.user, w.frames[:0])
+		w.endSP = 0
+		if sp, ok := u.LastSP(); ok {
+			w.endSP = sp
+		}
 		return
 	}
+	w.endSP = 0
 	// No user registers (e.g. a sample without --call-graph dwarf): the
 	// kernel's user callchain is all there is.
 	w.frames = w.frames[:0]

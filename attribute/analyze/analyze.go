@@ -36,8 +36,9 @@ type Options struct {
 	// decodes (0: GOMAXPROCS; 1: everything on the calling goroutine;
 	// more: symbolize.Pipeline). The profile is the same for any number.
 	Workers int
-	// RawSites names the summary's sites by their leaf frame instead of
-	// their first frame in the user's own code.
+	// RawSites keeps allocations' raw leaf frames in the profile and names
+	// the summary's sites by them, instead of their first frame in the
+	// user's own code (report.Builder.RawSites).
 	RawSites bool
 	// Comms and Pids select the programs of a recording that spans several
 	// (a shell pipeline, a build), as perf report's --comm and --pid do: a
@@ -157,7 +158,7 @@ type run struct {
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
 	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
-		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
 	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
 		ru.sel = newSelection(opts.Comms, opts.Pids)
 	}
@@ -378,6 +379,7 @@ func (ru *run) setup() error {
 	}
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
+	ru.b.RawSites = ru.opts.RawSites
 	ru.b.ThreadOf = ru.threadName
 	if ru.leafMode {
 		ru.b.StackKind = func(id attribute.StackID) string {

@@ -134,7 +134,9 @@ func analyzePath(t *testing.T, path string, cfg symbolize.Config, opts Options) 
 
 func analyzeFixture(t *testing.T, path string, mode report.Mode) (*Result, map[siteKey]siteVal) {
 	t.Helper()
-	res := analyzePath(t, path, fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: mode})
+	// RawSites: the expectation keys sites by the allocator's caller, the
+	// raw leaf, as perf script shows it.
+	res := analyzePath(t, path, fixtureFiles, Options{Attr: attribute.DefaultConfig(), Mode: mode, RawSites: true})
 	return res, groupSites(res.Profile, func(s *profile.Sample) (siteKey, bool) {
 		leaf := s.Location[0]
 		if leaf.Mapping == nil || !strings.HasPrefix(leaf.Mapping.File, fixtureDir) || len(leaf.Line) == 0 {
@@ -534,8 +536,8 @@ func TestLossAgreesWithPerfStats(t *testing.T) {
 		t.Errorf("lost total %d (events sum %d), LOST records %d (perf script -D: %d)", res.Summary.LostTotal, total, res.Summary.LostBuffer, lostBuffer)
 	}
 	losses := report.RecordingLosses(res.Profile.Comments)
-	if len(losses) != len(res.Summary.Events) {
-		t.Fatalf("profile comments %q: want one loss line per event (%d)", res.Profile.Comments, len(res.Summary.Events))
+	if len(res.Profile.Comments) != 1 || len(losses) != len(res.Summary.Events) {
+		t.Fatalf("profile comments %q: want one loss line naming every event (%d)", res.Profile.Comments, len(res.Summary.Events))
 	}
 	for i, l := range losses {
 		if e := res.Summary.Events[i]; l.Name != e.Name || l.Role != e.Role || l.Samples != e.Samples || l.Lost != e.Lost {
@@ -771,7 +773,9 @@ func faultlineSites(t *testing.T, path string, cfg symbolize.Config) (*Result, m
 		t.Fatal(err)
 	}
 	defer sess.Close()
-	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc})
+	// RawSites: the script keys sites by the raw leaf, the allocator's
+	// caller.
+	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, RawSites: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -239,11 +239,20 @@ func (ru *run) leafStack(pid uint32, ret uint64) attribute.StackID {
 	return id
 }
 
-// callerTable counts, per leaf (the one-frame stack of a return address),
-// the full stacks sampled there: the callers an allocation known only by
-// its leaf is split over.
+// callerTable counts, per leaf (the one-frame stack of a return address)
+// and program, the full stacks sampled there: the callers an allocation
+// known only by its leaf is split over. A leaf in a shared library (libc's
+// setlocale) is the same location in every process that maps it, so it is
+// kept apart per program (the process's comm): a shell's calls there must
+// not get the callers sampled in env or python.
 type callerTable struct {
-	byLeaf map[attribute.StackID]*leafCallers
+	byLeaf map[callerKey]*leafCallers
+}
+
+// callerKey is a leaf in one program.
+type callerKey struct {
+	leaf attribute.StackID
+	comm string
 }
 
 type leafCallers struct {
@@ -275,14 +284,15 @@ func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
 		keys[n] = ru.leafStack(e.Pid, e.CallerRet)
 		n++
 	}
+	comm := ru.sess.Comm(e.Pid)
 	for i, k := range keys[:n] {
 		if !slices.Contains(keys[:i], k) {
-			ru.countCaller(k, e.Stack, sampled)
+			ru.countCaller(callerKey{k, comm}, e.Stack, sampled)
 		}
 	}
 }
 
-func (ru *run) countCaller(leaf, stack attribute.StackID, sampled bool) {
+func (ru *run) countCaller(leaf callerKey, stack attribute.StackID, sampled bool) {
 	lc := ru.callers.byLeaf[leaf]
 	if lc == nil {
 		lc = &leafCallers{pos: map[attribute.StackID]int{}}
@@ -450,9 +460,10 @@ func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.Sta
 	return 0
 }
 
-// weights returns the stacks to split a leaf-only allocation over.
-func (c *callerTable) weights(leaf attribute.StackID) []report.Weighted {
-	lc := c.byLeaf[leaf]
+// weights returns the stacks to split a leaf-only allocation of the
+// program comm over.
+func (c *callerTable) weights(leaf attribute.StackID, comm string) []report.Weighted {
+	lc := c.byLeaf[callerKey{leaf, comm}]
 	if lc == nil {
 		return nil
 	}

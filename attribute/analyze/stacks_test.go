@@ -252,7 +252,7 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
 	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
 		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[attribute.StackID]*leafCallers{}}}
+		callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
 	return ru
 }
@@ -288,5 +288,27 @@ func TestStackRolesOldNames(t *testing.T) {
 	}
 	if j := res.Summary.StackJoin; j == nil || j.Joined == 0 || j.Unmatched != 0 {
 		t.Errorf("stack join %+v: want stacks joined to their calls", j)
+	}
+}
+
+// TestCallersPerProgram: a leaf in a shared library is the same location in
+// every process that maps it; the callers sampled there in one program
+// (comm) are not another program's. Before, a shell's setlocale calls got
+// env's sampled callers, and faults moved between the two programs' sites
+// from run to run.
+func TestCallersPerProgram(t *testing.T) {
+	ru := testRun(emptySession(t), nil, nil)
+	const leaf = attribute.StackID(5)
+	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
+	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
+	ru.countCaller(callerKey{leaf, "env"}, 11, true)
+	if got := ru.callers.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
+		t.Errorf("bash's callers at the leaf: %+v, want stack 10 twice", got)
+	}
+	if got := ru.callers.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
+		t.Errorf("env's callers at the leaf: %+v, want stack 11 once", got)
+	}
+	if got := ru.callers.weights(leaf, "python3"); got != nil {
+		t.Errorf("python3 sampled nothing at the leaf, got %+v", got)
 	}
 }

@@ -105,6 +105,7 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "By touch:     the recording has no fault stacks, so no fault names the code that touched the memory; %s\n", how)
 	}
 	s.writeMismatch(w)
+	s.writeStackNeed(w, pct)
 	s.writeAllocStacks(w)
 	for _, f := range s.Fallbacks {
 		fmt.Fprintf(w, "Approximate:  %s\n", f)
@@ -169,18 +170,21 @@ func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
 }
 
 // lossComments carries the recording's per-event losses into the profile
-// (report.LossComment) for diff: every event that took part in the
-// analysis and has samples or losses gets one, lost or not (a recording
-// of faultline record probes functions a program may never call).
+// as one comment (report.LossComment) for diff: every event that took part
+// in the analysis and has samples or losses is named, lost or not (a
+// recording of faultline record probes functions a program may never call).
 func lossComments(events []EventSummary) []string {
-	var out []string
+	var es []report.EventLoss
 	for _, e := range events {
 		if e.Role == RoleNone.String() || e.Samples == 0 && e.Lost == 0 {
 			continue
 		}
-		out = append(out, report.LossComment(report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost}))
+		es = append(es, report.EventLoss{Name: e.Name, Role: e.Role, Samples: e.Samples, Lost: e.Lost})
 	}
-	return out
+	if len(es) == 0 {
+		return nil
+	}
+	return []string{report.LossComment(es)}
 }
 
 // writeAllocStacks says where allocation stacks came from in a recording
@@ -251,4 +255,45 @@ func (s *Summary) writeMismatch(w io.Writer) {
 	if len(used) > 0 {
 		fmt.Fprintf(w, "Binaries:     named with files that are not the ones that ran (--allow-mismatch): %s; frames may be misnamed\n", strings.Join(used, ", "))
 	}
+}
+
+// stackEndShare is the share of walks stopped at the end of the copied
+// stack past which the summary says what copy size would have reached.
+const stackEndShare = 0.02
+
+// maxStackCopy is the largest user stack copy the kernel makes (a
+// multiple of 8 below 64 KiB: perf_event_attr.sample_stack_user).
+const maxStackCopy = 65528
+
+// writeStackNeed names the stack copy size that would have let the walks
+// that stopped at the end of their copy reach the root, from how deep they
+// were (symbolize.StackNeed), when more than stackEndShare of walks did.
+func (s *Summary) writeStackNeed(w io.Writer, pct func(a, b uint64) string) {
+	u := &s.Unwind
+	n := &u.Need
+	if u.Samples == 0 || float64(n.Walks) <= stackEndShare*float64(u.Samples) {
+		return
+	}
+	flag := func(size uint64) string {
+		if s.FromRecord {
+			return fmt.Sprintf("--stack-size %d", size)
+		}
+		return fmt.Sprintf("perf record --call-graph dwarf,%d", size)
+	}
+	fmt.Fprintf(w, "  %d stacks (%s) stopped at the end of the copied stack: ", n.Walks, pct(n.Walks, u.Samples))
+	known := n.Walks - n.Unknown
+	switch size, _, ok := n.Reaching(1); {
+	case known == 0:
+		fmt.Fprintf(w, "how deep they go is unknown (no stack mapping above them); record with a larger copy, e.g. %s\n", flag(maxStackCopy))
+		return
+	case ok && (size <= maxStackCopy || n.Max <= maxStackCopy):
+		fmt.Fprintf(w, "%s would have copied them up to their root frame (the deepest needed %d bytes)", flag(min(size, maxStackCopy)), n.Max)
+	default:
+		within := n.Within(maxStackCopy)
+		fmt.Fprintf(w, "the deepest needed %d bytes, more than the kernel copies; %s reaches the root for %d of them (%s)", n.Max, flag(maxStackCopy), within, pct(within, known))
+	}
+	if n.Estimated > 0 {
+		fmt.Fprintf(w, "; for %d the top of the stack came from its mapping, an over-estimate", n.Estimated)
+	}
+	fmt.Fprintln(w)
 }

@@ -57,9 +57,9 @@ func TestLossWording(t *testing.T) {
 	}
 }
 
-// TestLossCommentsSkipSilentEvents: the profile's loss comments name the
-// events that took part and have samples or losses; a probed function the
-// program never called (0 samples, 0 lost) gets none.
+// TestLossCommentsSkipSilentEvents: the profile's one loss comment names
+// the events that took part and have samples or losses; a probed function
+// the program never called (0 samples, 0 lost) is not named.
 func TestLossCommentsSkipSilentEvents(t *testing.T) {
 	got := lossComments([]EventSummary{
 		{Name: "page-faults", Role: RoleFault.String(), Samples: 5},
@@ -68,8 +68,7 @@ func TestLossCommentsSkipSilentEvents(t *testing.T) {
 		{Name: "dummy", Role: RoleNone.String(), Samples: 9},
 	})
 	want := []string{
-		"faultline: event page-faults (fault): 5 samples, 0 lost",
-		"faultline: event g:malloc (stack): 0 samples, 3 lost",
+		"faultline: recording lost 3 of 8 samples; per event (samples/lost): page-faults (fault) 5/0; g:malloc (stack) 0/3",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("comments\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

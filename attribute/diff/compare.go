@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -27,6 +28,29 @@ func DefaultMinDelta(metric string) int64 {
 	return 8
 }
 
+// Key says what makes two samples one site.
+type Key string
+
+// Site keys.
+const (
+	// KeySite keys a site by what survives an edit elsewhere in the code:
+	// the function of its site frame (the first frame in the user's own
+	// code) with its source file's base name, the library function it went
+	// through (via), and the allocation call's place within that function:
+	// a line NEW has too is the same call; BASE's other lines of the
+	// function are paired in source order with NEW's other lines, so calls
+	// that an edit above them moved keep their place. Callers below the
+	// site frame are left out: two stacks into one call are one site.
+	KeySite Key = "site"
+	// KeyLine keys a site by its whole stack from the site frame, each
+	// frame with its line: a line moved by an unrelated edit makes a new
+	// site.
+	KeyLine Key = "line"
+)
+
+// Keys are the keys Options.Key accepts.
+var Keys = []Key{KeySite, KeyLine}
+
 // Options configures Compare.
 type Options struct {
 	// Metric is the sample type compared: "faults", "allocs" or "alloc_space".
@@ -41,8 +65,11 @@ type Options struct {
 	// fail the comparison too; by default they are reported but not gated:
 	// nothing in the program's own code names them.
 	GateClasses bool
+	// Key says how sites are keyed; "" is KeySite.
+	Key Key
 	// RawSites keys and names sites by their whole stack and leaf frame
-	// instead of from their first frame in the user's own code.
+	// instead of from their first frame in the user's own code (Key is
+	// then KeyLine's rule over the whole stack).
 	RawSites bool
 }
 
@@ -117,19 +144,25 @@ func (f Frame) String() string {
 
 // Site is one allocation site (or unattributed class) in the comparison.
 type Site struct {
-	// Key identifies the site across profiles: its frames, or its class.
+	// Key identifies the site across profiles (Options.Key), or its class.
 	Key string
-	// Name is the site for people: the leaf frame with file:line and up to
-	// two callers, or the class.
+	// Name is the site for people, as NEW has it (BASE's when it vanished):
+	// the site frame with file:line, the library function it went through
+	// and up to two callers, or the class.
 	Name string
 	// Class is set for unattributed faults ("[stack]", "[file] libc.so.6").
 	Class string
-	// Frames is the allocation's stack, leaf (the allocation's caller)
-	// first, inlined frames expanded; nil for a class.
+	// Frames is one of the site's stacks (NEW's when it has one), leaf (the
+	// site frame) first, inlined frames expanded; nil for a class.
 	Frames []Frame
+	// Row's Base is the baselines' mean (rounded) when there are several.
 	Row
+	// Noise is the spread of the site's value over the baselines (largest
+	// minus smallest; 0 with one): its noise floor.
+	Noise  int64
 	Status Status
-	// Regressed: grew by more than the threshold and by at least MinDelta.
+	// Regressed: grew by more than the threshold, by at least MinDelta and
+	// by more than Noise.
 	Regressed bool
 }
 
@@ -145,6 +178,12 @@ type Result struct {
 	Unit      string
 	Threshold float64
 	MinDelta  int64
+	// Key is how sites were keyed (KeySite, KeyLine; "raw" for RawSites).
+	Key Key
+	// Bases is how many baselines BASE stands for: with more than one,
+	// every BASE value is their mean, and each site's spread over them is
+	// its noise floor (Site.Noise).
+	Bases int
 	// Total is the whole profile; Unattributed the faults joined to no
 	// allocation (every class together).
 	Total, Unattributed Row
@@ -169,38 +208,128 @@ func (r *Result) Regressed() bool { return r.Regressions > 0 }
 
 // Compare compares NEW against BASE in opts.Metric.
 func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
+	return CompareBases([]*profile.Profile{base}, new, opts)
+}
+
+// multiRow is one quantity in every baseline and in NEW.
+type multiRow struct {
+	base []int64
+	new  int64
+}
+
+// row is the baselines' mean (rounded half away from zero) and NEW, and
+// the baselines' spread.
+func (m *multiRow) row() (Row, int64) {
+	var sum, lo, hi int64
+	for i, v := range m.base {
+		sum = satAdd(sum, v)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	n := int64(len(m.base))
+	mean := sum / n
+	if rem := sum % n; 2*abs(rem) >= n {
+		if sum > 0 {
+			mean++
+		} else {
+			mean--
+		}
+	}
+	return Row{Base: mean, New: m.new}, satSub(hi, lo)
+}
+
+// allZeroBase reports whether every baseline is zero.
+func (m *multiRow) allZeroBase() bool {
+	for _, v := range m.base {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// CompareBases compares NEW against one or more baselines (runs of the
+// same BASE program): every BASE value is the baselines' mean, and a site
+// fails only when it also grew by more than its spread over the baselines,
+// so a site that varies from run to run by itself cannot fail.
+func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) (*Result, error) {
+	if len(bases) == 0 {
+		return nil, fmt.Errorf("no BASE profile")
+	}
 	if opts.Metric == "" {
 		opts.Metric = report.SampleFaults
 	}
-	bi, unit, err := metricIndex(base, opts.Metric)
-	if err != nil {
-		return nil, fmt.Errorf("BASE: %w", err)
+	if opts.Key == "" {
+		opts.Key = KeySite
 	}
-	ni, _, err := metricIndex(new, opts.Metric)
-	if err != nil {
-		return nil, fmt.Errorf("NEW: %w", err)
+	if !slices.Contains(Keys, opts.Key) {
+		return nil, fmt.Errorf("unknown site key %q (want site or line)", opts.Key)
 	}
-	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta}
-	r.Losses = append(inputLosses("BASE", base), inputLosses("NEW", new)...)
+	n := len(bases)
+	idx := make([]int, n+1)
+	var unit string
+	for i, p := range append(slices.Clip(bases), new) {
+		var err error
+		var u string
+		if idx[i], u, err = metricIndex(p, opts.Metric); err != nil {
+			if i == n {
+				return nil, fmt.Errorf("NEW: %w", err)
+			}
+			return nil, fmt.Errorf("%s: %w", baseName(i, n), err)
+		}
+		if i == 0 {
+			unit = u
+		}
+	}
+	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta, Key: opts.Key, Bases: n}
+	if opts.RawSites {
+		r.Key = "raw"
+	}
+	for i, b := range bases {
+		r.Losses = append(r.Losses, inputLosses(baseName(i, n), b)...)
+	}
+	r.Losses = append(r.Losses, inputLosses("NEW", new)...)
+
+	newRow := func() *multiRow { return &multiRow{base: make([]int64, n)} }
+	total, unattr := newRow(), newRow()
 	sites := map[string]*Site{}
-	flags := map[string]*Row{}
-	add := func(p *profile.Profile, idx int, pick func(*Row) *int64) {
-		main := mainExecutable(p)
-		for _, s := range p.Sample {
-			if idx >= len(s.Value) {
+	siteRows := map[string]*multiRow{}
+	flags := map[string]*multiRow{}
+	newSites := profileSites(new, opts)
+	newLines := siteLines(newSites)
+	finishKeys(newSites, nil)
+	for i, p := range append(slices.Clip(bases), new) {
+		pick := func(m *multiRow) *int64 {
+			if i == n {
+				return &m.new
+			}
+			return &m.base[i]
+		}
+		vi := idx[i]
+		ss := newSites
+		if i < n {
+			ss = profileSites(p, opts)
+			finishKeys(ss, newLines)
+		}
+		for j, s := range p.Sample {
+			if vi >= len(s.Value) {
 				continue
 			}
-			v := s.Value[idx]
+			v := s.Value[vi]
 			add := func(p *int64) { *p = satAdd(*p, v) }
-			add(pick(&r.Total))
-			site := siteOf(s, main, opts.RawSites)
+			add(pick(total))
+			site := ss[j]
 			if site.Class != "" {
-				add(pick(&r.Unattributed))
+				add(pick(unattr))
 			}
 			for _, f := range s.Label[report.FlagLabel] {
 				fr := flags[f]
 				if fr == nil {
-					fr = &Row{}
+					fr = newRow()
 					flags[f] = fr
 				}
 				add(pick(fr))
@@ -209,27 +338,35 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 			if t == nil {
 				t = &site
 				sites[site.Key] = t
+				siteRows[site.Key] = newRow()
+			} else if i == n && siteRows[site.Key].new == 0 && v != 0 {
+				// Name the site as NEW has it: NEW's lines are the code
+				// under review.
+				t.Name, t.Frames = site.Name, site.Frames
 			}
-			add(pick(&t.Row))
+			add(pick(siteRows[site.Key]))
 		}
 	}
-	add(base, bi, func(r *Row) *int64 { return &r.Base })
-	add(new, ni, func(r *Row) *int64 { return &r.New })
+	r.Total, _ = total.row()
+	r.Unattributed, _ = unattr.row()
 
-	for f, row := range flags {
-		if row.Base == 0 && row.New == 0 {
+	for f, m := range flags {
+		row, _ := m.row()
+		if m.allZeroBase() && row.New == 0 {
 			continue // a flag only on samples with none of this metric
 		}
-		r.Flags = append(r.Flags, FlagRow{Flag: clipLabel(f), Row: *row})
+		r.Flags = append(r.Flags, FlagRow{Flag: clipLabel(f), Row: row})
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
 
-	for _, s := range sites {
-		if s.Base == 0 && s.New == 0 {
+	for k, s := range sites {
+		m := siteRows[k]
+		if m.allZeroBase() && m.new == 0 {
 			continue
 		}
+		s.Row, s.Noise = m.row()
 		switch d := s.Delta(); {
-		case s.Base == 0:
+		case m.allZeroBase():
 			s.Status = StatusNew
 		case s.New == 0:
 			s.Status = StatusVanished
@@ -240,7 +377,7 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 		default:
 			s.Status = StatusSame
 		}
-		s.Regressed = regressed(s.Row, opts)
+		s.Regressed = regressed(s.Row, s.Noise, opts)
 		if s.Regressed && s.Class != "" && !opts.GateClasses {
 			s.Regressed = false
 			r.UngatedClasses++
@@ -267,11 +404,21 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	return r, nil
 }
 
-// regressed: a site fails when it grew by at least MinDelta and by more
-// than Threshold of its base; a new site has grown infinitely.
-func regressed(r Row, opts Options) bool {
+// baseName names baseline i of n in messages: "BASE", or "BASE2" for the
+// second of several.
+func baseName(i, n int) string {
+	if n == 1 {
+		return "BASE"
+	}
+	return fmt.Sprintf("BASE%d", i+1)
+}
+
+// regressed: a site fails when it grew by at least MinDelta, by more than
+// its noise floor and by more than Threshold of its base; a new site has
+// grown infinitely.
+func regressed(r Row, noise int64, opts Options) bool {
 	d := r.Delta()
-	if d <= 0 || d < opts.MinDelta {
+	if d <= 0 || d < opts.MinDelta || d <= noise {
 		return false
 	}
 	return r.Base <= 0 || float64(d) > opts.Threshold*float64(r.Base)
@@ -329,13 +476,104 @@ func mainExecutable(p *profile.Profile) string {
 // renamed binary stays one row.
 const mainClassKey = "class\x00[file] (main executable)"
 
-// siteOf returns the site a sample belongs to, with Row zero. A site is
-// keyed and named from its first frame in the user's own code: the
-// standard library's frames below it (which change with the library's
-// version and inlining) are left out of the key, and the name says which
-// library function the code went through. raw keys by the whole stack and
-// names by the leaf.
-func siteOf(s *profile.Sample, main string, raw bool) Site {
+// profileSites returns the site of each of p's samples, with Row zero. A
+// site is keyed and named from its site frame, its first frame in the
+// user's own code: the standard library's frames below it (which change
+// with the library's version and inlining) are left out, and the name says
+// which library function the code went through — from the sample's via
+// label where the profile's leaf is already the site frame
+// (report.ViaLabel), else from the frames skipped. opts.Key says what else
+// the key holds; RawSites keys by the whole stack and names by the leaf.
+// KeySite's keys are the group (function, file, via) until finishKeys
+// adds the line.
+func profileSites(p *profile.Profile, opts Options) []Site {
+	main := mainExecutable(p)
+	out := make([]Site, len(p.Sample))
+	for j, s := range p.Sample {
+		out[j] = siteOf(s, main, opts)
+	}
+	return out
+}
+
+// finishKeys ends KeySite's keys with the site frame's line as NEW has it:
+// ref is nil for NEW's own sites, NEW's lines (siteLines) for a
+// baseline's, whose lines matchLines maps to them.
+func finishKeys(sites []Site, ref map[string][]int64) {
+	var match map[string]map[int64]int64
+	if ref != nil {
+		match = map[string]map[int64]int64{}
+		for g, lines := range siteLines(sites) {
+			match[g] = matchLines(lines, ref[g])
+		}
+	}
+	for j := range sites {
+		site := &sites[j]
+		if !strings.HasPrefix(site.Key, siteKeyPrefix) {
+			continue // a class, an empty stack, KeyLine or RawSites
+		}
+		line := site.Frames[0].Line
+		if m, ok := match[site.Key][line]; ok {
+			line = m
+		}
+		site.Key += "\x00" + strconv.FormatInt(line, 10)
+	}
+}
+
+// siteLines returns the distinct site-frame lines of each KeySite group
+// (function, file, via), sorted.
+func siteLines(sites []Site) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, s := range sites {
+		if !strings.HasPrefix(s.Key, siteKeyPrefix) {
+			continue
+		}
+		if l := s.Frames[0].Line; !slices.Contains(out[s.Key], l) {
+			out[s.Key] = append(out[s.Key], l)
+		}
+	}
+	for _, l := range out {
+		slices.Sort(l)
+	}
+	return out
+}
+
+// matchLines maps a baseline's lines of one function (and library call)
+// to NEW's: a line NEW has too is itself; the others are paired in source
+// order with NEW's lines that no baseline line matched, so a call keeps its
+// place among the function's calls when an edit moved them all; a line
+// left over keeps its number (a site NEW does not have). Both are sorted.
+func matchLines(base, new []int64) map[int64]int64 {
+	m := map[int64]int64{}
+	var restBase, restNew []int64
+	for _, l := range base {
+		if _, found := slices.BinarySearch(new, l); found {
+			m[l] = l
+		} else {
+			restBase = append(restBase, l)
+		}
+	}
+	for _, l := range new {
+		if _, found := slices.BinarySearch(base, l); !found {
+			restNew = append(restNew, l)
+		}
+	}
+	for i, l := range restBase {
+		if i < len(restNew) {
+			m[l] = restNew[i]
+		}
+	}
+	return m
+}
+
+// siteKeyPrefix starts the keys of KeySite's sites.
+const siteKeyPrefix = "site\x00"
+
+// siteOf returns the site a sample belongs to, with Row zero. Its Key is
+// the whole stack from the site frame (KeyLine; the whole stack with
+// RawSites), or the site frame's function, file and via, to which
+// profileSites adds the call's line as NEW has it (KeySite).
+func siteOf(s *profile.Sample, main string, opts Options) Site {
+	raw := opts.RawSites
 	if c := s.Label[report.ClassLabel]; len(c) > 0 {
 		if main != "" && c[0] == "[file] "+main {
 			return Site{Key: mainClassKey, Name: c[0], Class: c[0]}
@@ -352,13 +590,24 @@ func siteOf(s *profile.Sample, main string, raw bool) Site {
 		var i int
 		i, via = report.UserFrame(report.SiteFrames(s.Location))
 		frames = frames[i:]
+		if v := s.Label[report.ViaLabel]; i == 0 && len(v) > 0 {
+			via = v[0]
+		}
 	}
-	var key strings.Builder
-	key.WriteString("stack")
+	site := Site{Name: siteName(frames, via), Frames: frames}
+	var b strings.Builder
+	if !raw && len(frames) > 0 && opts.Key != KeyLine {
+		f := frames[0]
+		fmt.Fprintf(&b, "%s%s\x01%s\x01%s", siteKeyPrefix, f.Function, f.File, via)
+		site.Key = b.String()
+		return site
+	}
+	b.WriteString("stack")
 	for _, f := range frames {
-		fmt.Fprintf(&key, "\x00%s\x01%s\x01%d", f.Function, f.File, f.Line)
+		fmt.Fprintf(&b, "\x00%s\x01%s\x01%d", f.Function, f.File, f.Line)
 	}
-	return Site{Key: key.String(), Name: siteName(frames, via), Frames: frames}
+	site.Key = b.String()
+	return site
 }
 
 // locationFrames expands a location into frames, innermost inlined first as

@@ -3,6 +3,7 @@ package diff
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -160,20 +161,23 @@ func TestCompareOtherMetrics(t *testing.T) {
 func TestRegressedBoundaries(t *testing.T) {
 	opts := Options{Threshold: 0.1, MinDelta: 8}
 	for _, tc := range []struct {
-		row  Row
-		want bool
+		row   Row
+		noise int64
+		want  bool
 	}{
-		{Row{100, 110}, false}, // exactly 10%: not more than
-		{Row{100, 111}, true},
-		{Row{10, 17}, false}, // 70% but only +7
-		{Row{10, 18}, true},  // +8 is at least min-delta
-		{Row{0, 7}, false},   // new but small
-		{Row{0, 8}, true},    // new: infinite growth
-		{Row{50, 10}, false}, // improvement
-		{Row{0, 0}, false},
+		{Row{100, 110}, 0, false}, // exactly 10%: not more than
+		{Row{100, 111}, 0, true},
+		{Row{10, 17}, 0, false}, // 70% but only +7
+		{Row{10, 18}, 0, true},  // +8 is at least min-delta
+		{Row{0, 7}, 0, false},   // new but small
+		{Row{0, 8}, 0, true},    // new: infinite growth
+		{Row{50, 10}, 0, false}, // improvement
+		{Row{0, 0}, 0, false},
+		{Row{100, 130}, 30, false}, // +30 is within the baselines' spread
+		{Row{100, 131}, 30, true},
 	} {
-		if got := regressed(tc.row, opts); got != tc.want {
-			t.Errorf("regressed(%+v) = %v, want %v", tc.row, got, tc.want)
+		if got := regressed(tc.row, tc.noise, opts); got != tc.want {
+			t.Errorf("regressed(%+v, noise %d) = %v, want %v", tc.row, tc.noise, got, tc.want)
 		}
 	}
 	if g := (Row{0, 5}).Growth(); !math.IsInf(g, 1) {
@@ -315,8 +319,9 @@ func TestSitesClassesAndFlags(t *testing.T) {
 		names = append(names, s.Name)
 	}
 	// [heap] grew 10 -> 50 but is not gated; fill grew 5% (under 10%);
-	// [file] prog and [file] prog2 are one unchanged row.
-	want := []string{"[heap]", "app::Store::fill app.cpp:31 (via std::vector::push_back) ← main", "[file] prog"}
+	// [file] prog and [file] prog2 are one unchanged row, named as NEW
+	// names it.
+	want := []string{"[heap]", "app::Store::fill app.cpp:31 (via std::vector::push_back) ← main", "[file] prog2"}
 	if strings.Join(names, "|") != strings.Join(want, "|") {
 		t.Errorf("sites %q, want %q", names, want)
 	}
@@ -341,5 +346,152 @@ func TestSitesClassesAndFlags(t *testing.T) {
 	}
 	if strings.Contains(buf.String(), `\u003c`) || !strings.Contains(buf.String(), "std::vector<int>") {
 		t.Errorf("JSON escapes HTML characters:\n%s", buf.String())
+	}
+}
+
+// TestKeySite: by default a site is its site frame's function, file and
+// library call, and the call's rank among that function's allocating lines:
+// a comment line added above the calls (every line +1), or callers that
+// differ below the site frame, change nothing; a site that doubled still
+// fails, named as NEW has it. --key line keys by the lines and the stack,
+// and fails the moved program (the behaviour issue 22 measured).
+func TestKeySite(t *testing.T) {
+	small := func(line int64) frame { return frame{Func: "make_small", File: "bench.c", Line: line} }
+	caller := frame{Func: "run", File: "bench.c", Line: 60}
+	other := frame{Func: "run_again", File: "bench.c", Line: 70}
+	idx := func(line int64) frame { return frame{Func: "app::index", File: "app.cpp", Line: line} }
+	prog := func(shift int64, smallB, smallC int64, deep frame) []sample {
+		return []sample{
+			// two calls in make_small, at lines 8 and 12
+			{Stack: []frame{small(8 + shift), caller, mainF}, Values: [3]int64{2579, 1, 1 << 20}},
+			{Stack: []frame{small(12 + shift), deep, mainF}, Values: [3]int64{smallB, 100, 6400}},
+			{Stack: []frame{small(12 + shift), caller, mainF}, Values: [3]int64{smallC, 100, 6400}},
+			// one line, two library calls: two sites
+			{Stack: []frame{idx(26 + shift), mainF}, Via: "std::map::operator[]", Values: [3]int64{80, 5000, 1 << 18}},
+			{Stack: []frame{idx(26 + shift), mainF}, Via: "std::__cxx11::basic_string::basic_string", Values: [3]int64{65, 5000, 1 << 17}},
+		}
+	}
+	base := build(t, 0x400000, 0x10, "/a", prog(0, 30, 10, caller))
+	moved := build(t, 0x500000, 0x18, "/b", prog(1, 10, 30, other))
+	doubled := build(t, 0x500000, 0x18, "/b", prog(1, 60, 20, other))
+	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
+
+	r, err := Compare(base, moved, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Regressed() || len(r.Sites) != 4 {
+		t.Fatalf("moved lines: %d regressions, %d sites %+v; want 0 and 4", r.Regressions, len(r.Sites), r.Sites)
+	}
+	for _, s := range r.Sites {
+		if s.Status != StatusSame {
+			t.Errorf("moved lines: %s %s %+v, want same", s.Name, s.Status, s.Row)
+		}
+	}
+	// NEW's lines name the sites; the via label tells the index sites apart.
+	siteByName(t, r, "make_small bench.c:13")
+	siteByName(t, r, "app::index app.cpp:27 (via std::map::operator[])")
+	siteByName(t, r, "app::index app.cpp:27 (via std::__cxx11::basic_string::basic_string)")
+
+	r, _ = Compare(base, doubled, opts)
+	if r.Regressions != 1 {
+		t.Fatalf("doubled: %d regressions, want 1: %+v", r.Regressions, r.Sites)
+	}
+	if s := r.Sites[0]; !s.Regressed || s.Row != (Row{40, 80}) || !strings.HasPrefix(s.Name, "make_small bench.c:13") {
+		t.Errorf("doubled: top site %+v, want make_small bench.c:13 40 → 80, regressed", s)
+	}
+
+	opts.Key = KeyLine
+	r, _ = Compare(base, moved, opts)
+	// BASE's 3 stacks (make_small:8 ← run, make_small:12 ← run, index:26)
+	// vanish, NEW's 4 (make_small:12 has a second caller) are new.
+	if len(r.newSites()) != 4 || len(r.vanishedSites()) != 3 || r.Regressions != 4 {
+		t.Errorf("--key line, moved: %d new, %d vanished, %d regressions; want 4, 3, 4", len(r.newSites()), len(r.vanishedSites()), r.Regressions)
+	}
+	opts.Key = "stack"
+	if _, err := Compare(base, moved, opts); err == nil {
+		t.Error("unknown key: no error")
+	}
+}
+
+// TestCompareBases: with several baselines BASE is their mean and each
+// site's spread over them its noise floor: growth within the spread passes,
+// growth past it fails; a site present in one baseline only has the
+// whole of it as spread.
+func TestCompareBases(t *testing.T) {
+	runOf := func(read, flaky int64) *profile.Profile {
+		ss := []sample{{Stack: []frame{readInput, mainF}, Values: [3]int64{read, 1, 4096}}}
+		if flaky > 0 {
+			ss = append(ss, sample{Stack: []frame{newTable, mainF}, Values: [3]int64{flaky, 1, 64}})
+		}
+		return build(t, 0x400000, 0x10, "/a", ss)
+	}
+	bases := []*profile.Profile{runOf(100, 0), runOf(120, 20), runOf(110, 0)}
+	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
+	for _, tc := range []struct {
+		read, flaky int64
+		regressions int
+	}{
+		{130, 20, 0}, // read_input: mean 110, spread 20, +20; new_table: mean 7 (20/3), spread 20, +13
+		{131, 28, 2}, // +21 > 20; +21 > 20
+		{100, 0, 0},
+	} {
+		r, err := CompareBases(bases, runOf(tc.read, tc.flaky), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Regressions != tc.regressions || r.Bases != 3 {
+			t.Errorf("NEW read_input %d, new_table %d: %d regressions (%d bases), want %d: %+v", tc.read, tc.flaky, r.Regressions, r.Bases, tc.regressions, r.Sites)
+		}
+		if s := siteByName(t, r, "read_input"); s.Base != 110 || s.Noise != 20 {
+			t.Errorf("read_input base %d noise %d, want 110 and 20", s.Base, s.Noise)
+		}
+		if tc.flaky > 0 {
+			if s := siteByName(t, r, "new_table"); s.Base != 7 || s.Noise != 20 || s.Status != StatusGrew {
+				t.Errorf("new_table %+v, want base 7, noise 20, grew", s)
+			}
+		}
+	}
+	// One baseline is Compare.
+	r1, _ := CompareBases(bases[:1], runOf(130, 20), opts)
+	r2, _ := Compare(bases[0], runOf(130, 20), opts)
+	if r1.Regressions != 2 || r2.Regressions != 2 {
+		t.Errorf("one baseline: %d and %d regressions, want 2", r1.Regressions, r2.Regressions)
+	}
+}
+
+// TestMatchLines: BASE's lines of a function map to NEW's: the same line
+// is the same call; the others pair up in source order; one left over stays
+// itself. A line only BASE has (a call NEW's run did not make) does not
+// shift the others: issue 22's "vanished and new with identical text".
+func TestMatchLines(t *testing.T) {
+	for _, c := range []struct {
+		base, new []int64
+		want      map[int64]int64
+	}{
+		{[]int64{8, 12}, []int64{9, 13}, map[int64]int64{8: 9, 12: 13}},
+		{[]int64{300, 333}, []int64{333}, map[int64]int64{333: 333}},
+		{[]int64{333}, []int64{300, 333}, map[int64]int64{333: 333}},
+		{[]int64{8, 12, 20}, []int64{9, 21}, map[int64]int64{8: 9, 12: 21}},
+		{nil, []int64{1}, map[int64]int64{}},
+	} {
+		if got := matchLines(c.base, c.new); !maps.Equal(got, c.want) {
+			t.Errorf("matchLines(%v, %v) = %v, want %v", c.base, c.new, got, c.want)
+		}
+	}
+	alias := func(line int64) frame { return frame{Func: "read_alias_file", File: "localealias.c", Line: line} }
+	base := build(t, 0x400000, 0x10, "/a", []sample{
+		{Stack: []frame{alias(300), mainF}, Values: [3]int64{0, 5, 500}},
+		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+	})
+	head := build(t, 0x400000, 0x10, "/a", []sample{
+		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+	})
+	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Regressed() || len(r.Sites) != 1 || r.Sites[0].Status != StatusSame {
+		t.Errorf("a line only BASE allocated on: %+v, want read_alias_file:333 the same", r.Sites)
 	}
 }

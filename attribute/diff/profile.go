@@ -17,9 +17,28 @@ const BaseLabel = "pprof::base"
 // and labelled pprof::base=true. `go tool pprof -top diff.pb.gz` then shows
 // each function's change. The inputs are not modified.
 func Profile(base, new *profile.Profile) (*profile.Profile, error) {
-	b := base.Copy()
+	return ProfileBases([]*profile.Profile{base}, new)
+}
+
+// ProfileBases is Profile against several baselines: BASE is their mean
+// (merged and scaled by 1/n; pprof rounds each value).
+func ProfileBases(bases []*profile.Profile, new *profile.Profile) (*profile.Profile, error) {
+	if len(bases) == 0 {
+		return nil, fmt.Errorf("no BASE profile")
+	}
+	b := bases[0].Copy()
+	if len(bases) > 1 {
+		cp := make([]*profile.Profile, len(bases))
+		for i, p := range bases {
+			cp[i] = p.Copy()
+		}
+		var err error
+		if b, err = profile.Merge(cp); err != nil {
+			return nil, fmt.Errorf("merging the baselines: %w", err)
+		}
+	}
 	b.SetLabel(BaseLabel, []string{"true"})
-	b.Scale(-1)
+	b.Scale(-1 / float64(len(bases)))
 	p, err := profile.Merge([]*profile.Profile{new.Copy(), b})
 	if err != nil {
 		return nil, fmt.Errorf("merging BASE and NEW: %w", err)

@@ -139,7 +139,11 @@ func top(s []Site, n int) (shown []Site, more int) {
 func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "faultline diff: %s (%s)\n", r.Metric, r.Unit)
-	fmt.Fprintf(&b, "BASE %s\nNEW  %s\n\n", opts.BaseName, opts.NewName)
+	fmt.Fprintf(&b, "BASE %s\nNEW  %s\n", opts.BaseName, opts.NewName)
+	if r.Bases > 1 {
+		fmt.Fprintf(&b, "BASE is the mean of %d baselines; a site's spread over them (NOISE) is its noise floor\n", r.Bases)
+	}
+	b.WriteString("\n")
 	for _, l := range r.Losses {
 		fmt.Fprintf(&b, "warning: %s\n", l)
 	}
@@ -172,13 +176,18 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 			return
 		}
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		noise := func(s Site) string { return "" }
+		if r.Bases > 1 {
+			noise = func(s Site) string { return r.value(s.Noise) + "\t" }
+			fmt.Fprintf(tw, "NOISE\t")
+		}
 		fmt.Fprintf(tw, "BASE\tNEW\tDELTA\tDELTA%%\t    SITE\n")
 		for _, s := range shown {
 			mark := "    "
 			if s.Regressed {
 				mark = "  ! "
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s%s\n", r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), mark, s.Name)
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s%s\n", noise(s), r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), mark, s.Name)
 		}
 		tw.Flush()
 		if more > 0 {
@@ -237,13 +246,18 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 	if len(changed) == 0 {
 		b.WriteString("No site changed.\n")
 	} else {
-		b.WriteString("| site | BASE | NEW | Δ | Δ% | |\n|:--|--:|--:|--:|--:|:--|\n")
+		noiseHead, noiseCol, noise := "", "", func(Site) string { return "" }
+		if r.Bases > 1 {
+			noiseHead, noiseCol = " noise |", "--:|"
+			noise = func(s Site) string { return " " + r.value(s.Noise) + " |" }
+		}
+		fmt.Fprintf(&b, "| site | BASE | NEW | Δ | Δ%% |%s |\n|:--|--:|--:|--:|--:|%s:--|\n", noiseHead, noiseCol)
 		for _, s := range changed {
 			verdict := ""
 			if s.Regressed {
 				verdict = "**regression**"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdCode(s.Name), r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), verdict)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |%s %s |\n", mdCode(s.Name), r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), noise(s), verdict)
 		}
 		if more > 0 {
 			fmt.Fprintf(&b, "\n… and %d more.\n", more)
@@ -269,22 +283,31 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 	if note := r.ungatedNote(); note != "" {
 		fmt.Fprintf(&b, "\n%s\n", note)
 	}
-	fmt.Fprintf(&b, "\n<sub>BASE %s, NEW %s; a site regresses when it grows by more than %s and by at least %s.</sub>\n",
-		mdCode(opts.BaseName), mdCode(opts.NewName), percent(r.Threshold), r.quantity(r.MinDelta))
+	if r.Bases > 1 {
+		fmt.Fprintf(&b, "\n<sub>BASE is the mean of %d baselines (%s), NEW %s; a site regresses when it grows by more than %s, by at least %s and by more than its noise floor, the spread (largest minus smallest) of its value over the baselines.</sub>\n",
+			r.Bases, mdCode(opts.BaseName), mdCode(opts.NewName), percent(r.Threshold), r.quantity(r.MinDelta))
+	} else {
+		fmt.Fprintf(&b, "\n<sub>BASE %s, NEW %s; a site regresses when it grows by more than %s and by at least %s.</sub>\n",
+			mdCode(opts.BaseName), mdCode(opts.NewName), percent(r.Threshold), r.quantity(r.MinDelta))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // The JSON schema: field names are part of faultline's interface.
 type jsonResult struct {
-	Base        string  `json:"base"`
-	New         string  `json:"new"`
-	Metric      string  `json:"metric"`
-	Unit        string  `json:"unit"`
-	Threshold   float64 `json:"threshold"`
-	MinDelta    int64   `json:"min_delta"`
-	Regression  bool    `json:"regression"`
-	Regressions int     `json:"regressions"`
+	Base      string  `json:"base"`
+	New       string  `json:"new"`
+	Metric    string  `json:"metric"`
+	Unit      string  `json:"unit"`
+	Threshold float64 `json:"threshold"`
+	MinDelta  int64   `json:"min_delta"`
+	// Key: site, line or raw (--key, --raw-sites).
+	Key string `json:"key"`
+	// Bases: how many baselines BASE is the mean of.
+	Bases       int  `json:"bases"`
+	Regression  bool `json:"regression"`
+	Regressions int  `json:"regressions"`
 	// UngatedClasses: unattributed classes that grew past the rule but
 	// are not gated (--gate-classes).
 	UngatedClasses int        `json:"ungated_classes"`
@@ -330,6 +353,8 @@ type jsonSite struct {
 	Class  string      `json:"class,omitempty"`
 	Frames []jsonFrame `json:"frames,omitempty"`
 	jsonRow
+	// Noise: the site's spread over the baselines, its noise floor.
+	Noise      int64  `json:"noise"`
 	Status     Status `json:"status"`
 	Regression bool   `json:"regression"`
 }
@@ -347,7 +372,7 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 	j := jsonResult{
 		Base: opts.BaseName, New: opts.NewName,
 		Metric: r.Metric, Unit: r.Unit,
-		Threshold: r.Threshold, MinDelta: r.MinDelta,
+		Threshold: r.Threshold, MinDelta: r.MinDelta, Key: string(r.Key), Bases: r.Bases,
 		Regression: r.Regressed(), Regressions: r.Regressions, UngatedClasses: r.UngatedClasses, Verdict: r.Verdict(),
 		Total: toJSONRow(r.Total), Unattributed: toJSONRow(r.Unattributed),
 		Flags: []jsonFlag{}, Sites: []jsonSite{}, Losses: []jsonLoss{},
@@ -359,7 +384,7 @@ func renderJSON(w io.Writer, r *Result, opts RenderOptions) error {
 		j.Flags = append(j.Flags, jsonFlag{Flag: f.Flag, jsonRow: toJSONRow(f.Row)})
 	}
 	for _, s := range r.Sites {
-		js := jsonSite{Site: s.Name, Class: s.Class, jsonRow: toJSONRow(s.Row), Status: s.Status, Regression: s.Regressed}
+		js := jsonSite{Site: s.Name, Class: s.Class, jsonRow: toJSONRow(s.Row), Noise: s.Noise, Status: s.Status, Regression: s.Regressed}
 		for _, f := range s.Frames {
 			js.Frames = append(js.Frames, jsonFrame(f))
 		}

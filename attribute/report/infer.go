@@ -40,12 +40,13 @@ func (b *Builder) stackKind(a *attribute.Allocation) string {
 }
 
 // Infer replaces every allocation-mode sample whose site is only a leaf
-// (StackLeaf) by samples on the stacks callers(leaf) returns, labelled
+// (StackLeaf) by samples on the stacks callers(leaf, comm) returns for the
+// sample's leaf and comm label (CommOf; "" without), labelled
 // StackInferred, splitting each value (faults, allocs, bytes) in proportion
 // to the weights by largest remainder: the parts add up to the value
 // exactly, and equal inputs give equal splits. A leaf callers knows nothing
 // about stays as it is. Call it once, before Profile.
-func (b *Builder) Infer(callers func(leaf attribute.StackID) []Weighted) {
+func (b *Builder) Infer(callers func(leaf attribute.StackID, comm string) []Weighted) {
 	if b.StackKind == nil || callers == nil {
 		return
 	}
@@ -56,7 +57,7 @@ func (b *Builder) Infer(callers func(leaf attribute.StackID) []Weighted) {
 		v := agg[k]
 		var ws []Weighted
 		if k.stackKind == StackLeaf && !k.touch && k.class == "" {
-			ws = callers(k.stack)
+			ws = callers(k.stack, k.comm)
 		}
 		if len(ws) == 0 {
 			b.add(k, v[0], v[1], v[2])

@@ -72,7 +72,7 @@ func TestInferKeepsTotals(t *testing.T) {
 	}
 	b.Allocation(&attribute.Allocation{Site: 101, Size: 5})
 	b.Allocation(&attribute.Allocation{Site: 1, Size: 7})
-	b.Infer(func(leaf attribute.StackID) []Weighted {
+	b.Infer(func(leaf attribute.StackID, comm string) []Weighted {
 		if leaf == 100 {
 			return []Weighted{{Stack: 1, Weight: 3}, {Stack: 2, Weight: 1}}
 		}

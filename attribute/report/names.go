@@ -196,3 +196,16 @@ func SiteName(locs []*profile.Location, raw bool) string {
 	}
 	return frames[i].String()
 }
+
+// SampleSiteName names a sample's allocation site as SiteName does. In a
+// profile whose leaf is already the site frame (Builder.Profile without
+// RawSites) the library function it went through is the sample's via
+// label; raw names the leaf location's function, as SiteName does.
+func SampleSiteName(s *profile.Sample, raw bool) string {
+	if via := s.Label[ViaLabel]; len(via) > 0 && !raw && len(s.Location) > 0 {
+		if frames := SiteFrames(s.Location[:1]); len(frames) > 0 {
+			return frames[0].String() + " (via " + via[0] + ")"
+		}
+	}
+	return SiteName(s.Location, raw)
+}

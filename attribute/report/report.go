@@ -114,6 +114,10 @@ type Builder struct {
 	// stack or only its leaf (StackSampled, StackLeaf): the samples then
 	// carry a `stack` label (infer.go).
 	StackKind func(site attribute.StackID) string
+	// RawSites keeps an allocation's raw leaf (the allocator's caller, often
+	// a library frame) in the profile; by default the leaf is the site frame
+	// (SiteStack) and the library call is the sample's via label.
+	RawSites bool
 
 	agg   map[sampleKey]*[3]int64
 	order []sampleKey // first-seen order, for a deterministic profile
@@ -187,6 +191,11 @@ const (
 	AccessLabel    = "access"     // read, write, exec (tracepoint faults)
 	AllocSiteLabel = "alloc_site" // by-touch mode: the allocation's caller
 	ClassLabel     = "class"      // unattributed faults: [stack], [heap], [file] NAME, ...
+	// ViaLabel is the library function an allocation site went through
+	// (std::vector::push_back) when the profile's leaf is the site frame
+	// (SiteStack): the frames between it and the allocator are not in the
+	// profile.
+	ViaLabel = "via"
 )
 
 // Profile builds the pprof profile. Every ID is unique and non-zero;
@@ -238,18 +247,42 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		allocCache[id] = l
 		return l
 	}
+	type site struct {
+		locs []*profile.Location
+		via  string
+	}
+	siteCache := map[attribute.StackID]site{}
+	siteStack := func(id attribute.StackID) site {
+		if st, ok := siteCache[id]; ok {
+			return st
+		}
+		var st site
+		st.locs, st.via = pb.siteStack(allocStack(id))
+		siteCache[id] = st
+		return st
+	}
 	for _, k := range b.order {
 		v := b.agg[k]
 		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
+		via := ""
 		switch {
 		case k.class != "":
 			s.Location = append([]*profile.Location{pb.classLocation(k.class)}, resolve(k.stack, false)...)
 		case k.touch:
 			s.Location = resolve(k.stack, false)
-		default:
+		case b.RawSites:
 			s.Location = allocStack(k.stack)
+		default:
+			st := siteStack(k.stack)
+			s.Location = st.locs
+			if st.via != "" {
+				via = st.via
+			}
 		}
 		s.Label = map[string][]string{}
+		if via != "" {
+			s.Label[ViaLabel] = []string{via}
+		}
 		if names := k.flags.Names(); len(names) > 0 {
 			s.Label[FlagLabel] = names
 		}
@@ -337,6 +370,8 @@ func baseName(p string) string {
 type locKey struct {
 	addr uint64
 	m    *profile.Mapping
+	// skip: the location's innermost inlined lines left out (siteStack)
+	skip int
 	// unknown-address pseudo locations are keyed by name
 	name string
 }
@@ -409,6 +444,39 @@ func (b *builder) location(l *Location) *profile.Location {
 	})
 }
 
+// siteStack cuts an allocation's stack to start at its site frame
+// (UserFrame): the locations below it go, and the site's location keeps
+// only the lines from the site frame out, so pprof's flat column shows the
+// site. via is the library function the site called (UserFrame's via); a
+// stack that needs no cut comes back as it is, with via "".
+func (b *builder) siteStack(locs []*profile.Location) ([]*profile.Location, string) {
+	frames := SiteFrames(locs)
+	i, via := UserFrame(frames)
+	if i == 0 {
+		return locs, ""
+	}
+	f := frames[i]
+	li := 0
+	for locs[li] != f.Loc {
+		li++
+	}
+	skip := 0
+	if f.Line != nil {
+		for &f.Loc.Line[skip] != f.Line {
+			skip++
+		}
+	}
+	out := make([]*profile.Location, 0, len(locs)-li)
+	if skip == 0 {
+		return append(out, locs[li:]...), via
+	}
+	loc := locs[li]
+	cut := Intern(b.locs, locKey{addr: loc.Address, m: loc.Mapping, skip: skip}, &b.p.Location, func(id uint64) *profile.Location {
+		return &profile.Location{ID: id, Address: loc.Address, Mapping: loc.Mapping, Line: append([]profile.Line(nil), loc.Line[skip:]...)}
+	})
+	return append(append(out, cut), locs[li+1:]...), via
+}
+
 // classLocation is the pseudo leaf naming what an unattributed fault
 // touched: a location with no mapping whose function is the class.
 func (b *builder) classLocation(class string) *profile.Location {
@@ -426,8 +494,8 @@ type SiteTotals struct {
 
 // TopSites returns the n allocation sites with the most faults (ties by
 // name), from a profile built in ByAlloc mode. Sites are named by their
-// first frame in the user's own code (SiteName); raw names them by their
-// leaf.
+// first frame in the user's own code (SampleSiteName); raw names them by
+// their leaf.
 func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 	by := map[string]*SiteTotals{}
 	flags := map[string]map[string]bool{}
@@ -435,7 +503,7 @@ func TopSites(p *profile.Profile, n int, raw bool) []SiteTotals {
 		if len(s.Label[ClassLabel]) > 0 {
 			continue
 		}
-		name := SiteName(s.Location, raw)
+		name := SampleSiteName(s, raw)
 		t := by[name]
 		if t == nil {
 			t = &SiteTotals{Name: name}

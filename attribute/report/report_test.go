@@ -102,3 +102,78 @@ func TestByTouch(t *testing.T) {
 		t.Error("no sample with the 3 attributed faults")
 	}
 }
+
+// TestSiteLeaf: by default an allocation's leaf in the profile is its site
+// frame (the first frame in the user's code), with the library function it
+// went through as the via label, so pprof's flat column shows the site;
+// RawSites keeps the raw leaf and no label. The summary names the site
+// alike from both. The frames are made up the way libstdc++ inlines
+// std::vector::push_back into a caller, and as an out-of-line libstdc++.so
+// function.
+func TestSiteLeaf(t *testing.T) {
+	libstd := &report.Mapping{File: "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", Start: 0x7f0000400000, Limit: 0x7f0000600000}
+	ln := func(fn, file string, line int64) report.Line {
+		return report.Line{Function: fn, SystemName: fn, File: file, Line: line}
+	}
+	stacks := fakeStacks{
+		1: {loc(libc, 0x7f0000001000, "malloc"),
+			{Addr: 0x401010, Mapping: prog, Lines: []report.Line{
+				ln("std::__new_allocator::allocate", "/usr/include/c++/12/bits/new_allocator.h", 137),
+				ln("std::vector::push_back", "/usr/include/c++/12/bits/stl_vector.h", 1294),
+				ln("fill", "/src/app.cpp", 31)}},
+			{Addr: 0x401100, Mapping: prog, Lines: []report.Line{ln("main", "/src/app.cpp", 40)}}},
+		2: {loc(libc, 0x7f0000001000, "malloc"),
+			{Addr: 0x7f0000401000, Mapping: libstd},
+			{Addr: 0x401200, Mapping: prog, Lines: []report.Line{ln("main", "/src/app.cpp", 44)}}},
+	}
+	for _, raw := range []bool{false, true} {
+		b := report.NewBuilder(report.ByAlloc, nil)
+		b.RawSites = raw
+		tr := attribute.NewTracker(attribute.DefaultConfig(), b, nil)
+		tr.Entry(&attribute.Entry{Pid: 1, Tid: 1, Time: 1, Size: 64, Stack: 1})
+		tr.Return(&attribute.Return{Pid: 1, Tid: 1, Time: 2, Ptr: 0x600010})
+		tr.Entry(&attribute.Entry{Pid: 1, Tid: 1, Time: 3, Size: 64, Stack: 2})
+		tr.Return(&attribute.Return{Pid: 1, Tid: 1, Time: 4, Ptr: 0x700010})
+		tr.Close()
+		p := reporttest.RoundTrip(t, b.Profile(stacks))
+		if len(p.Sample) != 2 {
+			t.Fatalf("raw %v: %d samples, want 2", raw, len(p.Sample))
+		}
+		type want struct {
+			leaf  string // the leaf location's innermost line
+			lines int    // its lines
+			via   []string
+			depth int
+		}
+		wants := []want{{"fill", 1, []string{"std::vector::push_back"}, 2}, {"main", 1, []string{"libstdc++.so.6.0.30+0x1000"}, 1}}
+		if raw {
+			wants = []want{{"std::__new_allocator::allocate", 3, nil, 2}, {"", 0, nil, 2}}
+		}
+		for i, s := range p.Sample {
+			w := wants[i]
+			leaf := ""
+			if l := s.Location[0].Line; len(l) > 0 {
+				leaf = l[0].Function.Name
+			}
+			if leaf != w.leaf || len(s.Location[0].Line) != w.lines || len(s.Location) != w.depth || !equal(s.Label[report.ViaLabel], w.via) {
+				t.Errorf("raw %v, sample %d: leaf %q with %d lines, %d locations, via %q; want %q, %d, %d, %q",
+					raw, i, leaf, len(s.Location[0].Line), len(s.Location), s.Label[report.ViaLabel], w.leaf, w.lines, w.depth, w.via)
+			}
+		}
+		if got := report.TopSites(p, 10, false); len(got) != 2 || got[0].Name != "fill app.cpp:31 (via std::vector::push_back)" || got[1].Name != "main app.cpp:44 (via libstdc++.so.6.0.30+0x1000)" {
+			t.Errorf("raw %v: sites %+v", raw, got)
+		}
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

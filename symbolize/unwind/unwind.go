@@ -278,6 +278,17 @@ func (u *Unwinder) Unwind(regs Regs, stackBase uint64, stack []byte, res Resolve
 	return out, stop
 }
 
+// LastSP is the stack pointer of the last frame the previous Unwind
+// reached (false when it was not recovered). For a walk that reached the
+// root it tells how high the thread's stack goes: the copy a walk from
+// deeper in the same thread needs reaches at least to there.
+func (u *Unwinder) LastSP() (uint64, bool) {
+	if u.a == nil {
+		return 0, false
+	}
+	return u.cur.Get(u.a.sp)
+}
+
 // entryWindow is how far past the ELF entry point a PC without CFI still
 // counts as the entry code (ld.so's RTLD_START is 0x3d bytes on x86-64).
 const entryWindow = 0x80

@@ -27,6 +27,7 @@ type Sample struct {
 	Class  string   // unattributed class ("[stack]"); its pseudo location becomes the leaf
 	Flags  []string // flag labels
 	Comm   string   // comm label
+	Via    string   // via label: the library call of a stack that starts at its site frame
 	Values [3]int64 // faults, allocs, alloc_space
 }
 
@@ -86,6 +87,9 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 		}
 		if s.Comm != "" {
 			ps.Label[report.CommLabel] = []string{s.Comm}
+		}
+		if s.Via != "" {
+			ps.Label[report.ViaLabel] = []string{s.Via}
 		}
 		p.Sample = append(p.Sample, ps)
 	}

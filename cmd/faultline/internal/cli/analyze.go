@@ -39,11 +39,14 @@ whose bytes it touched (per process: fork and exec aware) and writes a gzipped
 pprof profile:
 
   sample types  faults (default), allocs, alloc_space (bytes)
-  stacks        --by alloc: the allocation's call stack, allocator frames
-                dropped, so the leaf is the code that called malloc;
-                --by touch: the faulting code's stack (label alloc_site names
-                the allocation's caller); faults have stacks only when
-                recorded with them (faultline record --fault-stacks)
+  stacks        --by alloc: the allocation's call stack from its site: the
+                leaf is the first frame in your own code (see below), so
+                go tool pprof -top lists the summary's sites; the library
+                function it went through is label via (via=std::vector::
+                push_back); --raw-sites keeps the raw leaf, the code that
+                called malloc; --by touch: the faulting code's stack (label
+                alloc_site names the allocation's caller); faults have stacks
+                only when recorded with them (faultline record --fault-stacks)
   labels        flag=fast|mmap|zero, comm, thread (TID NAME), access=read|
                 write|exec (tracepoint faults), inside=allocator (faults the
                 allocator took on its own heap or arena memory while serving
@@ -51,12 +54,12 @@ pprof profile:
                 [file] NAME|[unknown] for faults that touched no allocation
                 (their leaf names the class); stack=sampled|inferred|leaf in
                 recordings whose allocator entries carry stacks for some
-                calls only (faultline record)
+                calls only (faultline record); via (above)
   names         as pprof shows them (app::Store::fill, no parameters or
                 template arguments); the full name is the SystemName
-  comments      every event's samples and lost samples (LOST_SAMPLES, as
-                perf report --stats): go tool pprof -comments; diff warns
-                on them
+  comments      one line with every event's samples and lost samples
+                (LOST_SAMPLES, as perf report --stats): go tool pprof
+                -comments; diff warns on them
 
 A fault malloc takes while serving a call counts for that call's allocation
 when it touches the new chunk or the header written right after it (small
@@ -65,14 +68,15 @@ allocations fault fresh heap pages there), or the heap or an arena.
 The summary names each site by its first frame in your own code, skipping
 system libraries and code inlined from system headers (libstdc++'s
 std::vector internals), and says which library function it went through;
---raw-sites shows the leaf instead.
+--raw-sites shows the leaf instead, in the summary and the profile.
 
 Recordings of faultline record: allocator calls and faults come without
 stacks, and the entry probe again with a stack for every big allocation and
 a sample of the others. A call without a stack gets its exact leaf (the
 address malloc returned to, inline frames included) and, where stacks were
-sampled at that same leaf, callers split over them in proportion
-(stack=inferred); the summary says how much was inferred.
+sampled at that same leaf in the same program (comm), callers split over
+them in proportion (stack=inferred); the summary says how much was
+inferred.
 
 A recording of several programs (a shell pipeline, a build): --comm NAME
 and --pid PID analyze only some of them; the summary's Selected line says
@@ -131,7 +135,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
 	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
 	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
-	fs.BoolVar(&f.rawSites, "raw-sites", false, "name the summary's sites by their leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) instead of their first frame in your own code (app::Store::fill app.cpp:31 (via std::vector::push_back)); the profile keeps whole stacks either way")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "keep each allocation's leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) as the profile's leaf and the summary's site name, instead of its first frame in your own code (app::Store::fill app.cpp:31, label via=std::vector::push_back)")
 	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
 	fs.StringArrayVar(&f.comms, "comm", nil, "only the samples of programs named `NAME` (process or thread name, as perf report --comm; after an exec the new program's); repeatable")
 	fs.UintSliceVar(&f.pids, "pid", nil, "only the samples of process `PID` (repeatable, or comma-separated); with --comm too, a sample must match both")

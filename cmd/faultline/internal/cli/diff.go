@@ -14,26 +14,46 @@ import (
 )
 
 const diffHelp = `Usage: faultline diff [flags] BASE NEW
+       faultline diff [flags] BASE1 BASE2 ... -- NEW
+       faultline diff [flags] --base BASE1 --base BASE2 ... NEW
 
-Compares two faultline profiles (or perf.data recordings, analyzed on the fly
+Compares faultline profiles (or perf.data recordings, analyzed on the fly
 without --symfs) allocation site by allocation site, and fails when NEW
 regressed.
 
-A site is an allocation's stack (allocator frames dropped) from its first
-frame in your own code (system libraries and code inlined from system
-headers, such as std::vector's internals, are skipped; the name says which
-library function it went through, e.g. "app::Store::fill app.cpp:31 (via
-std::vector::push_back)"; --raw-sites keys by the whole stack), named by
-function, source file and line, never by address: two builds of a program,
-or two runs with different ASLR layouts, compare site for site.
-Unsymbolized frames are named module+offset. Faults that hit no allocation
-are one site per class ("[stack]", "[file] libc.so.6", ...); the program's
-own file is one class whatever the binary is called. Classes are reported
-but do not fail the comparison unless --gate-classes.
+A site is where your code allocated: its first frame in your own code
+(system libraries and code inlined from system headers, such as
+std::vector's internals, are skipped; the name says which library function
+it went through, e.g. "app::Store::fill app.cpp:31 (via
+std::vector::push_back)"), named by function, source file and line, never
+by address: two builds of a program, or two runs with different ASLR
+layouts, compare site for site.
 
-A site regresses when it grew by more than --threshold relative to BASE and
-by at least --min-delta in absolute terms; a site absent from BASE counts as
-infinite growth once it reaches --min-delta. Improvements never fail.
+--key site (the default) keys a site by what survives an edit elsewhere:
+the function, its source file's base name, the library function it went
+through, and the allocation call's place within the function, not its line
+number: a line NEW has too is the same call, and BASE's other lines of that
+function are paired in source order with NEW's other lines. A comment added
+above the calls, or a caller that differs deeper in the stack, leaves a
+site the same; the name shows NEW's line. --key line keys a site by its
+whole stack from that frame, every frame with its line (a moved line is a
+new site). --raw-sites keys by the
+whole stack from the profile's leaf (the raw leaf in profiles analyzed with
+--raw-sites). Unsymbolized frames are named module+offset. Faults that hit
+no allocation are one site per class ("[stack]", "[file] libc.so.6", ...);
+the program's own file is one class whatever the binary is called. Classes
+are reported but do not fail the comparison unless --gate-classes.
+
+Several baselines (runs of the same BASE build): every BASE value is their
+mean, and each site's spread over them (largest minus smallest) is its
+noise floor: a site fails only when it also grew by more than that, so a
+site that varies from run to run by itself cannot fail. Every format says
+how many baselines there were and shows each site's noise.
+
+A site regresses when it grew by more than --threshold relative to BASE, by
+at least --min-delta in absolute terms and by more than its noise floor (0
+with one baseline); a site absent from BASE counts as infinite growth once
+it reaches --min-delta. Improvements never fail.
 
 Lost samples: every profile carries its recording's per-event counts and
 losses (PERF_RECORD_LOST_SAMPLES, as perf report --stats; see
@@ -53,16 +73,18 @@ one three times larger; no root or perf needed):
   faultline analyze -q --symfs testdata/diff/symfs --symfs-fallback testdata/diff/large.data -o head.pb.gz
   faultline diff base.pb.gz head.pb.gz            # exit status 1: index_lines grew
 
-A CI job that records the base branch and the head, comments on the pull
-request and fails the job on a regression:
+A CI job that records the base branch three times and the head, comments on
+the pull request and fails the job on a regression:
 
   git checkout "$BASE_SHA" && make
-  sudo faultline record -z -o base.data -- ./bench
-  faultline analyze -q base.data -o base.pb.gz
+  for i in 1 2 3; do
+    sudo faultline record -z -o base$i.data -- ./bench
+    faultline analyze -q base$i.data -o base$i.pb.gz
+  done
   git checkout "$HEAD_SHA" && make
   sudo faultline record -z -o head.data -- ./bench
   faultline analyze -q head.data -o head.pb.gz
-  faultline diff --format markdown -o diff.pb.gz base.pb.gz head.pb.gz > comment.md
+  faultline diff --format markdown -o diff.pb.gz base*.pb.gz -- head.pb.gz > comment.md
 
   # afterwards, where did it change?
   go tool pprof -top diff.pb.gz
@@ -80,6 +102,8 @@ type diffFlags struct {
 	gateClass bool
 	rawSites  bool
 	maxLoss   float64
+	key       string
+	bases     []string
 }
 
 func runDiff(env *Env, args []string) error {
@@ -92,6 +116,8 @@ func runDiff(env *Env, args []string) error {
 	fs.IntVar(&f.top, "top", 10, "rows per site table in text and markdown (`N`, 0 = all); json always lists every site")
 	fs.StringVar(&f.format, "format", "text", "report format `F`: text (aligned columns, for terminals), markdown (a pull-request comment) or json (stable field names)")
 	fs.BoolVar(&f.gateClass, "gate-classes", false, "let unattributed classes ([heap], [file] libc.so.6, ...) fail the comparison too; by default they are reported but not gated")
+	fs.StringVar(&f.key, "key", string(diff.KeySite), "what makes a site `K`: site (function, library call and the call's place in the function; survives unrelated edits) or line (the whole stack from the site, with lines)")
+	fs.StringArrayVar(&f.bases, "base", nil, "a baseline `FILE`; repeat for several runs of BASE (their spread is each site's noise floor); NEW is then the one argument")
 	fs.BoolVar(&f.rawSites, "raw-sites", false, "key and name sites by their whole stack and leaf frame instead of from their first frame in your own code")
 	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
 	hideDefault(fs, "max-loss")
@@ -100,8 +126,12 @@ func runDiff(env *Env, args []string) error {
 	if done, err := parseFlags(env, fs, diffHelp, args); done {
 		return err
 	}
-	if fs.NArg() != 2 {
-		return usageError("diff: want two inputs, BASE and NEW, got %d; run 'faultline diff --help'", fs.NArg())
+	baseNames, newName, err := diffInputs(fs.Args(), fs.ArgsLenAtDash(), f.bases)
+	if err != nil {
+		return usageError("diff: %v; run 'faultline diff --help'", err)
+	}
+	if !slices.Contains(diff.Keys, diff.Key(f.key)) {
+		return usageError("diff: unknown --key %q (want site or line)", f.key)
 	}
 	if !slices.Contains(diff.Metrics, f.metric) {
 		return usageError("diff: unknown --metric %q (want %s)", f.metric, strings.Join(diff.Metrics, ", "))
@@ -125,25 +155,32 @@ func runDiff(env *Env, args []string) error {
 		return usageError("diff: --max-loss %v: want a percentage from 0 to 100", f.maxLoss)
 	}
 
-	baseName, newName := fs.Arg(0), fs.Arg(1)
-	base, err := loadForDiff(env, baseName, sym.config())
-	if err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: BASE: %w", err)}
+	var bases []*profile.Profile
+	for i, name := range baseNames {
+		base, err := loadForDiff(env, name, sym.config())
+		if err != nil {
+			label := "BASE"
+			if len(baseNames) > 1 {
+				label = fmt.Sprintf("BASE%d", i+1)
+			}
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %s: %w", label, err)}
+		}
+		bases = append(bases, base)
 	}
 	head, err := loadForDiff(env, newName, sym.config())
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: NEW: %w", err)}
 	}
-	res, err := diff.Compare(base, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta, GateClasses: f.gateClass, RawSites: f.rawSites})
+	res, err := diff.CompareBases(bases, head, diff.Options{Metric: f.metric, Threshold: threshold, MinDelta: f.minDelta, GateClasses: f.gateClass, Key: diff.Key(f.key), RawSites: f.rawSites})
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
 	if f.output != "" {
-		if err := writeDiffProfile(env, f.output, base, head); err != nil {
+		if err := writeDiffProfile(env, f.output, bases, head); err != nil {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
-	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
+	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: strings.Join(baseNames, ", "), NewName: newName}); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
 	}
 	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
@@ -194,8 +231,35 @@ func loadForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profile,
 	return p, nil
 }
 
-func writeDiffProfile(env *Env, path string, base, head *profile.Profile) error {
-	p, err := diff.Profile(base, head)
+// diffInputs splits diff's arguments into the baselines and NEW: BASE NEW;
+// BASE1 BASE2 ... -- NEW (dash is where "--" stood, -1 without one); or
+// --base FILE (repeated) and NEW.
+func diffInputs(args []string, dash int, flagBases []string) (bases []string, new string, err error) {
+	switch {
+	case dash >= 0:
+		if len(args)-dash != 1 {
+			return nil, "", fmt.Errorf("want one NEW after --, got %d", len(args)-dash)
+		}
+		bases = append(slices.Clip(flagBases), args[:dash]...)
+	case len(flagBases) > 0:
+		if len(args) != 1 {
+			return nil, "", fmt.Errorf("with --base, want one more input, NEW; got %d", len(args))
+		}
+		bases = flagBases
+	default:
+		if len(args) != 2 {
+			return nil, "", fmt.Errorf("want two inputs, BASE and NEW, got %d (several baselines: BASE1 BASE2 ... -- NEW)", len(args))
+		}
+		bases = args[:1]
+	}
+	if len(bases) == 0 {
+		return nil, "", errors.New("no BASE before --")
+	}
+	return bases, args[len(args)-1], nil
+}
+
+func writeDiffProfile(env *Env, path string, bases []*profile.Profile, head *profile.Profile) error {
+	p, err := diff.ProfileBases(bases, head)
 	if err != nil {
 		return err
 	}

@@ -58,6 +58,9 @@ var (
 //	xmalloc ← new_table          -                    12 (12, 1200 B)    new, ≥ 8: regression
 //	[stack]                      30                   31                 +3.3%
 //	total                        204                  219
+//
+// That is with --key line. By default (--key site) the two xmalloc rows are
+// one site, its callers left out: 20 (1, 8 KiB) → 12 (12, 1200 B).
 func synthPair(t *testing.T, dir string) (base, head string) {
 	t.Helper()
 	bp := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
@@ -79,6 +82,26 @@ func synthPair(t *testing.T, dir string) (base, head string) {
 	writeTestProfile(t, base, bp)
 	writeTestProfile(t, head, np)
 	return base, head
+}
+
+// synthBase2 writes base2.pb.gz: a second run of BASE in which read_input
+// took 130 faults (70+60) instead of 100 and build_index 44 instead of 50;
+// the rest as base.pb.gz. Against head.pb.gz (read_input 130), with both
+// baselines: BASE 115 (their mean), noise 30 (130-100), delta +15: no
+// regression.
+func synthBase2(t *testing.T, dir string) string {
+	t.Helper()
+	p := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
+		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{70, 6, 24576}},
+		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{60, 4, 16384}},
+		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{44, 5, 5000}},
+		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
+		{Stack: []synthFrame{sHelper, sCache, sMain}, Values: [3]int64{20, 1, 8192}},
+		{Class: "[stack]", Stack: []synthFrame{sMain}, Values: [3]int64{30, 0, 0}},
+	})
+	path := filepath.Join(dir, "base2.pb.gz")
+	writeTestProfile(t, path, p)
+	return path
 }
 
 func runCLI(args ...string) (code int, stdout, stderr string) {
@@ -114,6 +137,7 @@ func TestDiffGolden(t *testing.T) {
 	wd, _ := os.Getwd()
 	dir := t.TempDir()
 	synthPair(t, dir)
+	synthBase2(t, dir)
 	t.Chdir(dir) // relative names in the output
 	for _, tc := range []struct {
 		golden string
@@ -128,6 +152,12 @@ func TestDiffGolden(t *testing.T) {
 		{"diff/ok.txt", []string{"--threshold", "0.5", "--min-delta", "13", "base.pb.gz", "head.pb.gz"}, ExitOK},
 		{"diff/alloc_space.txt", []string{"--metric", "alloc_space", "base.pb.gz", "head.pb.gz"}, ExitOK},
 		{"diff/allocs.md", []string{"--metric", "allocs", "--format", "markdown", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+		{"diff/key-line.txt", []string{"--key", "line", "base.pb.gz", "head.pb.gz"}, ExitRegression},
+		// base2.pb.gz: read_input 130, so the baselines' spread (30)
+		// covers its growth; the flaky site cannot fail.
+		{"diff/bases.md", []string{"--format", "markdown", "base.pb.gz", "base2.pb.gz", "--", "head.pb.gz"}, ExitOK},
+		{"diff/bases.txt", []string{"base.pb.gz", "base2.pb.gz", "--", "head.pb.gz"}, ExitOK},
+		{"diff/bases.json", []string{"--format", "json", "--base", "base.pb.gz", "--base", "base2.pb.gz", "head.pb.gz"}, ExitOK},
 	} {
 		t.Run(strings.ReplaceAll(tc.golden, "/", "_"), func(t *testing.T) {
 			code, out, errOut := runCLI(append([]string{"diff"}, tc.args...)...)
@@ -159,7 +189,15 @@ func TestDiffExitCodes(t *testing.T) {
 		code   int
 		stderr string // substring
 	}{
-		{"regression", []string{base, head}, ExitRegression, "REGRESSION: 2 sites grew by more than 10% and by at least 8 faults"},
+		{"regression", []string{base, head}, ExitRegression, "REGRESSION: 1 site grew by more than 10% and by at least 8 faults"},
+		{"key line", []string{"--key", "line", base, head}, ExitRegression, "REGRESSION: 2 sites grew by more than 10% and by at least 8 faults"},
+		{"bad key", []string{"--key", "stack", base, head}, ExitFailure, `unknown --key "stack"`},
+		{"bases", []string{base, base, "--", head}, ExitRegression, "REGRESSION: 1 site grew"},
+		{"base flag", []string{"--base", base, "--base", base, head}, ExitRegression, "REGRESSION: 1 site grew"},
+		{"base flag and dash", []string{"--base", base, base, "--", head}, ExitRegression, "REGRESSION: 1 site grew"},
+		{"two after dash", []string{base, "--", head, head}, ExitFailure, "want one NEW after --, got 2"},
+		{"nothing before dash", []string{"--", head}, ExitFailure, "no BASE before --"},
+		{"base flag, two more", []string{"--base", base, base, head}, ExitFailure, "with --base, want one more input, NEW; got 2"},
 		{"same", []string{base, base}, ExitOK, ""},
 		// Reversed, read_input and [stack] improve; build_index (+10) and
 		// old_cache (new, 20) stay under a min-delta of 21.
@@ -169,7 +207,7 @@ func TestDiffExitCodes(t *testing.T) {
 		{"threshold just under", []string{"--threshold", "29.9%", "--min-delta", "13", base, head}, ExitRegression, "1 site grew"},
 		{"no args", nil, ExitFailure, "want two inputs"},
 		{"one arg", []string{base}, ExitFailure, "want two inputs"},
-		{"three args", []string{base, head, head}, ExitFailure, "want two inputs"},
+		{"three args", []string{base, head, head}, ExitFailure, "several baselines: BASE1 BASE2 ... -- NEW"},
 		{"bad flag", []string{"--frobnicate", base, head}, ExitFailure, "unknown flag"},
 		{"bad metric", []string{"--metric", "cpu", base, head}, ExitFailure, `unknown --metric "cpu"`},
 		{"bad format", []string{"--format", "html", base, head}, ExitFailure, `unknown --format "html"`},
