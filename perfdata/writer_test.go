@@ -81,6 +81,18 @@ type writtenFile struct {
 // of a real binary, n malloc samples, n/2 faults, one LOST_SAMPLES of 3.
 func writeTestRecording(t *testing.T, compress bool, n int) writtenFile {
 	t.Helper()
+	return writeTestRecordingWith(t, WriterOptions{Compress: compress}, n)
+}
+
+// writeTestRecordingWith is writeTestRecording with the writer's options;
+// with opts.Early it stores the tracing data early as well.
+func writeTestRecordingWith(t *testing.T, opts WriterOptions, n int) writtenFile {
+	t.Helper()
+	td := BuildTracingData(4096, []byte(writerHeaderPage), []byte(writerHeaderEvent),
+		[]TraceSystem{{Name: "fltest_1", Formats: [][]byte{[]byte(writerMallocFormat)}}})
+	if opts.Early {
+		opts.TracingData = td
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "w.data")
 	f, err := os.Create(path)
@@ -96,7 +108,7 @@ func writeTestRecording(t *testing.T, compress bool, n int) writtenFile {
 		{Name: "fltest_1:malloc", IDs: []uint64{20, 21},
 			Attr: Attr{Type: TypeTracepoint, Config: 1234, SamplePeriod: 1, SampleType: wrSampleType, Flags: flags}},
 	}
-	w, err := NewWriter(f, events, &WriterOptions{Compress: compress})
+	w, err := NewWriter(f, events, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,8 +183,6 @@ func writeTestRecording(t *testing.T, compress bool, n int) writtenFile {
 		t.Fatal(err)
 	}
 	wf.lostRecs = 1
-	td := BuildTracingData(4096, []byte(writerHeaderPage), []byte(writerHeaderEvent),
-		[]TraceSystem{{Name: "fltest_1", Formats: [][]byte{[]byte(writerMallocFormat)}}})
 	feats := &WriterFeatures{
 		TracingData: td, Hostname: "wtest-host", OSRelease: "6.1.0-test", Arch: "x86_64",
 		Version: "faultline-test", NrCPUsAvail: 2, NrCPUsOnline: 2, TotalMemKB: 1 << 20,

@@ -137,7 +137,12 @@ func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
 	for _, s := range rec.specs {
 		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})
 	}
-	w, err := perfdata.NewWriter(out, events, &perfdata.WriterOptions{Compress: cfg.Compress})
+	// The formats and names go near the start too, so that a recording
+	// cut short (killed, disk full) still decodes.
+	if rec.tracingData, err = buildTracingData(cfg); err != nil {
+		return nil, err
+	}
+	w, err := perfdata.NewWriter(out, events, &perfdata.WriterOptions{Compress: cfg.Compress, Early: true, TracingData: rec.tracingData})
 	if err != nil {
 		return nil, err
 	}
@@ -174,6 +179,8 @@ type session struct {
 	lastT   uint64
 	mmaps   map[string]bool // executable files mapped, for BUILD_ID
 	trackID uint64          // an id of the tracking dummy, for synthesized records
+
+	tracingData []byte // TRACING_DATA, written early and in the features
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.

@@ -244,22 +244,7 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 		SampleTimeFirst: s.firstT,
 		SampleTimeLast:  s.lastT,
 	}
-	if len(cfg.Probes) > 0 {
-		ev := filepath.Join(cfg.Tracefs, "events")
-		hp, err := os.ReadFile(filepath.Join(ev, "header_page"))
-		if err != nil {
-			return nil, fmt.Errorf("tracing data: %w", err)
-		}
-		he, err := os.ReadFile(filepath.Join(ev, "header_event"))
-		if err != nil {
-			return nil, fmt.Errorf("tracing data: %w", err)
-		}
-		sys := perfdata.TraceSystem{Name: cfg.Group}
-		for _, p := range cfg.Probes {
-			sys.Formats = append(sys.Formats, p.Format)
-		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, []perfdata.TraceSystem{sys})
-	}
+	f.TracingData = s.tracingData
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		f.Hostname = cstr(uts.Nodename[:])
@@ -293,6 +278,28 @@ func (s *session) features() (*perfdata.WriterFeatures, error) {
 		f.BuildIDs = append(f.BuildIDs, perfdata.BuildID{Pid: -1, Misc: perfdata.MiscUser, ID: id, Filename: name})
 	}
 	return f, nil
+}
+
+// buildTracingData makes TRACING_DATA from the probes' formats (nil without
+// probes).
+func buildTracingData(cfg *Config) ([]byte, error) {
+	if len(cfg.Probes) == 0 {
+		return nil, nil
+	}
+	ev := filepath.Join(cfg.Tracefs, "events")
+	hp, err := os.ReadFile(filepath.Join(ev, "header_page"))
+	if err != nil {
+		return nil, fmt.Errorf("tracing data: %w", err)
+	}
+	he, err := os.ReadFile(filepath.Join(ev, "header_event"))
+	if err != nil {
+		return nil, fmt.Errorf("tracing data: %w", err)
+	}
+	sys := perfdata.TraceSystem{Name: cfg.Group}
+	for _, p := range cfg.Probes {
+		sys.Formats = append(sys.Formats, p.Format)
+	}
+	return perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, []perfdata.TraceSystem{sys}), nil
 }
 
 func cstr(b []byte) string {
