@@ -97,8 +97,14 @@ type Result struct {
 // ErrNoEvents is returned when the kernel refuses to open an event.
 var ErrNoEvents = errors.New("cannot open perf events")
 
-// Record runs one recording into out (positioned at 0).
-func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
+// ErrProgramKilled is wrapped into Record's error when the recording failed
+// while the program ran, and Record killed the program (SIGKILL) rather
+// than leave it running unrecorded.
+var ErrProgramKilled = errors.New("the program was killed")
+
+// Record runs one recording into out (positioned at 0). When it fails, the
+// program it started is not left running.
+func Record(cfg *Config, out perfdata.WriterTarget) (res *Result, err error) {
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
@@ -113,8 +119,11 @@ func Record(cfg *Config, out perfdata.WriterTarget) (*Result, error) {
 			return nil, err
 		}
 		defer func() {
-			if held != nil && !rec.released {
+			switch {
+			case !rec.released:
 				held.abort()
+			case err != nil && held.kill():
+				err = fmt.Errorf("%w; %w (pid %d, SIGKILL)", err, ErrProgramKilled, held.cmd.Process.Pid)
 			}
 		}()
 	}
