@@ -72,7 +72,7 @@ Flags:
 
 func runCorrelate(env *Env, args []string) error {
 	fs := pflag.NewFlagSet("correlate", pflag.ContinueOnError)
-	out := fs.StringP("output", "o", "", "write a pprof profile of faults per accessing instruction to `FILE`")
+	out := fs.StringP("output", "o", "", "write a pprof profile of faults per accessing instruction to `FILE` (- for standard output; the summary then goes to standard error)")
 	pairs := fs.String("pairs", "", "write one tab-separated row per fault to `FILE` (- for standard output)")
 	offset := fs.String("offset", "", "fault clock − access clock (`DURATION`, e.g. 27.3ms or -1.5s); default: estimated")
 	window := fs.Duration("window", 0, "how far from a fault an access may lie (`DURATION`); default: 4 times the spread of exact matches, at least 50µs; 1ms with --offset")
@@ -93,6 +93,9 @@ func runCorrelate(env *Env, args []string) error {
 	accessName, faultName := fs.Arg(0), fs.Arg(1)
 	if accessName == "-" && faultName == "-" {
 		return usageError("correlate: only one of ACCESSLOG and FAULTLOG can be standard input")
+	}
+	if *pairs == "-" && *out == "-" {
+		return usageError("correlate: --pairs - and -o - would both write to standard output; send one to a file")
 	}
 	switch *threads {
 	case "auto", "match", "ignore":
@@ -208,10 +211,7 @@ func runCorrelate(env *Env, args []string) error {
 		}
 	}
 	if !*quiet {
-		w := env.Stdout
-		if *pairs == "-" {
-			w = env.Stderr
-		}
+		w := summaryWriter(env, *pairs, *out)
 		correlate.WriteSummary(w, res, flog)
 		if *out != "" {
 			fmt.Fprintf(w, "\nNext: go tool pprof -top %s   (-tagfocus=match=ip: exact matches only)\n", *out)

@@ -96,7 +96,7 @@ func runDiff(env *Env, args []string) error {
 	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
 	hideDefault(fs, "max-loss")
 	sym := addSymbolizeFlags(fs)
-	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
+	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it (- for standard output; the report then goes to standard error)")
 	if done, err := parseFlags(env, fs, diffHelp, args); done {
 		return err
 	}
@@ -143,7 +143,7 @@ func runDiff(env *Env, args []string) error {
 			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 		}
 	}
-	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
+	if err := diff.Render(summaryWriter(env, f.output), res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
 	}
 	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
