@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 )
 
 // processGone waits up to 5 s for pid to end (gone, or a zombie nobody
@@ -105,4 +107,35 @@ func TestRecordLiveKilled(t *testing.T) {
 	if _, err := os.Stat(tmps[0]); err == nil {
 		t.Errorf("%s is still there after the next run", tmps[0])
 	}
+}
+
+// TestRecordLivePidWithoutMaps is issue 23's seventh repro: -p of a
+// process whose /proc/PID/maps cannot be read (pid 1 in this sandbox), or
+// of a kernel thread (kthreadd, empty maps), with --libc: record used to
+// write an empty recording and exit 0; now it says why and exits 2,
+// leaving no file.
+func TestRecordLivePidWithoutMaps(t *testing.T) {
+	requireLiveRecord(t)
+	lib := libctest.SystemLibc(t)
+	var cases []struct{ pid, msg string }
+	if _, err := os.ReadFile("/proc/1/maps"); err != nil {
+		cases = append(cases, struct{ pid, msg string }{"1", "cannot read its memory map"})
+	}
+	if b, err := os.ReadFile("/proc/2/comm"); err == nil && strings.TrimSpace(string(b)) == "kthreadd" {
+		cases = append(cases, struct{ pid, msg string }{"2", "no user-space memory"})
+	}
+	if len(cases) == 0 {
+		t.Skip("here root reads /proc/1/maps and pid 2 is not kthreadd: no process without a readable map to try")
+	}
+	for _, c := range cases {
+		out := filepath.Join(t.TempDir(), "p.data")
+		code, stderr := runRecordMain("-q", "-p", c.pid, "--libc", lib, "--duration", "1s", "-o", out)
+		if code != ExitFailure || !strings.Contains(stderr, c.msg) {
+			t.Errorf("-p %s: exit %d, %q; want exit %d and %q", c.pid, code, stderr, ExitFailure, c.msg)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("-p %s: a recording was written", c.pid)
+		}
+	}
+	checkNoProbesLeft(t, "after -p of a process without a map")
 }
