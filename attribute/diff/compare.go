@@ -176,9 +176,12 @@ func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("BASE: %w", err)
 	}
-	ni, _, err := metricIndex(new, opts.Metric)
+	ni, newUnit, err := metricIndex(new, opts.Metric)
 	if err != nil {
 		return nil, fmt.Errorf("NEW: %w", err)
+	}
+	if unit != newUnit {
+		return nil, fmt.Errorf("BASE measures %s in %q, NEW in %q: the numbers are not comparable; compare profiles written the same way", opts.Metric, unit, newUnit)
 	}
 	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta}
 	r.Losses = append(inputLosses("BASE", base), inputLosses("NEW", new)...)

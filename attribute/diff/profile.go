@@ -2,6 +2,7 @@ package diff
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/google/pprof/profile"
 )
@@ -16,13 +17,83 @@ const BaseLabel = "pprof::base"
 // Profile returns a diff profile: NEW's samples plus BASE's samples negated
 // and labelled pprof::base=true. `go tool pprof -top diff.pb.gz` then shows
 // each function's change. The inputs are not modified.
+// pprof merges only profiles of the same sample types: when BASE and NEW
+// have different sets, both are cut to the types they share (BASE's order).
 func Profile(base, new *profile.Profile) (*profile.Profile, error) {
-	b := base.Copy()
+	b, n := base.Copy(), new.Copy()
+	if !sameTypes(b.SampleType, n.SampleType) {
+		var common []*profile.ValueType
+		for _, t := range b.SampleType {
+			if typeIndex(n.SampleType, t) >= 0 {
+				common = append(common, t)
+			}
+		}
+		if len(common) == 0 {
+			return nil, fmt.Errorf("BASE's sample types (%s) and NEW's (%s) have none in common: no diff profile can hold both", typeNames(b.SampleType), typeNames(n.SampleType))
+		}
+		project(b, common)
+		project(n, common)
+	}
 	b.SetLabel(BaseLabel, []string{"true"})
 	b.Scale(-1)
-	p, err := profile.Merge([]*profile.Profile{new.Copy(), b})
+	p, err := profile.Merge([]*profile.Profile{n, b})
 	if err != nil {
 		return nil, fmt.Errorf("merging BASE and NEW: %w", err)
 	}
 	return p, nil
+}
+
+func sameTypes(a, b []*profile.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if *a[i] != *b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// typeIndex returns the index of the sample type equal to t (type and
+// unit), or -1.
+func typeIndex(types []*profile.ValueType, t *profile.ValueType) int {
+	for i, x := range types {
+		if *x == *t {
+			return i
+		}
+	}
+	return -1
+}
+
+func typeNames(types []*profile.ValueType) string {
+	var s []string
+	for _, t := range types {
+		s = append(s, t.Type+"/"+t.Unit)
+	}
+	return strings.Join(s, ", ")
+}
+
+// project keeps only the sample types of p in types, in that order.
+func project(p *profile.Profile, types []*profile.ValueType) {
+	idx := make([]int, len(types))
+	for i, t := range types {
+		idx[i] = typeIndex(p.SampleType, t)
+	}
+	for _, s := range p.Sample {
+		v := make([]int64, len(idx))
+		for i, k := range idx {
+			if k < len(s.Value) {
+				v[i] = s.Value[k]
+			}
+		}
+		s.Value = v
+	}
+	p.SampleType = types
+	for _, t := range types {
+		if t.Type == p.DefaultSampleType {
+			return
+		}
+	}
+	p.DefaultSampleType = "" // pprof then shows the last type
 }

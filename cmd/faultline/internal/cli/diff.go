@@ -138,13 +138,15 @@ func runDiff(env *Env, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
-	if f.output != "" {
-		if err := writeDiffProfile(env, f.output, base, head); err != nil {
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
-		}
-	}
+	// The report first: a diff profile that cannot be written does not
+	// cost the comparison.
 	if err := diff.Render(summaryWriter(env, f.output), res, f.format, diff.RenderOptions{Top: f.top, BaseName: baseName, NewName: newName}); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
+	}
+	if f.output != "" {
+		if err := writeDiffProfile(env, f.output, base, head); err != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: -o %s: %w", f.output, err)}
+		}
 	}
 	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
 		var worst diff.Loss
