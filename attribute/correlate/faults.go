@@ -54,9 +54,10 @@ type FaultLog struct {
 	Warnings             []string
 }
 
-// MaxFaults bounds the faults held in memory: about 450 bytes each with
-// the matcher's state, so 4.5 GB at the limit (a program that touched
-// 40 GB of fresh pages).
+// MaxFaults bounds the faults held in memory: at most about 510 bytes each
+// with the matcher's state and the Go runtime's slack, so 5.1 GB at the
+// limit (a program that touched 40 GB of fresh pages). An access log adds
+// nothing: it is streamed.
 const MaxFaults = 10_000_000
 
 const pageFaultEvent = "page_fault_user:"

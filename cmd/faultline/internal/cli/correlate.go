@@ -45,7 +45,8 @@ FAULTLOG, one of:
     with exceptions:page_fault_user
 
 One of the two may be "-" for standard input. Memory grows with the number
-of faults, not of accesses: access logs of many gigabytes stream.
+of faults (about 510 bytes each, at most 10 million), not of accesses:
+access logs of many gigabytes stream.
 
 Output: a summary (faults matched by ip+page, by page and time, unmatched
 by reason); --pairs FILE, one tab-separated row per fault with a header:
