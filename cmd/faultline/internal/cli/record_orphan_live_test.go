@@ -32,8 +32,8 @@ func processGone(pid int) bool {
 
 // TestRecordLiveFullDisk is issue 23's second repro: the output's
 // filesystem fills up (a 2 MiB tmpfs) while the program runs. record exits
-// 2 saying the program was killed, the program is gone, and no temporary
-// file is left.
+// 2 saying the program was killed, the program and the child it started
+// are gone, and no temporary file is left.
 func TestRecordLiveFullDisk(t *testing.T) {
 	requireLiveRecord(t)
 	progs := buildRecordPrograms(t)
@@ -47,7 +47,9 @@ func TestRecordLiveFullDisk(t *testing.T) {
 	defer syscall.Unmount(full, syscall.MNT_DETACH)
 	start := time.Now()
 	// 100000 rounds would take minutes and write far more than 2 MiB.
-	code, stderr := runRecordMain("-q", "-o", filepath.Join(full, "x.data"), "--", filepath.Join(progs, "rounds"), "100000")
+	childFile := filepath.Join(t.TempDir(), "child")
+	code, stderr := runRecordMain("-q", "-o", filepath.Join(full, "x.data"), "--", "/bin/sh", "-c",
+		"sleep 600 & echo $! > '"+childFile+"'; exec '"+filepath.Join(progs, "rounds")+"' 100000")
 	t.Logf("record: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), stderr)
 	if code != ExitFailure || !strings.Contains(stderr, "no space left on device") || !strings.Contains(stderr, "the program was killed") {
 		t.Fatalf("exit %d, %q; want exit %d, no space left, the program was killed", code, stderr, ExitFailure)
@@ -59,6 +61,14 @@ func TestRecordLiveFullDisk(t *testing.T) {
 	pid, _ := strconv.Atoi(m[1])
 	if !processGone(pid) {
 		t.Errorf("the program (pid %d) still runs", pid)
+	}
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatalf("the program's child never started: %v", err)
+	}
+	if child, _ := strconv.Atoi(strings.TrimSpace(string(b))); !processGone(child) {
+		syscall.Kill(child, syscall.SIGKILL)
+		t.Errorf("the program's child (pid %d) still runs", child)
 	}
 	if ents, _ := os.ReadDir(full); len(ents) > 0 {
 		t.Errorf("left in the full filesystem: %v", ents)

@@ -128,15 +128,15 @@ func (h *heldCommand) release() error {
 	return err
 }
 
-// kill ends the released command if it still runs, and reports whether it
-// did.
+// kill ends the released command, and the processes it started, if it
+// still runs, and reports whether it did.
 func (h *heldCommand) kill() bool {
 	select {
 	case <-h.done:
 		return false
 	default:
 	}
-	h.cmd.Process.Kill()
+	killTree(h.cmd.Process.Pid)
 	<-h.done
 	return true
 }
