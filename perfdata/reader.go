@@ -513,6 +513,9 @@ func (r *Reader) init(ra io.ReaderAt, size int64, mem []byte) error {
 			}
 		}
 	}
+	if !featuresOK || r.meta.Tracing == nil {
+		r.readEarlyFeatures(ra, mem, size, max(uint64(hs), attrsOff+attrsSize), dataOff)
+	}
 	r.finishEvents()
 	return nil
 }

@@ -73,6 +73,11 @@ type WriterOptions struct {
 	Compress bool
 	// Level is the zstd level for Compress (0: the encoder's default).
 	Level int
+	// Early also stores TracingData and the event names before the data
+	// section, and a header that reads as "not finished" until Finish, so
+	// that a file cut short still decodes (early.go).
+	Early       bool
+	TracingData []byte
 }
 
 // WriterTarget is where a Writer writes: sequential writes for the data,
@@ -133,7 +138,13 @@ func NewWriter(out WriterTarget, events []WriterEvent, opts *WriterOptions) (*Wr
 		w.write(b)
 	}
 	w.attrs.size = w.pos - w.attrs.off
+	if opts != nil && opts.Early {
+		w.write(w.appendEarlyFeatures(nil, opts.TracingData))
+	}
 	w.dataOff = w.pos
+	if opts != nil && opts.Early {
+		w.writeUnfinishedHeader()
+	}
 	if err := w.startCompression(opts); err != nil {
 		return nil, err
 	}
@@ -384,6 +395,19 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 	if w.err != nil {
 		return w.err
 	}
+	h := w.fileHeader(dataSize)
+	for _, ft := range feats {
+		h[72+ft.bit/8] |= 1 << (ft.bit % 8)
+	}
+	if _, err := w.out.WriteAt(h, 0); err != nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// fileHeader returns the file header for a data section of dataSize bytes,
+// without feature bits.
+func (w *Writer) fileHeader(dataSize int64) []byte {
 	h := make([]byte, fileHeaderSize)
 	copy(h, MagicLE)
 	le := binary.LittleEndian
@@ -394,13 +418,7 @@ func (w *Writer) Finish(f *WriterFeatures) error {
 	le.PutUint64(h[40:], uint64(w.dataOff))
 	le.PutUint64(h[48:], uint64(dataSize))
 	// event_types (48..64 of the sections) stays empty.
-	for _, ft := range feats {
-		h[72+ft.bit/8] |= 1 << (ft.bit % 8)
-	}
-	if _, err := w.out.WriteAt(h, 0); err != nil {
-		w.err = err
-	}
-	return w.err
+	return h
 }
 
 // DataBytes returns the uncompressed bytes of records written so far.

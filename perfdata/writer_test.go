@@ -81,11 +81,18 @@ type writtenFile struct {
 // of a real binary, n malloc samples, n/2 faults, one LOST_SAMPLES of 3.
 func writeTestRecording(t *testing.T, compress bool, n int) writtenFile {
 	t.Helper()
-	return writeTestRecordingMode(t, compress, false, n)
+	return writeTestRecordingWith(t, WriterOptions{Compress: compress}, false, n)
 }
 
 // writeTestRecordingMode is writeTestRecording in file or pipe mode.
 func writeTestRecordingMode(t *testing.T, compress, pipe bool, n int) writtenFile {
+	t.Helper()
+	return writeTestRecordingWith(t, WriterOptions{Compress: compress}, pipe, n)
+}
+
+// writeTestRecordingWith is writeTestRecording with the writer's options
+// and mode; with opts.Early it stores the tracing data early as well.
+func writeTestRecordingWith(t *testing.T, opts WriterOptions, pipe bool, n int) writtenFile {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "w.data")
@@ -113,12 +120,15 @@ func writeTestRecordingMode(t *testing.T, compress, pipe bool, n int) writtenFil
 		Version: "faultline-test", NrCPUsAvail: 2, NrCPUsOnline: 2, TotalMemKB: 1 << 20,
 		Cmdline: []string{"faultline", "record", "--", "wtest"},
 	}
+	if opts.Early {
+		opts.TracingData = td
+	}
 	var w *Writer
 	if pipe {
 		head := *feats
-		w, err = NewPipeWriter(f, events, &head, &WriterOptions{Compress: compress})
+		w, err = NewPipeWriter(f, events, &head, &opts)
 	} else {
-		w, err = NewWriter(f, events, &WriterOptions{Compress: compress})
+		w, err = NewWriter(f, events, &opts)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 )
 
 // Access is one line of an access log.
@@ -12,9 +13,10 @@ type Access struct {
 	Time  int64 // nanoseconds in the access log's clock; 0 when the log has no times
 	IP    uint64
 	Addr  uint64
+	Line  int64  // 1-based line number in the access log
 	Tid   uint32 // 0 when the log has no thread ids
 	Write bool
-	Line  int64 // 1-based line number in the access log
+	// 40 bytes: the matcher keeps seven per fault (MaxFaults).
 }
 
 // AccessLayout says which optional columns an access log has. The first
@@ -282,6 +284,9 @@ func parseSeconds(b []byte) (int64, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
+	}
+	if sec > uint64(math.MaxInt64-ns)/1e9 {
+		return 0, false // past 2^63 ns: would wrap negative
 	}
 	return int64(sec)*1e9 + ns, true
 }

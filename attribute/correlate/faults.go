@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/perfdata"
@@ -53,9 +54,10 @@ type FaultLog struct {
 	Warnings             []string
 }
 
-// MaxFaults bounds the faults held in memory: about 450 bytes each with
-// the matcher's state, so 4.5 GB at the limit (a program that touched
-// 40 GB of fresh pages).
+// MaxFaults bounds the faults held in memory: at most about 510 bytes each
+// with the matcher's state and the Go runtime's slack, so 5.1 GB at the
+// limit (a program that touched 40 GB of fresh pages). An access log adds
+// nothing: it is streamed.
 const MaxFaults = 10_000_000
 
 const pageFaultEvent = "page_fault_user:"
@@ -95,9 +97,7 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 			log.Format = "trace-cmd report"
 			continue
 		}
-		if i := bytes.Index(t, []byte("[LOST ")); i >= 0 {
-			// "CPU:1 [LOST 123 EVENTS]" (trace, trace_pipe, trace-cmd).
-			n, _ := parseDec(firstField(t[i+6:]))
+		if n, ok := lostLine(t); ok {
 			log.Lost += n
 			continue
 		}
@@ -131,6 +131,26 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 	return log, nil
 }
 
+// lostLine parses the tracer's loss line, "CPU:1 [LOST 123 EVENTS]"
+// (trace, trace_pipe, trace-cmd), and nothing else: a task may be named
+// "[LOST 7]x".
+func lostLine(t []byte) (uint64, bool) {
+	rest, ok := bytes.CutPrefix(t, []byte("CPU:"))
+	if !ok {
+		return 0, false
+	}
+	cpu, rest := nextField(rest)
+	if _, ok := parseDec(cpu); !ok {
+		return 0, false
+	}
+	rest, ok = bytes.CutPrefix(trimSpace(rest), []byte("[LOST "))
+	if !ok {
+		return 0, false
+	}
+	n, _ := parseDec(firstField(rest))
+	return n, true
+}
+
 func firstField(b []byte) []byte {
 	tok, _ := nextField(b)
 	return tok
@@ -148,14 +168,16 @@ func parseFtraceFault(t []byte, ev int) (f Fault, comm []byte, msg string) {
 	}
 	tm, ok := parseSeconds(ts)
 	if !ok {
-		return f, nil, "bad timestamp"
+		return f, nil, "bad timestamp (want SECONDS.FRACTION, below 2^63 ns)"
 	}
 	f.Time = tm
-	// The task is everything before the "[CPU]" field.
+	// The task is everything before the "[CPU]" field: the last " [N]"
+	// (a task name may hold one too, as in "w[0]"; the fields after the
+	// CPU, flags and timestamp, never do).
 	cpu := -1
-	for i := 0; i+2 < len(head); i++ {
-		if head[i] == '[' && head[i+1] >= '0' && head[i+1] <= '9' {
-			if j := bytes.IndexByte(head[i:], ']'); j > 0 {
+	for i := len(head) - 3; i >= 0; i-- {
+		if head[i] == '[' && (i == 0 || head[i-1] == ' ' || head[i-1] == '\t') {
+			if j := bytes.IndexByte(head[i:], ']'); j > 1 {
 				if _, ok := parseDec(head[i+1 : i+j]); ok {
 					cpu = i
 					break
@@ -315,7 +337,15 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 	for name := range noAddr {
 		log.Warnings = append(log.Warnings, fmt.Sprintf("fault log: %s samples carry no data address (record with perf record -d); skipped", name))
 	}
-	if log.Seen == 0 && len(noAddr) == 0 {
+	if log.Seen == 0 && len(noAddr) > 0 {
+		var names []string
+		for name := range noAddr {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		return nil, fmt.Errorf("fault log: the recording's fault samples (%s) carry no data address; record with perf record -d -e page-faults:u -c 1, or -e exceptions:page_fault_user", strings.Join(names, ", "))
+	}
+	if log.Seen == 0 {
 		return nil, fmt.Errorf("fault log: the recording has no page-fault samples; record with perf record -d -e page-faults:u -c 1, or -e exceptions:page_fault_user")
 	}
 	if log.Lost > 0 {

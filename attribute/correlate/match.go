@@ -276,6 +276,9 @@ type matcher struct {
 	onPages    uint64
 	cands      []cand
 	window     int64
+	// Pass 1's check that the access log is in time order.
+	lastTime, firstBackward int64
+	backward                uint64
 }
 
 // jitter is how far before the previous fault on its page an access may
@@ -284,6 +287,12 @@ type matcher struct {
 // older in the fault clock. The nearest access wins, so an access that
 // explained the previous fault loses to the one that came after it.
 const jitter = 2000
+
+// maxOffers bounds the faults of one page an access is offered to, the
+// first whose windows hold it: one access causes at most one fault, and
+// without a bound a page faulted many times within one window (a hostile
+// log: 400k faults at one timestamp) costs faults × accesses.
+const maxOffers = 64
 
 // ExactWindowFactor widens the window before a fault for accesses at its
 // ip and exact byte.
@@ -302,6 +311,9 @@ func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) er
 		}
 		if !m.decided {
 			m.decide(ar.Layout(), a.Tid)
+		}
+		if n == 1 && m.layout.Time {
+			m.checkOrder(a)
 		}
 		if m.layout.Tid && (a.Tid != m.lastTid || m.accesses == 1) && len(m.accessTids) < maxTids {
 			m.accessTids[a.Tid] = true
@@ -327,7 +339,26 @@ func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) er
 	if !m.decided {
 		m.res.Warnings = append(m.res.Warnings, "access log: no accesses")
 	}
+	if m.backward > 0 {
+		m.res.Warnings = append(m.res.Warnings, fmt.Sprintf("access log: its time goes backwards %d times by more than %v (first at line %d): correlate reads it as a log in time order, so its log-order matches and clock offset are unreliable; sort it by time (sort -s -n) or give --offset", m.backward, time.Duration(backwardSlack), m.firstBackward))
+	}
 	return nil
+}
+
+// backwardSlack is how far an access log's time may step back without a
+// warning: threads writing one log interleave lines stamped a little
+// apart.
+const backwardSlack = int64(time.Millisecond)
+
+// checkOrder counts the steps back in time of the access log (pass 1).
+func (m *matcher) checkOrder(a *Access) {
+	if m.accesses > 1 && a.Time < m.lastTime-backwardSlack {
+		if m.backward == 0 {
+			m.firstBackward = a.Line
+		}
+		m.backward++
+	}
+	m.lastTime = max(m.lastTime, a.Time)
 }
 
 // decide settles, at the first access, whether thread ids are compared.
@@ -421,19 +452,30 @@ func (m *matcher) estimate() {
 	if res.ExactRare {
 		kind = MatchPage
 	}
-	for i := range res.Pairs {
-		if pr := &res.Pairs[i]; pr.Kind == kind {
-			d = append(d, pr.Fault.Time-pr.Access.Time)
+	collect := func(kind Kind) {
+		for i := range res.Pairs {
+			if pr := &res.Pairs[i]; pr.Kind == kind {
+				d = append(d, pr.Fault.Time-pr.Access.Time)
+			}
 		}
+	}
+	collect(kind)
+	if len(d) == 0 && kind == MatchPage {
+		// Exact matches are rare, but there is nothing else.
+		kind = MatchIP
+		collect(kind)
 	}
 	switch {
 	case m.opt.OffsetSet:
 		res.Offset, res.OffsetFrom = m.opt.Offset, "given"
 	case len(d) > 0:
 		res.Offset, res.OffsetFrom = median(d), kind.String()
-	default:
+	case m.onPages == 0:
 		res.OffsetFrom = "none"
 		res.Warnings = append(res.Warnings, "no fault's page appears in the access log: no clock offset can be estimated; give --offset")
+	default:
+		res.OffsetFrom = "none"
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d accesses touch faulted pages, but none can have caused a fault (other threads, or reads where the faults are writes): no clock offset can be estimated; give --offset", m.onPages))
 	}
 	res.OffsetSamples = len(d)
 	dev := make([]int64, len(d))
@@ -506,7 +548,7 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 	// ExactWindowFactor windows before the fault (after the previous fault
 	// on the page): the thread may have been preempted between logging the
 	// access and making it, and the nearest one wins in the end anyway.
-	for k := j; k < n && (k == j || t > p.times[k-1]-jitter); k++ {
+	for k := j; k < n && k < j+maxOffers && (k == j || t > p.times[k-1]-jitter); k++ {
 		f := &m.log.Faults[p.idx[k]]
 		if (k == 0 || t > p.times[k-1]-jitter) && t >= f.Time-ExactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
 			after := 0
@@ -523,7 +565,7 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 		}
 		return
 	}
-	for ; j < n && p.times[j]-w <= t; j++ {
+	for end := min(n, j+maxOffers); j < end && p.times[j]-w <= t; j++ {
 		c := &m.cands[p.idx[j]]
 		f := &m.log.Faults[p.idx[j]]
 		if j > 0 && t <= p.times[j-1]-jitter {
@@ -638,11 +680,11 @@ func (m *matcher) finishReasons() {
 // prevUnmatched reports whether the fault before fault i on its page is
 // unmatched (false when i is the page's first).
 func (m *matcher) prevUnmatched(p *pageFaults, i int) bool {
-	t := m.log.Faults[i].Time
-	k := sort.Search(len(p.times), func(k int) bool { return p.times[k] >= t })
-	for ; k < len(p.idx) && p.idx[k] != int32(i); k++ {
-	}
-	return k > 0 && k < len(p.idx) && m.res.Pairs[p.idx[k-1]].Kind == MatchNone
+	// p.idx ascends: Run appends the faults in log order. A search by
+	// time would scan every fault of the same time (quadratic on a page
+	// faulted many times at one timestamp).
+	k := sort.Search(len(p.idx), func(k int) bool { return p.idx[k] >= int32(i) })
+	return k > 0 && k < len(p.idx) && p.idx[k] == int32(i) && m.res.Pairs[p.idx[k-1]].Kind == MatchNone
 }
 
 func median(v []int64) int64 {

@@ -125,7 +125,11 @@ func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
 	case "":
 		fmt.Fprintf(w, "Clock:       the access log has no times: matched in log order\n")
 	case "none":
-		fmt.Fprintf(w, "Clock:       no offset (no fault's page is in the access log)\n")
+		if res.OnFaultPages == 0 {
+			fmt.Fprintf(w, "Clock:       no offset (no fault's page is in the access log)\n")
+		} else {
+			fmt.Fprintf(w, "Clock:       no offset (no access matched a fault)\n")
+		}
 	case "given":
 		fmt.Fprintf(w, "Clock:       offset %s (given), window %s (%s for the same ip and byte)\n", fmtDur(res.Offset), res.Window, ExactWindowFactor*res.Window)
 	default:

@@ -281,8 +281,17 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 			}
 			return nil, fmt.Errorf("%s: %w", baseName(i, n), err)
 		}
-		if i == 0 {
+		switch {
+		case i == 0:
 			unit = u
+		case u != unit:
+			// Counts and bytes (faults/count against faults/bytes) are
+			// not comparable.
+			name := "NEW"
+			if i < n {
+				name = baseName(i, n)
+			}
+			return nil, fmt.Errorf("%s measures %s in %q, %s in %q: the numbers are not comparable; compare profiles written the same way", baseName(0, n), opts.Metric, unit, name, u)
 		}
 	}
 	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta, Key: opts.Key, Bases: n}

@@ -242,9 +242,10 @@ func TestProfile(t *testing.T) {
 	if byLeaf["read_input"] != 30 || byLeaf["old_cache"] != -20 || byLeaf["new_table"] != 12 {
 		t.Errorf("per leaf: %v", byLeaf)
 	}
-	// Inputs untouched.
-	if base.Sample[0].Value[0] != 60 || len(base.Sample[0].Label[BaseLabel]) != 0 {
-		t.Errorf("Profile modified BASE: %+v", base.Sample[0])
+	// Profile consumes its inputs (no copies): every sample of both is in
+	// the diff profile, BASE's negated.
+	if len(d.Sample) != len(base.Sample)+len(newSamples()) {
+		t.Errorf("diff profile has %d samples, want BASE's %d and NEW's %d", len(d.Sample), len(base.Sample), len(newSamples()))
 	}
 }
 

@@ -81,11 +81,11 @@ func Load(path string) (*profile.Profile, error) {
 // layer itself, without limit) inflates to at most maxProfileSize, and the
 // parser gets only plain protobuf of at most that size.
 func Read(name string, r io.Reader) (*profile.Profile, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxInputSize+1))
+	data, err := readBounded(r, maxInputSize)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxInputSize {
+	if data == nil {
 		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("more than %d MiB, larger than any faultline profile; is it a device or a stream that never ends?", maxInputSize>>20)}
 	}
 	if perfdata.IsPerfData(data) {
@@ -118,23 +118,67 @@ func Read(name string, r io.Reader) (*profile.Profile, error) {
 	return p, nil
 }
 
+// readBounded reads r to its end in chunks and returns the bytes in one
+// slice of exactly their size, or nil (and no error) once there are more
+// than max: an endless input costs at most max bytes of chunks, never the
+// doubling growth of io.ReadAll.
+func readBounded(r io.Reader, max int) ([]byte, error) {
+	const chunk = 1 << 20
+	var chunks [][]byte
+	total := 0
+	for {
+		b := make([]byte, chunk)
+		n, err := io.ReadFull(r, b)
+		total += n
+		if total > max {
+			return nil, nil
+		}
+		chunks = append(chunks, b[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
+	}
+	data := make([]byte, 0, total)
+	for _, c := range chunks {
+		data = append(data, c...)
+	}
+	return data, nil
+}
+
 // maxGzipLayers is how deep gzip may nest: pprof writes one layer, and a
 // profile gzipped once more by hand or by a web server still loads.
 const maxGzipLayers = 2
 
 // gunzip inflates one gzip layer (all its members) to at most
-// maxProfileSize bytes.
+// maxProfileSize bytes. It inflates twice: once to measure, without
+// keeping the bytes, then into a buffer of exactly that size. A bomb is
+// refused having cost CPU only, and a good layer costs its own size, not
+// the doubling growth of io.ReadAll (up to twice the cap, several times
+// over under the race detector).
 func gunzip(data []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
-	raw, err := io.ReadAll(io.LimitReader(zr, maxProfileSize+1))
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, maxProfileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("decompressing: %w", err)
 	}
-	if len(raw) > maxProfileSize {
+	if n > maxProfileSize {
 		return nil, fmt.Errorf("decompresses to more than %d MiB, more than any faultline profile holds", maxProfileSize>>20)
+	}
+	if err := zr.Reset(bytes.NewReader(data)); err != nil {
+		return nil, err
+	}
+	raw := make([]byte, n)
+	if _, err := io.ReadFull(zr, raw); err != nil {
+		return nil, fmt.Errorf("decompressing: %w", err)
 	}
 	return raw, nil
 }

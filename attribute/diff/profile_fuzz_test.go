@@ -100,7 +100,7 @@ func FuzzProfile(f *testing.F) {
 				}
 			}
 		}
-		if d, err := Profile(refProf, p); err == nil {
+		if d, err := Profile(refProf.Copy(), p); err == nil { // Profile consumes its inputs
 			_ = d.Write(io.Discard)
 		}
 	})

@@ -17,6 +17,7 @@ CXX=${CXX:-c++}
 flags="-g -O2 -fno-omit-frame-pointer -ffile-prefix-map=$here/src=/src"
 $CC $flags -o "$out/churn" "$here/src/churn.c"
 $CC $flags -o "$out/faults" "$here/src/faults.c"
+$CC $flags -o "$out/rounds" "$here/src/rounds.c"
 $CXX $flags -pthread -o "$out/containers" "$here/src/containers.cpp"
 $CC $flags -pthread -o "$out/lifecycle" "$here/src/lifecycle.c"
 echo "$out"

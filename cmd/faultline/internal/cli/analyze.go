@@ -82,8 +82,9 @@ A recording of several programs (a shell pipeline, a build): --comm NAME
 and --pid PID analyze only some of them; the summary's Selected line says
 which processes that kept and what it ignored.
 
-A summary goes to standard output. FILE "-" reads a pipe-mode recording from
-standard input: perf record -o - ... | faultline analyze -
+A summary goes to standard output (to standard error with -o -, so that
+standard output carries only the profile). FILE "-" reads a pipe-mode
+recording from standard input: perf record -o - ... | faultline analyze -
 
 Record with 'faultline record -- CMD', or by hand:
 
@@ -127,7 +128,7 @@ func runAnalyze(env *Env, args []string) error {
 	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
 	f := &analyzeFlags{}
 	def := defaultAnalyzeOptions()
-	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE`")
+	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE` (- for standard output; the summary then goes to standard error)")
 	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
 	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
@@ -244,13 +245,14 @@ func runAnalyze(env *Env, args []string) error {
 		}
 	}
 	if !f.quiet {
-		fmt.Fprintf(env.Stdout, "faultline: analyzed %s in %.2fs; wrote %s\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
+		w := summaryWriter(env, f.out)
+		fmt.Fprintf(w, "faultline: analyzed %s in %.2fs; wrote %s\n", fs.Arg(0), time.Since(start).Seconds(), f.out)
 		if pushed != "" {
-			fmt.Fprintf(env.Stdout, "faultline: %s\n", pushed)
+			fmt.Fprintf(w, "faultline: %s\n", pushed)
 		}
-		fmt.Fprintln(env.Stdout)
-		res.Summary.WriteText(env.Stdout)
-		fmt.Fprintf(env.Stdout, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
+		fmt.Fprintln(w)
+		res.Summary.WriteText(w)
+		fmt.Fprintf(w, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}
 	if !f.quiet {
 		nt.add(res.Summary.Warnings...)

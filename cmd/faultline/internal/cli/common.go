@@ -232,3 +232,14 @@ func newProgress(env *Env, name string, quiet bool, what string) (func(int64), f
 		}
 	}, func() { bar.Finish() }
 }
+
+// summaryWriter is where a command's summary goes: standard output, unless
+// one of outputs is "-" and standard output carries that data alone.
+func summaryWriter(env *Env, outputs ...string) io.Writer {
+	for _, o := range outputs {
+		if o == "-" {
+			return env.Stderr
+		}
+	}
+	return env.Stdout
+}

@@ -45,7 +45,8 @@ FAULTLOG, one of:
     with exceptions:page_fault_user
 
 One of the two may be "-" for standard input. Memory grows with the number
-of faults, not of accesses: access logs of many gigabytes stream.
+of faults (about 510 bytes each, at most 10 million), not of accesses:
+access logs of many gigabytes stream.
 
 Output: a summary (faults matched by ip+page, by page and time, unmatched
 by reason); --pairs FILE, one tab-separated row per fault with a header:
@@ -72,7 +73,7 @@ Flags:
 
 func runCorrelate(env *Env, args []string) error {
 	fs := pflag.NewFlagSet("correlate", pflag.ContinueOnError)
-	out := fs.StringP("output", "o", "", "write a pprof profile of faults per accessing instruction to `FILE`")
+	out := fs.StringP("output", "o", "", "write a pprof profile of faults per accessing instruction to `FILE` (- for standard output; the summary then goes to standard error)")
 	pairs := fs.String("pairs", "", "write one tab-separated row per fault to `FILE` (- for standard output)")
 	offset := fs.String("offset", "", "fault clock − access clock (`DURATION`, e.g. 27.3ms or -1.5s); default: estimated")
 	window := fs.Duration("window", 0, "how far from a fault an access may lie (`DURATION`); default: 4 times the spread of exact matches, at least 50µs; 1ms with --offset")
@@ -93,6 +94,9 @@ func runCorrelate(env *Env, args []string) error {
 	accessName, faultName := fs.Arg(0), fs.Arg(1)
 	if accessName == "-" && faultName == "-" {
 		return usageError("correlate: only one of ACCESSLOG and FAULTLOG can be standard input")
+	}
+	if *pairs == "-" && *out == "-" {
+		return usageError("correlate: --pairs - and -o - would both write to standard output; send one to a file")
 	}
 	switch *threads {
 	case "auto", "match", "ignore":
@@ -208,10 +212,7 @@ func runCorrelate(env *Env, args []string) error {
 		}
 	}
 	if !*quiet {
-		w := env.Stdout
-		if *pairs == "-" {
-			w = env.Stderr
-		}
+		w := summaryWriter(env, *pairs, *out)
 		correlate.WriteSummary(w, res, flog)
 		if *out != "" {
 			fmt.Fprintf(w, "\nNext: go tool pprof -top %s   (-tagfocus=match=ip: exact matches only)\n", *out)

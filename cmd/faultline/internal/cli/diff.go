@@ -122,7 +122,7 @@ func runDiff(env *Env, args []string) error {
 	fs.Float64Var(&f.maxLoss, "max-loss", -1, "exit 2 when an input lost more than `P` percent of an allocation or fault event's samples (0: any loss; default: warn only)")
 	hideDefault(fs, "max-loss")
 	sym := addSymbolizeFlags(fs)
-	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it")
+	fs.StringVarP(&f.output, "output", "o", "", "also write a pprof diff profile to `FILE`: NEW's samples plus BASE's negated and labelled pprof::base=true, as 'go tool pprof -diff_base' builds it (- for standard output; the report then goes to standard error)")
 	if done, err := parseFlags(env, fs, diffHelp, args); done {
 		return err
 	}
@@ -175,13 +175,15 @@ func runDiff(env *Env, args []string) error {
 	if err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
 	}
+	// The report first: a diff profile that cannot be written does not
+	// cost the comparison.
+	if err := diff.Render(summaryWriter(env, f.output), res, f.format, diff.RenderOptions{Top: f.top, BaseName: strings.Join(baseNames, ", "), NewName: newName}); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
+	}
 	if f.output != "" {
 		if err := writeDiffProfile(env, f.output, bases, head); err != nil {
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: %w", err)}
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: -o %s: %w", f.output, err)}
 		}
-	}
-	if err := diff.Render(env.Stdout, res, f.format, diff.RenderOptions{Top: f.top, BaseName: strings.Join(baseNames, ", "), NewName: newName}); err != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("diff: writing the report: %w", err)}
 	}
 	if fs.Changed("max-loss") && res.MaxLossPercent() > f.maxLoss {
 		var worst diff.Loss

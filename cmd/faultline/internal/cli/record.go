@@ -497,6 +497,9 @@ func (r *recorder) record() error {
 		if errors.Is(err, rec.ErrNoEvents) {
 			return prereqError("%v (perf_event_paranoid, a container without CAP_PERFMON, or too many CPUs × threads for the open-file limit?)", err)
 		}
+		if errors.Is(err, syscall.ENOSPC) {
+			err = fmt.Errorf("%w; the partial recording was removed: free space there or choose another -o", err)
+		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	if missing := r.missingProbes(); len(missing) > 0 {
@@ -719,7 +722,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 				filepath.Base(o.cmd[0]), o.duration, howStopped(res))
 		}
 	}
-	if !out.stdout {
+	if !out.stdout && out.special == "" {
 		fmt.Fprintf(w, "Next: faultline analyze %s -o faults.pb.gz && go tool pprof -top faults.pb.gz\n", shellQuote([]string{o.output}))
 	}
 }

@@ -5,24 +5,38 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/faultline/faultline/perfdata"
 )
 
 // outputFile is the recording being written. record runs as root, so it
-// never opens the output by its name: it writes a new file of its own (an
-// O_EXCL temporary in the target directory) and renames it into place at
-// the end, and hands that descriptor, not a path, to the sudo user. A
-// symlink planted at the output name is replaced, never followed. For
-// "-o -" the recording streams to standard output in pipe mode, as perf
-// record -o - writes it, so that a reader can start at once (a file named
-// "-" is never created).
+// never opens a regular output by its name: it writes a new file of its
+// own (an O_EXCL temporary in the target directory, flock'ed while it
+// lives) and renames it into place at the end, and hands that descriptor,
+// not a path, to the sudo user. A symlink planted at the output name is
+// replaced, never followed into a regular file. An output that is a device
+// node or a FIFO (or a link to one) is written into, as perf record -o
+// does, never replaced or chowned: file-mode perf.data needs a seekable
+// file, so the recording is spooled to an unlinked temporary file and
+// copied there at the end. For "-o -" the recording streams to standard
+// output in pipe mode, as perf record -o - writes it, so that a reader can
+// start at once (a file named "-" is never created).
 type outputFile struct {
-	f      *os.File // the file being written; nil for stdout
-	w      io.Writer
-	tmp    string // temporary name in the target directory ("" for stdout)
+	f      *os.File  // the file being written (temporary or spool); nil for stdout
+	w      io.Writer // what the recorder writes to
+	tmp    string    // temporary name in the target directory ("" when spooled or streamed)
 	final  string
 	stdout bool
-	done   bool
+	// special is the device node or FIFO written into; sink its
+	// descriptor once open (a FIFO without a reader yet is opened at
+	// commit).
+	special string
+	sink    *os.File
+	done    bool
 }
 
 func (r *recorder) createOutput() (*outputFile, error) {
@@ -32,8 +46,26 @@ func (r *recorder) createOutput() (*outputFile, error) {
 		return o, nil
 	}
 	dir := filepath.Dir(r.opts.output)
-	if fi, err := os.Stat(r.opts.output); err == nil && fi.IsDir() {
-		return nil, prereqError("-o %s is a directory; name a file", r.opts.output)
+	if fi, err := os.Stat(r.opts.output); err == nil {
+		switch m := fi.Mode(); {
+		case m.IsDir():
+			return nil, prereqError("-o %s is a directory; name a file", r.opts.output)
+		case m&(os.ModeDevice|os.ModeNamedPipe) != 0:
+			if err := o.openSpecial(m); err != nil {
+				return nil, err
+			}
+			return o, o.spool()
+		case !m.IsRegular():
+			return nil, prereqError("-o %s is a %v, not a file, device or FIFO; name a file", r.opts.output, m.Type())
+		}
+	}
+	if err := checkReplaceable(r.opts.output); err != nil {
+		return nil, err
+	}
+	if n, err := removeStaleTemps(dir); n > 0 {
+		r.logf("removed %d temporary files of recordings that did not finish in %s", n, dir)
+	} else if err != nil {
+		r.notes.add(fmt.Errorf("looking for temporary files of unfinished recordings in %s: %v", dir, err))
 	}
 	// CreateTemp opens with O_CREAT|O_EXCL and mode 0600: a new file that
 	// only we can have made.
@@ -41,16 +73,184 @@ func (r *recorder) createOutput() (*outputFile, error) {
 	if err != nil {
 		return nil, prereqError("cannot create the output in %s: %v", dir, err)
 	}
+	// The lock lives as long as this process: a later run that can take
+	// it knows the file is a dead run's (removeStaleTemps).
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, prereqError("cannot lock the output's temporary file in %s: %v", dir, err)
+	}
 	o.f, o.w, o.tmp = f, f, f.Name()
 	return o, nil
 }
 
+// spool makes the unlinked temporary file a streamed output is written to
+// first.
+func (o *outputFile) spool() error {
+	f, err := os.CreateTemp("", "faultline-record-*.data")
+	if err != nil {
+		if o.sink != nil {
+			o.sink.Close()
+		}
+		return prereqError("creating a spool file for %s: %v (set TMPDIR to a writable directory)", o.streamName(), err)
+	}
+	os.Remove(f.Name()) // unlinked: gone with the descriptor
+	o.f, o.w = f, f
+	return nil
+}
+
+func (o *outputFile) streamName() string {
+	if o.stdout {
+		return "standard output"
+	}
+	return o.final
+}
+
+// openSpecial opens the device node or FIFO named by the output for
+// writing, now, so that a refusal comes before the program runs. The
+// descriptor is checked again: whatever the name points at, only a device
+// or FIFO is written into (never a regular file, never truncated).
+func (o *outputFile) openSpecial(m os.FileMode) error {
+	o.special = o.final
+	flags := unix.O_WRONLY | unix.O_NOCTTY | unix.O_CLOEXEC
+	if m&os.ModeNamedPipe != 0 {
+		flags |= unix.O_NONBLOCK
+	}
+	fd, err := unix.Open(o.final, flags, 0)
+	if err == unix.ENXIO && m&os.ModeNamedPipe != 0 {
+		// A FIFO nobody reads yet: opened (and waited for) at the end.
+		if err := unix.Access(o.final, unix.W_OK); err != nil {
+			return prereqError("-o %s: FIFO not writable: %v", o.final, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return prereqError("-o %s: cannot open the %s for writing: %v", o.final, specialKind(m), err)
+	}
+	f := os.NewFile(uintptr(fd), o.final)
+	if err := checkSpecial(f); err != nil {
+		f.Close()
+		return err
+	}
+	if m&os.ModeNamedPipe != 0 {
+		if err := unix.SetNonblock(fd, false); err != nil {
+			f.Close()
+			return fmt.Errorf("-o %s: %v", o.final, err)
+		}
+	}
+	o.sink = f
+	return nil
+}
+
+// checkSpecial refuses a descriptor that is not a device node or FIFO (the
+// name was swapped after it was looked at).
+func checkSpecial(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("-o %s: %v", f.Name(), err)
+	}
+	if fi.Mode()&(os.ModeDevice|os.ModeNamedPipe) == 0 {
+		return prereqError("-o %s changed while being opened (now a %v); run again", f.Name(), fi.Mode().Type())
+	}
+	return nil
+}
+
+func specialKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "character device"
+	}
+	return "block device"
+}
+
+// checkReplaceable refuses, before anything runs, an existing regular
+// output that the final rename would either replace against its owner's
+// wish (no write permission bits: read-only) or fail on at the end
+// (immutable or append-only, chattr +i / +a).
+func checkReplaceable(path string) error {
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil // nothing there, or a symlink (replaced, never followed)
+	}
+	if fi.Mode().Perm()&0o222 == 0 {
+		return prereqError("-o %s exists and is read-only (mode %04o): remove it, make it writable (chmod u+w) or choose another -o", path, fi.Mode().Perm())
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // the rename decides
+	}
+	defer unix.Close(fd)
+	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
+	if err == nil && flags&(fsImmutableFL|fsAppendFL) != 0 {
+		return prereqError("-o %s is immutable or append-only (lsattr shows i or a): it cannot be replaced; chattr -i -a it or choose another -o", path)
+	}
+	return nil
+}
+
+// Inode flags of FS_IOC_GETFLAGS (include/uapi/linux/fs.h).
+const (
+	fsImmutableFL = 0x10 // FS_IMMUTABLE_FL
+	fsAppendFL    = 0x20 // FS_APPEND_FL
+)
+
+// staleTemp matches the temporary names createOutput makes:
+// "." + output name + "." + random digits + ".tmp".
+var staleTemp = regexp.MustCompile(`^\..+\.[0-9]+\.tmp$`)
+
+// removeStaleTemps removes the temporary files that runs of record killed
+// before they finished (kill -9, a crash) left in dir. A file is a dead
+// run's when its name is one createOutput makes, it is a regular file of
+// this user holding a perf.data header, and its flock is free: a live run
+// holds the lock until it exits. It returns how many it removed.
+func removeStaleTemps(dir string) (int, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !staleTemp.MatchString(e.Name()) {
+			continue
+		}
+		if removeIfStale(filepath.Join(dir, e.Name())) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func removeIfStale(path string) bool {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		return false
+	}
+	var magic [8]byte
+	if n, _ := unix.Pread(fd, magic[:], 0); n != len(magic) || string(magic[:]) != perfdata.MagicLE {
+		return false
+	}
+	if unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false // a live run's
+	}
+	return os.Remove(path) == nil
+}
+
 // commit finishes the output: hands the file to the sudo user, then renames
-// it into place. Standard output has had everything already.
+// it into place (or copies it out to the device or the FIFO; standard
+// output has had everything already).
 func (o *outputFile) commit(r *recorder) error {
 	if o.stdout {
-		o.done = true
+		o.done = true // streamed as it was written
 		return nil
+	}
+	if o.tmp == "" {
+		return o.copyOut(r)
 	}
 	r.giveToInvoker(o.f)
 	if err := o.f.Close(); err != nil {
@@ -66,13 +266,52 @@ func (o *outputFile) commit(r *recorder) error {
 	return nil
 }
 
+// copyOut copies the spooled recording to where it goes.
+func (o *outputFile) copyOut(r *recorder) error {
+	defer o.discard()
+	if _, err := o.f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	var w io.Writer = r.env.Stdout
+	if o.special != "" {
+		if o.sink == nil {
+			r.logf("waiting for a reader of the FIFO %s", o.special)
+			f, err := os.OpenFile(o.special, os.O_WRONLY|unix.O_NOCTTY, 0)
+			if err != nil {
+				return fmt.Errorf("opening the FIFO %s: %v", o.special, err)
+			}
+			if err := checkSpecial(f); err != nil {
+				f.Close()
+				return err
+			}
+			o.sink = f
+		}
+		w = o.sink
+	}
+	if _, err := io.Copy(w, o.f); err != nil {
+		return fmt.Errorf("writing the recording to %s: %v", o.streamName(), err)
+	}
+	if o.sink != nil {
+		if err := o.sink.Close(); err != nil {
+			return fmt.Errorf("writing the recording to %s: %v", o.final, err)
+		}
+		o.sink = nil
+	}
+	return nil
+}
+
 // discard removes an unfinished output (error or interruption before the
 // file was complete).
 func (o *outputFile) discard() {
 	if o.done || o.stdout {
 		return
 	}
-	o.f.Close()
+	if o.f != nil {
+		o.f.Close()
+	}
+	if o.sink != nil {
+		o.sink.Close()
+	}
 	if o.tmp != "" {
 		os.Remove(o.tmp)
 	}

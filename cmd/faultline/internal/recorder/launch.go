@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -44,6 +45,15 @@ func init() {
 // launch waits for the go byte, then execs args[0] with argv args[1:]. It
 // returns only on failure: 127 as a shell would.
 func launch(mode string, args []string) int {
+	// The command must not outlive record (kill -9, a crash): the kernel
+	// sends SIGKILL when the thread that forked us exits, and the setting
+	// survives the exec below (not for set-uid or file-capability
+	// programs). startHeld keeps that thread alive while we run. Set before
+	// the gate is read: if record is already gone the read sees EOF.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		fmt.Fprintf(os.Stderr, "faultline: PR_SET_PDEATHSIG: %v\n", err)
+		return 127
+	}
 	f := os.NewFile(launchFD, "faultline-launch")
 	var b [1]byte
 	n, _ := f.Read(b[:])
@@ -105,15 +115,26 @@ func startHeld(path string, argv []string, noTHP bool, env []string, stdin io.Re
 	}
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 	c.ExtraFiles = []*os.File{r}
-	if err := c.Start(); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("starting the launcher: %w", err)
-	}
 	h := &heldCommand{cmd: c, gate: w, done: make(chan struct{})}
+	// The launcher's parent-death signal follows the forking thread, not
+	// the process: fork from a locked thread that lives until the command
+	// has been waited for, so that only record's own death fires it.
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := c.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		h.err = c.Wait()
 		close(h.done)
 	}()
+	if err := <-started; err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting the launcher: %w", err)
+	}
 	return h, nil
 }
 
@@ -122,6 +143,19 @@ func (h *heldCommand) release() error {
 	_, err := h.gate.Write([]byte{1})
 	h.gate.Close()
 	return err
+}
+
+// kill ends the released command, and the processes it started, if it
+// still runs, and reports whether it did.
+func (h *heldCommand) kill() bool {
+	select {
+	case <-h.done:
+		return false
+	default:
+	}
+	killTree(h.cmd.Process.Pid)
+	<-h.done
+	return true
 }
 
 // abort stops a launcher that must not run the command.

@@ -25,5 +25,8 @@ func newWriter(cfg *Config, out io.Writer, events []perfdata.WriterEvent, head *
 	if !ok {
 		return nil, errors.New("a file-mode recording needs a seekable output; write pipe mode (Config.Pipe) to a stream")
 	}
+	// The formats and names go near the start too (pipe mode has them
+	// there anyway), so that a recording cut short still decodes.
+	opts.Early, opts.TracingData = true, head.TracingData
 	return perfdata.NewWriter(t, events, opts)
 }

@@ -138,9 +138,15 @@ const StoppedByDuration = "duration"
 // ErrNoEvents is returned when the kernel refuses to open an event.
 var ErrNoEvents = errors.New("cannot open perf events")
 
+// ErrProgramKilled is wrapped into Record's error when the recording failed
+// while the program ran, and Record killed the program (SIGKILL) rather
+// than leave it running unrecorded.
+var ErrProgramKilled = errors.New("the program was killed")
+
 // Record runs one recording into out: a perfdata.WriterTarget positioned
-// at 0, or any stream when cfg.Pipe.
-func Record(cfg *Config, out io.Writer) (*Result, error) {
+// at 0, or any stream when cfg.Pipe. When it fails, the program it started
+// is not left running.
+func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
@@ -173,8 +179,11 @@ func Record(cfg *Config, out io.Writer) (*Result, error) {
 			return nil, err
 		}
 		defer func() {
-			if held != nil && !rec.released {
+			switch {
+			case !rec.released:
 				held.abort()
+			case err != nil && held.kill():
+				err = fmt.Errorf("%w; %w (pid %d, SIGKILL)", err, ErrProgramKilled, held.cmd.Process.Pid)
 			}
 		}()
 	}

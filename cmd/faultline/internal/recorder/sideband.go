@@ -100,8 +100,16 @@ func (s *session) synthesize() error {
 			}
 		}
 		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-		if err != nil {
-			continue
+		if err != nil || len(maps) == 0 {
+			if s.cfg.All {
+				continue // gone meanwhile, or a kernel thread
+			}
+			// Without its mappings no address of the process can be
+			// placed in a file: the recording would attribute nothing.
+			if err != nil {
+				return fmt.Errorf("-p %d: cannot read its memory map: %w (a process of another container, or protected by ptrace rules?); record it from where it runs, or record the command itself", pid, err)
+			}
+			return fmt.Errorf("-p %d: the process has no user-space memory (a kernel thread?): nothing of it to record", pid)
 		}
 		for _, m := range parseMaps(string(maps)) {
 			misc := uint16(perfdata.MiscUser)

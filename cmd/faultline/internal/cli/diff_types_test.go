@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+)
+
+// Issue 23 item 6: BASE and NEW that measure faults in different units
+// are refused; BASE and NEW with different sample-type sets still get
+// their comparison, and -o writes a diff profile of the types they share
+// (it used to fail with "incompatible sample types [0x…]", Go pointers,
+// and no comparison).
+func TestDiffUnitsAndSampleTypes(t *testing.T) {
+	dir := t.TempDir()
+	base, head := synthPair(t, dir)
+	p, err := os.ReadFile(head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hp, err := profile.ParseData(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bytesHead := filepath.Join(dir, "bytes.pb.gz")
+	hb := hp.Copy()
+	hb.SampleType[0].Unit = "bytes"
+	writeTestProfile(t, bytesHead, hb)
+	code, _, stderr := runCLI("diff", base, bytesHead)
+	if code != ExitFailure || !strings.Contains(stderr, `BASE measures faults in "count", NEW in "bytes"`) {
+		t.Errorf("faults/count vs faults/bytes: exit %d, %q", code, stderr)
+	}
+
+	// NEW without alloc_space.
+	fewer := filepath.Join(dir, "fewer.pb.gz")
+	hf := hp.Copy()
+	hf.SampleType = hf.SampleType[:2]
+	for _, s := range hf.Sample {
+		s.Value = s.Value[:2]
+	}
+	writeTestProfile(t, fewer, hf)
+	out := filepath.Join(dir, "d.pb.gz")
+	code, stdout, stderr := runCLI("diff", "-o", out, base, fewer)
+	if code != ExitRegression || !strings.Contains(stdout, "REGRESSION") || strings.Contains(stderr, "0x") {
+		t.Errorf("different sample types: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := profile.ParseData(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.SampleType) != 2 || d.SampleType[0].Type != "faults" || d.SampleType[1].Type != "allocs" {
+		t.Errorf("diff profile types %v, want faults and allocs", d.SampleType)
+	}
+	// NEW's total minus BASE's (the scenario above diff_test.go's
+	// synthPair): 219 − 204 = 15 faults.
+	var total int64
+	for _, s := range d.Sample {
+		total += s.Value[0]
+	}
+	if total != 15 {
+		t.Errorf("diff profile sums to %d faults, want 219 − 204 = 15", total)
+	}
+}

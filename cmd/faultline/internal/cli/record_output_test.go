@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/faultline/faultline/perfdata"
+)
+
+// requireRoot skips a test that makes device nodes or changes inode flags.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("not root: mknod and chattr need root")
+	}
+}
+
+// recordInto runs createOutput and commit for -o path with payload as the
+// recording, as the sudo user 65534 (the issue's repro).
+func recordInto(t *testing.T, path, payload string) (*fakeSys, error) {
+	t.Helper()
+	sys := newFakeSys()
+	sys.env = map[string]string{"SUDO_UID": "65534", "SUDO_GID": "65534"}
+	r, _ := newTestRecorder(sys, &recordOptions{output: path})
+	o, err := r.createOutput()
+	if err != nil {
+		return sys, err
+	}
+	o.f.WriteString(payload)
+	err = o.commit(r)
+	o.discard()
+	return sys, err
+}
+
+// TestOutputWritesIntoSpecialFiles is issue 23's first repro: -o naming a
+// device node (a /dev/null made with mknod c 1 3), a FIFO or a symlink to
+// one is written into, as perf record -o does: the node stays what it was
+// (type, device numbers, mode, owner) and is never chowned to the sudo
+// user.
+func TestOutputWritesIntoSpecialFiles(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	null := filepath.Join(dir, "null")
+	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatalf("mknod: %v", err)
+	}
+	if err := os.Chmod(null, 0o666); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(null, link); err != nil {
+		t.Fatal(err)
+	}
+	checkNull := func(when string) {
+		t.Helper()
+		var st unix.Stat_t
+		if err := unix.Lstat(null, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode != unix.S_IFCHR|0o666 || st.Rdev != unix.Mkdev(1, 3) || st.Uid != 0 {
+			t.Errorf("%s: the device node is now mode %o rdev %x uid %d; want a character device 1,3, 0666, root's", when, st.Mode, st.Rdev, st.Uid)
+		}
+	}
+	for _, p := range []string{null, link} {
+		sys, err := recordInto(t, p, "recording")
+		if err != nil {
+			t.Fatalf("-o %s: %v", p, err)
+		}
+		if len(sys.chowned) > 0 {
+			t.Errorf("-o %s: chowned %v", p, sys.chowned)
+		}
+		checkNull("-o " + p)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink to the device was replaced: %v %v", fi.Mode(), err)
+	}
+
+	// A FIFO, read before record opens it and after.
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, early := range []bool{true, false} {
+		got := make(chan string, 1)
+		readFrom := func(f *os.File) {
+			b, err := io.ReadAll(f)
+			f.Close()
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- string(b)
+		}
+		var reader *os.File
+		if early {
+			// Opened without waiting for a writer, reading blocks after.
+			fd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix.SetNonblock(fd, false)
+			reader = os.NewFile(uintptr(fd), fifo)
+		}
+		r, _ := newTestRecorder(newFakeSys(), &recordOptions{output: fifo})
+		o, err := r.createOutput()
+		if err != nil {
+			t.Fatalf("FIFO (reader first %v): %v", early, err)
+		}
+		o.f.WriteString("through the fifo")
+		if early {
+			go readFrom(reader)
+		} else {
+			go func() {
+				f, err := os.Open(fifo) // waits for commit's open
+				if err != nil {
+					got <- err.Error()
+					return
+				}
+				readFrom(f)
+			}()
+		}
+		if err := o.commit(r); err != nil {
+			t.Fatalf("FIFO (reader first %v): %v", early, err)
+		}
+		if s := <-got; s != "through the fifo" {
+			t.Errorf("FIFO (reader first %v): read %q", early, s)
+		}
+		if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("the FIFO was replaced: %v %v", fi.Mode(), err)
+		}
+	}
+}
+
+// TestOutputRefusedBeforeRun: an existing read-only output, and one that
+// is immutable (chattr +i), are refused by createOutput, before the
+// program would run, and stay as they were.
+func TestOutputRefusedBeforeRun(t *testing.T) {
+	dir := t.TempDir()
+	ro := filepath.Join(dir, "ro.data")
+	if err := os.WriteFile(ro, []byte("keep"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recordInto(t, ro, "new"); err == nil || !strings.Contains(err.Error(), "read-only (mode 0444)") {
+		t.Errorf("read-only output: %v", err)
+	}
+	if b, _ := os.ReadFile(ro); string(b) != "keep" {
+		t.Errorf("read-only output now holds %q", b)
+	}
+
+	requireRoot(t)
+	im := filepath.Join(dir, "im.data")
+	if err := os.WriteFile(im, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("chattr", "+i", im).CombinedOutput(); err != nil {
+		t.Skipf("chattr +i is not available here (%v: %s): the immutable case is not checked", err, out)
+	}
+	defer exec.Command("chattr", "-i", im).Run()
+	if _, err := recordInto(t, im, "new"); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("immutable output: %v", err)
+	}
+	if b, _ := os.ReadFile(im); string(b) != "keep" {
+		t.Errorf("immutable output now holds %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+}
+
+// TestRemoveStaleTemps: only a dead run's temporary file (our name
+// pattern, a regular perf.data file of this user, its flock free) goes.
+func TestRemoveStaleTemps(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	dead := write(".x.data.123.tmp", perfdata.MagicLE+"rest of a header")
+	live := write(".y.data.456.tmp", perfdata.MagicLE+"rest of a header")
+	notOurs := write(".z.data.789.tmp", "a user's own file")
+	otherName := write(".x.data.tmp", perfdata.MagicLE)
+	os.Symlink(dead, filepath.Join(dir, ".l.data.1.tmp"))
+	f, err := os.Open(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	n, err := removeStaleTemps(dir)
+	if err != nil || n != 1 {
+		t.Errorf("removed %d (%v), want 1", n, err)
+	}
+	if _, err := os.Stat(dead); err == nil {
+		t.Errorf("the dead run's file is still there")
+	}
+	for _, p := range []string{live, notOurs, otherName, filepath.Join(dir, ".l.data.1.tmp")} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed", filepath.Base(p))
+		}
+	}
+}
