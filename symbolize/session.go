@@ -533,7 +533,8 @@ func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
 	return s.internStack(one[:])
 }
 
-// perf's x86-64 sample_regs_user bits of BP, SP and IP (NOTES.md).
+// perf's x86-64 sample_regs_user bits of BP, SP and IP (enum perf_event_x86_regs,
+// arch/x86/include/uapi/asm/perf_regs.h).
 const (
 	perfRegBP = 6
 	perfRegSP = 7

@@ -27,8 +27,7 @@ import (
 // walk carries the log's length at its sample (Walk.version) and the
 // Walker applies the changes up to there before walking it, so a walk
 // sees the mappings of its sample's time without the reader ever waiting
-// for running walks (a barrier at each of the 232 mapping changes of a
-// gcc recording kept the reader waiting for 185 ms of 1.6 s).
+// for running walks: a mapping change is never a barrier.
 
 // Walk is one sample's stack walk. Its slices are reused from walk to walk.
 type Walk struct {

@@ -84,11 +84,10 @@ Example:
 Flags:
 `
 
-// defaultStackEvery is --stack-every's default, chosen by measurement on
-// testdata/record/src/containers.cpp (114051 allocations, 8 KiB stacks,
-// 2-core VM): the file is 30 MB of calls and faults plus the stacks, 90 MB
-// at 1 in 16, 45 MB at 1 in 61 or 64, 37 MB at 1 in 127; the program's time
-// is the uprobe traps' either way. 1 in 61 keeps stacks at about the
+// defaultStackEvery is --stack-every's default, chosen by measuring
+// testdata/record/src/containers.cpp's recording size at several periods
+// (the figures are in the commit that set it; the program's time is the
+// uprobe traps' at any period). 1 in 61 keeps stacks at about the
 // volume of the calls themselves and still guarantees a stack to any run
 // of 61 consecutive calls from one place. The kernel samples every Nth
 // call exactly, not at random, so N is prime: a program alternating
