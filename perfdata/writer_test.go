@@ -88,7 +88,7 @@ func writeTestRecording(t *testing.T, compress bool, n int) writtenFile {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	flags := uint64(AttrSampleIDAll | AttrDisabled | AttrInherit)
+	flags := AttrSampleIDAll | AttrDisabled | AttrInherit
 	events := []WriterEvent{
 		{Name: "page-faults", IDs: []uint64{10, 11},
 			Attr: Attr{Type: TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: wrFaultType,

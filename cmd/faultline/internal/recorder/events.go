@@ -116,8 +116,8 @@ func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
 		Config:            a.Config,
 		Sample:            a.SamplePeriod,
 		Sample_type:       uint64(a.SampleType),
-		Read_format:       a.ReadFormat,
-		Bits:              a.Flags,
+		Read_format:       uint64(a.ReadFormat),
+		Bits:              uint64(a.Flags),
 		Sample_regs_user:  a.SampleRegsUser,
 		Sample_stack_user: a.SampleStackUser,
 	}

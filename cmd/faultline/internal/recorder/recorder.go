@@ -209,7 +209,7 @@ func (s *session) closeAll() {
 // faults and the probes, then the stack ring's owner and the stack
 // instances.
 func buildSpecs(cfg *Config) []*spec {
-	flags := uint64(perfdata.AttrSampleIDAll)
+	flags := perfdata.AttrSampleIDAll
 	switch {
 	case cfg.Cmd != "" && !cfg.All:
 		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
