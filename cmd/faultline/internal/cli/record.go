@@ -389,8 +389,8 @@ func (r *recorder) record() error {
 	}
 	res, err := rec.Record(cfg, out.f)
 	if err != nil {
-		if errors.Is(err, rec.ErrNoEvents) {
-			return prereqError("%v (perf_event_paranoid, a container without CAP_PERFMON, or too many CPUs × threads for the open-file limit?)", err)
+		if e := openEventsError(err, r.paranoid(), nofileLimit()); e != nil {
+			return e
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
@@ -434,11 +434,15 @@ func (r *recorder) checkPrivileges() error {
 	if r.sys.Geteuid() == 0 {
 		return nil
 	}
-	paranoid := "unknown"
+	return prereqError("must run as root: adding uprobes writes /sys/kernel/tracing/uprobe_events, which only root may do (perf_event_paranoid is %s). Run: sudo faultline record ...", r.paranoid())
+}
+
+// paranoid is /proc/sys/kernel/perf_event_paranoid's value, or "unknown".
+func (r *recorder) paranoid() string {
 	if b, err := r.sys.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
-		paranoid = strings.TrimSpace(string(b))
+		return strings.TrimSpace(string(b))
 	}
-	return prereqError("must run as root: adding uprobes writes /sys/kernel/tracing/uprobe_events, which only root may do (perf_event_paranoid is %s). Run: sudo faultline record ...", paranoid)
+	return "unknown"
 }
 
 // tracefsDirs are where tracefs is found, the preferred mount point first.
