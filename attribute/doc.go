@@ -20,5 +20,7 @@
 // sizes.
 //
 // Sub-packages: analyze runs the whole pipeline over a perf.data recording;
-// report builds the pprof profile; diff compares two profiles for CI.
+// report builds the pprof profile; diff compares two profiles for CI;
+// correlate joins a memory-access log (Pin's pinatrace format) with a
+// page-fault log to name the access behind each fault.
 package attribute

@@ -193,7 +193,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		x.Time, x.ID, x.StreamID = b.u64(), b.u64(), b.u64()
 	case *Read:
 		x.Pid, x.Tid = b.u32(), b.u32()
-		var rf uint64
+		var rf ReadFormat
 		if ev := r.trailerEvent(body); ev != nil {
 			rf = ev.Attr.ReadFormat
 		} else if len(r.events) > 0 {

@@ -210,7 +210,7 @@ func checkSample(t *testing.T, got, want *Sample) {
 
 func timedSynth(idAll bool) *synth {
 	s := newSynth(false)
-	flags := uint64(0)
+	var flags AttrFlags
 	if idAll {
 		flags = AttrSampleIDAll
 	}

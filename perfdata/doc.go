@@ -1,5 +1,8 @@
-// Package perfdata is a streaming decoder for the perf.data files written by
-// `perf record`, in both the seekable file format and the pipe format.
+// Package perfdata reads and writes the perf.data files of `perf record`: a
+// streaming decoder for both the seekable file format and the pipe format,
+// and a Writer (with BuildTracingData for tracepoint formats) that produces
+// file-mode recordings perf itself reads, which faultline record and the
+// tests' synthetic recordings use.
 //
 // The format is described in tools/perf/Documentation/perf.data-file-format.txt
 // in the Linux tree (https://github.com/torvalds/linux/blob/master/tools/perf/Documentation/perf.data-file-format.txt);

@@ -97,7 +97,7 @@ func TestEarlyFeaturesUnfinished(t *testing.T) {
 		[]TraceSystem{{Name: "fltest_1", Formats: [][]byte{[]byte(writerMallocFormat)}}})
 	var out bytes.Buffer
 	f := &bufferAt{&out}
-	flags := uint64(AttrSampleIDAll)
+	flags := AttrSampleIDAll
 	events := []WriterEvent{
 		{Name: "page-faults", IDs: []uint64{10}, Attr: Attr{Type: TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: wrFaultType, Flags: flags}},
 		{Name: "fltest_1:malloc", IDs: []uint64{20}, Attr: Attr{Type: TypeTracepoint, Config: 1234, SamplePeriod: 1, SampleType: wrSampleType, Flags: flags}},

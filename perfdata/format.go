@@ -137,33 +137,109 @@ func (f SampleFormat) String() string {
 	return strings.Join(parts, "|")
 }
 
+// ReadFormat is perf_event_attr.read_format: a set of PERF_FORMAT_* bits
+// (enum perf_event_read_format) saying what a READ value carries.
+type ReadFormat uint64
+
 // read_format bits (enum perf_event_read_format).
 const (
-	ReadTotalTimeEnabled = 1 << 0 // PERF_FORMAT_TOTAL_TIME_ENABLED
-	ReadTotalTimeRunning = 1 << 1 // PERF_FORMAT_TOTAL_TIME_RUNNING
-	ReadID               = 1 << 2 // PERF_FORMAT_ID
-	ReadGroup            = 1 << 3 // PERF_FORMAT_GROUP
-	ReadLost             = 1 << 4 // PERF_FORMAT_LOST
+	ReadTotalTimeEnabled ReadFormat = 1 << 0 // PERF_FORMAT_TOTAL_TIME_ENABLED
+	ReadTotalTimeRunning ReadFormat = 1 << 1 // PERF_FORMAT_TOTAL_TIME_RUNNING
+	ReadID               ReadFormat = 1 << 2 // PERF_FORMAT_ID
+	ReadGroup            ReadFormat = 1 << 3 // PERF_FORMAT_GROUP
+	ReadLost             ReadFormat = 1 << 4 // PERF_FORMAT_LOST
 )
 
-// perf_event_attr flag bits (the bitfield word at offset 40).
+var readFormatNames = [...]string{"TOTAL_TIME_ENABLED", "TOTAL_TIME_RUNNING", "ID", "GROUP", "LOST"}
+
+// String spells the bits as perf evlist -v does ("ID|LOST"); bits this
+// package does not know are appended in hex.
+func (f ReadFormat) String() string {
+	return bitNames(uint64(f), readFormatNames[:], "|")
+}
+
+// AttrFlags is the perf_event_attr bitfield word at offset 40 (disabled,
+// inherit, ..., sigtrap), one bit per flag except precise_ip (two bits).
+type AttrFlags uint64
+
+// perf_event_attr flag bits (the bitfield word at offset 40), in the
+// order of include/uapi/linux/perf_event.h.
 const (
-	AttrDisabled      = 1 << 0
-	AttrInherit       = 1 << 1
-	AttrExcludeUser   = 1 << 4
-	AttrExcludeKernel = 1 << 5
-	AttrExcludeHV     = 1 << 6
-	AttrExcludeIdle   = 1 << 7
-	AttrMmap          = 1 << 8
-	AttrComm          = 1 << 9
-	AttrFreq          = 1 << 10
-	AttrMmapData      = 1 << 17 // mmap_data: non-exec mmaps recorded (perf record -d)
-	AttrSampleIDAll   = 1 << 18
-	AttrExcludeHost   = 1 << 19
-	AttrExcludeGuest  = 1 << 20
-	AttrMmap2         = 1 << 23
-	AttrUseClockID    = 1 << 25
+	AttrDisabled      AttrFlags = 1 << 0
+	AttrInherit       AttrFlags = 1 << 1
+	AttrExcludeUser   AttrFlags = 1 << 4
+	AttrExcludeKernel AttrFlags = 1 << 5
+	AttrExcludeHV     AttrFlags = 1 << 6
+	AttrExcludeIdle   AttrFlags = 1 << 7
+	AttrMmap          AttrFlags = 1 << 8
+	AttrComm          AttrFlags = 1 << 9
+	AttrFreq          AttrFlags = 1 << 10
+	AttrMmapData      AttrFlags = 1 << 17 // mmap_data: non-exec mmaps recorded (perf record -d)
+	AttrSampleIDAll   AttrFlags = 1 << 18
+	AttrExcludeHost   AttrFlags = 1 << 19
+	AttrExcludeGuest  AttrFlags = 1 << 20
+	AttrMmap2         AttrFlags = 1 << 23
+	AttrUseClockID    AttrFlags = 1 << 25
+	// attrPreciseIP is precise_ip's two-bit field (0–3).
+	attrPreciseIP     AttrFlags = 3 << 15
+	attrPreciseIPBits           = 15
 )
+
+// attrFlagNames are the bitfield's members by bit, as perf_event.h names
+// them and perf evlist -v prints them; "" for precise_ip's two bits.
+var attrFlagNames = [...]string{"disabled", "inherit", "pinned", "exclusive", "exclude_user",
+	"exclude_kernel", "exclude_hv", "exclude_idle", "mmap", "comm", "freq", "inherit_stat",
+	"enable_on_exec", "task", "watermark", "", "", "mmap_data", "sample_id_all", "exclude_host",
+	"exclude_guest", "exclude_callchain_kernel", "exclude_callchain_user", "mmap2", "comm_exec",
+	"use_clockid", "context_switch", "write_backward", "namespaces", "ksymbol", "bpf_event",
+	"aux_output", "cgroup", "text_poke", "build_id", "inherit_thread", "remove_on_exec", "sigtrap"}
+
+// PreciseIP returns the precise_ip field (0: arbitrary skid … 3: none).
+func (f AttrFlags) PreciseIP() int { return int(f&attrPreciseIP) >> attrPreciseIPBits }
+
+// String names the set flags in perf_event.h's order, separated by "|"
+// ("disabled|inherit|sample_id_all"), precise_ip as "precise_ip=N" at its
+// place; bits this package does not know are appended in hex.
+func (f AttrFlags) String() string {
+	var parts []string
+	var rest uint64
+	for i := range 64 {
+		switch {
+		case i == attrPreciseIPBits && f.PreciseIP() != 0:
+			parts = append(parts, "precise_ip="+strconv.Itoa(f.PreciseIP()))
+		case f&(1<<i) == 0 || attrPreciseIP&(1<<i) != 0:
+		case i < len(attrFlagNames):
+			parts = append(parts, attrFlagNames[i])
+		default:
+			rest |= 1 << i
+		}
+	}
+	if rest != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(rest, 16))
+	}
+	return strings.Join(parts, "|")
+}
+
+// bitNames joins the names of v's set bits, bit 0 first; set bits without
+// a name are appended together in hex.
+func bitNames(v uint64, names []string, sep string) string {
+	var parts []string
+	var rest uint64
+	for i := range 64 {
+		if v&(1<<i) == 0 {
+			continue
+		}
+		if i < len(names) && names[i] != "" {
+			parts = append(parts, names[i])
+		} else {
+			rest |= 1 << i
+		}
+	}
+	if rest != 0 {
+		parts = append(parts, "0x"+strconv.FormatUint(rest, 16))
+	}
+	return strings.Join(parts, sep)
+}
 
 // EventType is perf_event_attr.type (enum perf_type_id); values from 6 on
 // are dynamic PMU types (see Meta.PMUMappings).

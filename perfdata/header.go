@@ -19,8 +19,8 @@ type Attr struct {
 	Config           uint64
 	SamplePeriod     uint64 // or frequency when Flags has the freq bit
 	SampleType       SampleFormat
-	ReadFormat       uint64
-	Flags            uint64 // the bitfield word (disabled, inherit, ..., sample_id_all, ...)
+	ReadFormat       ReadFormat
+	Flags            AttrFlags // the bitfield word (disabled, inherit, ..., sample_id_all, ...)
 	WakeupEvents     uint32
 	BPType           uint32
 	Config1          uint64 // bp_addr, kprobe_func, uprobe_path, config1

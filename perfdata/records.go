@@ -552,13 +552,13 @@ func parseRegs(b *buf, mask uint64, dst []uint64) (abi uint64, regs []uint64) {
 
 // parseReadValues reads a read_format-shaped block (PERF_SAMPLE_READ, or
 // PERF_RECORD_READ's values) into v, reusing v.Values.
-func parseReadValues(v *ReadValues, b *buf, rf uint64) {
+func parseReadValues(v *ReadValues, b *buf, rf ReadFormat) {
 	v.Values = v.Values[:0]
 	if rf&ReadGroup != 0 {
 		n := b.u64()
 		v.TimeEnabled = b.u64If(rf&ReadTotalTimeEnabled != 0)
 		v.TimeRunning = b.u64If(rf&ReadTotalTimeRunning != 0)
-		per := 1 + bits.OnesCount64(rf&(ReadID|ReadLost))
+		per := 1 + bits.OnesCount64(uint64(rf&(ReadID|ReadLost)))
 		if n > uint64(b.left()/(8*per)) {
 			b.fail(int(min(n, 1<<50)) * 8 * per)
 			return

@@ -59,8 +59,8 @@ func (s *synth) encAttr(a Attr) []byte {
 	put64(8, a.Config)
 	put64(16, a.SamplePeriod)
 	put64(24, uint64(a.SampleType))
-	put64(32, a.ReadFormat)
-	put64(40, a.Flags)
+	put64(32, uint64(a.ReadFormat))
+	put64(40, uint64(a.Flags))
 	put64(72, a.BranchSampleType)
 	put64(80, a.SampleRegsUser)
 	put32(88, a.SampleStackUser)
@@ -141,7 +141,7 @@ func (w *wbuf) regs(abi uint64, regs []uint64) {
 // readValues appends v in read_format rf's layout: a group is nr, the times,
 // then value (id, lost) per member; a single counter is its value, the
 // times, then its id and lost count.
-func (w *wbuf) readValues(rf uint64, v *ReadValues) {
+func (w *wbuf) readValues(rf ReadFormat, v *ReadValues) {
 	if rf&ReadGroup != 0 {
 		w.u64(uint64(len(v.Values)))
 		w.u64If(rf&ReadTotalTimeEnabled != 0, v.TimeEnabled)

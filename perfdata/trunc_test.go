@@ -9,12 +9,15 @@ import (
 	"testing"
 )
 
-// truncInputs returns recordings to cut: fixtures when present (plain, -z
-// and pipe), and always a synthetic one.
+// truncInputs returns recordings to cut: committed fixtures (plain, -z and
+// pipe) and synthetic ones.
 func truncInputs(t *testing.T) map[string][]byte {
 	in := map[string][]byte{}
 	for _, pat := range []string{"../testdata/perf/basic.plain.data", "../testdata/perf/threads.z.data", "../testdata/perf/threads.pipe.data"} {
 		m, _ := filepath.Glob(pat)
+		if len(m) == 0 {
+			t.Fatalf("committed fixture missing: %s (testdata/gen.sh makes it)", pat)
+		}
 		for _, f := range m {
 			p, err := os.ReadFile(f)
 			if err != nil {

@@ -101,7 +101,7 @@ func writeTestRecordingWith(t *testing.T, opts WriterOptions, pipe bool, n int) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	flags := uint64(AttrSampleIDAll | AttrDisabled | AttrInherit)
+	flags := AttrSampleIDAll | AttrDisabled | AttrInherit
 	events := []WriterEvent{
 		{Name: "page-faults", IDs: []uint64{10, 11},
 			Attr: Attr{Type: TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: wrFaultType,

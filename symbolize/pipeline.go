@@ -11,7 +11,7 @@ import (
 
 // Pipeline delivers a recording's records in the reader's order, like
 // perfdata.Reader, with the stack walks of the samples the caller chooses
-// done ahead on other goroutines (issue 13):
+// done ahead on other goroutines:
 //
 //	reader goroutine: decode, time order, Prewalker.Prepare ─┬→ walkers: Walker.Walk, a batch each
 //	                                                         └→ caller: Next, in batch order, once
@@ -191,10 +191,8 @@ func (p *Pipeline) feed(pre *Prewalker) {
 	// Walkers read stacks and the caller reads payloads from the mapped
 	// file after Next moved on: pages are released once every record
 	// delivered so far was consumed, by the caller as it consumes the
-	// last batch sent. (The reader used to wait for that itself: a
-	// drained pipeline every 64 MiB kept both cores idle in turn, and
-	// the reader, the stage that bounds a parallel run, was blocked 15%
-	// of its time.)
+	// last batch sent, so the reader, the stage that bounds a parallel
+	// run, never waits for the pipeline to drain.
 	r.DeferDrops(heldGranules, func(drop func()) {
 		send()
 		p.dropMu.Lock()

@@ -44,7 +44,12 @@ func realRecordings(t *testing.T) []string {
 		p := filepath.Join(dir, n+".data")
 		if _, err := os.Stat(p); err == nil {
 			out = append(out, p)
+		} else {
+			t.Logf("%s lacks %s.data (sudo testdata/gen-real.sh %s makes it)", dir, n, dir)
 		}
+	}
+	if len(out) == 0 {
+		t.Skipf("none of the real recordings to check is in %s (sudo testdata/gen-real.sh %s makes them; FAULTLINE_REAL_ALL=1 checks every *.data there)", dir, dir)
 	}
 	return out
 }

@@ -111,6 +111,8 @@ type Session struct {
 	tables   map[*binfile.Binary]*cfi.Table
 	tableErr map[*binfile.Binary]error
 
+	arch unwind.Arch    // the recording's, from meta
+	meta *perfdata.Meta // for CheckArch: a pipe delivers ARCH after NewSession
 	unw  *unwind.Unwinder
 	rows cfi.RowCache // the serial Unwind's: no lock, no row copies
 	res  resolver
@@ -166,7 +168,18 @@ type lineKey struct {
 }
 
 // NewSession starts a session. meta supplies build IDs (the BUILD_ID feature).
+//
+// The recording's architecture comes from meta (perf's ARCH feature): one
+// whose stacks this package cannot unwind is refused with an *ArchError.
 func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
+	var machine string
+	if meta != nil {
+		machine = meta.Arch
+	}
+	arch, err := recordingArch(machine)
+	if err != nil {
+		return nil, err
+	}
 	getenv := cfg.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -199,7 +212,9 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 		buildIDs:   map[string]string{},
 		tables:     map[*binfile.Binary]*cfi.Table{},
 		tableErr:   map[*binfile.Binary]error{},
-		unw:        unwind.New(unwind.ArchX86_64),
+		arch:       arch,
+		meta:       meta,
+		unw:        unwind.New(arch),
 		locIndex:   map[locKey]LocID{},
 		locs:       []Loc{{}}, // LocID 0 is unused
 		stackIndex: map[uint64][]StackID{},
@@ -494,7 +509,7 @@ func mappingOf(r *perfdata.Mmap) *Mapping {
 // callchain when kernel is set) and returns the interned stack.
 func (s *Session) Unwind(smp *perfdata.Sample, kernel bool) (StackID, unwind.Stop) {
 	w := &s.walk
-	w.prepare(smp, false)
+	w.prepare(smp, false, s.arch)
 	w.entry = false // noted here, before the walk
 	if w.hasRegs && s.isEntryProbe(smp.Event) {
 		s.tramps.noteEntry(s.Maps, w.Pid, w.Tid, w.sp, w.stack)
@@ -580,11 +595,12 @@ func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
 	return s.internStack(one[:])
 }
 
-// perf's x86-64 sample_regs_user bits of BP, SP and IP (NOTES.md).
+// perf's x86-64 sample_regs_user bits of BP, SP and IP (enum perf_event_x86_regs,
+// arch/x86/include/uapi/asm/perf_regs.h).
 const (
-	perfRegBP = 6
-	perfRegSP = 7
-	perfRegIP = 8
+	x86PerfRegBP = 6
+	x86PerfRegSP = 7
+	x86PerfRegIP = 8
 )
 
 // UnwindTop walks the top of a stack known only by a few words: an entry
@@ -594,12 +610,17 @@ const (
 // got before the words ran out; the slice is reused by the next call of
 // UnwindTop or Unwind. Nothing is interned as a stack and the unwind
 // statistics do not count it: it is a leaf finder, not a sample's stack.
+// The fetch arguments are x86-64's: on any other architecture it returns
+// no frames.
 func (s *Session) UnwindTop(pid, tid uint32, ip, sp, bp uint64, hasBP bool, stack []byte) []LocID {
+	if s.arch != unwind.ArchX86_64 {
+		return s.ids[:0]
+	}
 	var vals [3]uint64
-	mask := uint64(1)<<perfRegSP | 1<<perfRegIP
+	mask := uint64(1)<<x86PerfRegSP | 1<<x86PerfRegIP
 	n := 0
 	if hasBP {
-		mask |= 1 << perfRegBP
+		mask |= 1 << x86PerfRegBP
 		vals[n] = bp
 		n++
 	}

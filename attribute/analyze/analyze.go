@@ -318,6 +318,11 @@ func (ru *run) explainTruncated(err error) error {
 // setup classifies the events (again, in pipe mode, as new ones arrive) and
 // picks the attribution mode.
 func (ru *run) setup() error {
+	// Before the first sample is unwound: a pipe's ARCH feature arrives
+	// after the session was made.
+	if err := ru.sess.CheckArch(); err != nil {
+		return err
+	}
 	evs := ru.r.Events()
 	for len(ru.infos) < len(evs) {
 		ev := evs[len(ru.infos)]

@@ -26,8 +26,9 @@ import (
 func (ru *run) guessRole(in *eventInfo, smp *perfdata.Sample) {
 	in.guess = false
 	raw := smp.Raw
-	regs := unwind.RegsFromPerf(unwind.ArchX86_64, smp.RegsMask, smp.Regs)
-	ip, ok := regs.PC(unwind.ArchX86_64)
+	arch := ru.sess.Arch()
+	regs := unwind.RegsFromPerf(arch, smp.RegsMask, smp.Regs)
+	ip, ok := regs.PC(arch)
 	if !ok || len(raw) < 24 {
 		ru.guessWarn(in, "its samples carry no user registers or too little raw data")
 		return

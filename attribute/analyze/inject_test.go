@@ -458,6 +458,9 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		t.Fatal(err)
 	}
 	debugFiles, _ := filepath.Glob(filepath.Join(symfsDir, "usr/lib/debug/.build-id/*/*.debug"))
+	if len(debugFiles) == 0 {
+		t.Fatalf("committed fixture missing: no debug files under %s/usr/lib/debug/.build-id", symfsDir)
+	}
 	elfTrials := trials / 3
 	for i := range elfTrials {
 		for _, f := range []struct {

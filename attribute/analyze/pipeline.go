@@ -9,7 +9,7 @@ import (
 	"github.com/faultline/faultline/perfdata"
 )
 
-// A file-mode recording runs through symbolize.Pipeline (issue 13):
+// A file-mode recording runs through symbolize.Pipeline:
 // records are read and put in time order on one goroutine, the stacks the
 // run will unwind are walked on the others (this one included), and this
 // goroutine interns them and feeds everything to the tracker in record

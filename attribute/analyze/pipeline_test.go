@@ -61,22 +61,11 @@ func runWorkers(t *testing.T, path string, mode report.Mode, n int) ([]byte, str
 // the reference the other tests check against perf script and the
 // expectation tables.
 func TestWorkersSameProfile(t *testing.T) {
-	var files []string
-	for _, g := range []string{"../../testdata/perf/*.data", "../../testdata/mixed/*.data", "../../testdata/diff/*.data",
-		"../../testdata/heapgrow/*.data", "../../testdata/leaf/*.data", "../../testdata/pipeline/*.data"} {
-		m, err := filepath.Glob(g)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, m...)
-	}
-	if len(files) < 28 {
-		t.Fatalf("found %d committed recordings, want the 28 under testdata/{perf,mixed,diff,heapgrow,leaf,pipeline}", len(files))
-	}
+	files := committedRecordings(t)
 	for _, f := range files {
 		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {
 			t.Run(fmt.Sprintf("%s/%v", filepath.Base(f), mode), func(t *testing.T) {
-				want, wantSum := runWorkers(t, f, mode, 1)
+				want, wantSum := serialRun(t, f, mode)
 				for _, n := range []int{2, 3, 8} {
 					got, gotSum := runWorkers(t, f, mode, n)
 					if !bytes.Equal(got, want) {

@@ -12,8 +12,8 @@ import (
 	"github.com/faultline/faultline/symbolize/binfile"
 )
 
-// Recordings of faultline record's shape (issue 10; CONTRACT-record.md)
-// take every allocator call and fault as a "range" event without a stack,
+// Recordings of faultline record's shape (the README's "stacks for only
+// some allocator calls"; cmd/faultline/internal/recorder's buildSpecs) take every allocator call and fault as a "range" event without a stack,
 // and open the same entry tracepoint (or fault event) a second time with a
 // DWARF stack for some hits: every big allocation, a 1-in-N sample of the
 // others. A stack event is an event whose sample_type has STACK_USER or

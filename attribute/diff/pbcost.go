@@ -6,8 +6,8 @@ import (
 )
 
 // The pprof parser turns a few bytes of protobuf into structs, slices and
-// map entries of a hundred bytes or more: 16 MiB of four-byte samples took
-// 709 MiB to parse (measured with profile.ParseUncompressed). So before
+// map entries of a hundred bytes or more, so a small profile can cost tens
+// of times its size to parse (see the cost constants below). So before
 // handing bytes to it, loadCost walks the encoding (profile.proto) and
 // estimates what parsing will allocate; maxLoadCost bounds that estimate.
 const maxLoadCost = 256 << 20

@@ -288,7 +288,7 @@ func openLibc(t testing.TB) *Binary {
 	}
 	if !b.HasDWARF() {
 		b.Close()
-		t.Skipf("libc's debug file is missing: %v", b.Warnings)
+		t.Fatalf("committed fixture missing: libc's debug file under testdata/symfs/usr/lib/debug (%v)", b.Warnings)
 	}
 	return b
 }

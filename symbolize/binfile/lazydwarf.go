@@ -14,10 +14,9 @@ import (
 	"sync/atomic"
 )
 
-// Opening a binary with a big debug file used to inflate all of its DWARF
-// and parse the header and abbreviations of every compile unit (libc's
-// 4,126 units: most of the time faultline spent opening it), while a
-// recording's samples hit a few dozen units. When the debug file has
+// Opening a binary does not inflate all of its DWARF or parse every
+// compile unit (libc's debug file has thousands), since a recording's
+// samples hit a few dozen units. When the debug file has
 // .debug_aranges, the index is built from it alone, and a unit is read
 // only when an address inside it is first asked about, from a
 // debug/dwarf.Data holding just that unit. The sections are inflated in

@@ -22,6 +22,19 @@ const (
 	ArchARM64
 )
 
+// ArchFromMachine maps a machine name as uname(2) gives it, and as perf
+// stores it in its ARCH header feature ("x86_64", "aarch64"), to an Arch;
+// ArchUnknown for any other.
+func ArchFromMachine(machine string) Arch {
+	switch machine {
+	case "x86_64":
+		return ArchX86_64
+	case "aarch64", "arm64":
+		return ArchARM64
+	}
+	return ArchUnknown
+}
+
 func (a Arch) String() string {
 	switch a {
 	case ArchX86_64:

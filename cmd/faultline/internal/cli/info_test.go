@@ -59,6 +59,7 @@ func TestInfoFixtures(t *testing.T) {
 	for _, f := range files {
 		script := strings.TrimSuffix(f, ".data") + ".script.txt"
 		if _, err := os.Stat(script); err != nil {
+			t.Errorf("committed fixture missing: %v (testdata/gen.sh writes each recording's perf script text)", err)
 			continue
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {

@@ -124,11 +124,10 @@ Example:
 Flags:
 `
 
-// defaultStackEvery is --stack-every's default, chosen by measurement on
-// testdata/record/src/containers.cpp (114051 allocations, 8 KiB stacks,
-// 2-core VM): the file is 30 MB of calls and faults plus the stacks, 90 MB
-// at 1 in 16, 45 MB at 1 in 61 or 64, 37 MB at 1 in 127; the program's time
-// is the uprobe traps' either way. 1 in 61 keeps stacks at about the
+// defaultStackEvery is --stack-every's default, chosen by measuring
+// testdata/record/src/containers.cpp's recording size at several periods
+// (the figures are in the commit that set it; the program's time is the
+// uprobe traps' at any period). 1 in 61 keeps stacks at about the
 // volume of the calls themselves and still guarantees a stack to any run
 // of 61 consecutive calls from one place. The kernel samples every Nth
 // call exactly, not at random, so N is prime: a program alternating
@@ -494,8 +493,8 @@ func (r *recorder) record() error {
 	}
 	res, err := rec.Record(cfg, out.w)
 	if err != nil {
-		if errors.Is(err, rec.ErrNoEvents) {
-			return prereqError("%v (perf_event_paranoid, a container without CAP_PERFMON, or too many CPUs × threads for the open-file limit?)", err)
+		if e := openEventsError(err, r.paranoid(), nofileLimit()); e != nil {
+			return e
 		}
 		if errors.Is(err, syscall.ENOSPC) {
 			err = fmt.Errorf("%w; the partial recording was removed: free space there or choose another -o", err)
@@ -586,11 +585,15 @@ func (r *recorder) checkPrivileges() error {
 	if r.sys.Geteuid() == 0 {
 		return nil
 	}
-	paranoid := "unknown"
+	return prereqError("must run as root: adding uprobes writes /sys/kernel/tracing/uprobe_events, which only root may do (perf_event_paranoid is %s). Run: sudo faultline record ...", r.paranoid())
+}
+
+// paranoid is /proc/sys/kernel/perf_event_paranoid's value, or "unknown".
+func (r *recorder) paranoid() string {
 	if b, err := r.sys.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
-		paranoid = strings.TrimSpace(string(b))
+		return strings.TrimSpace(string(b))
 	}
-	return prereqError("must run as root: adding uprobes writes /sys/kernel/tracing/uprobe_events, which only root may do (perf_event_paranoid is %s). Run: sudo faultline record ...", paranoid)
+	return "unknown"
 }
 
 // tracefsDirs are where tracefs is found, the preferred mount point first.

@@ -385,22 +385,58 @@ func goEnv(t *testing.T, key string) string {
 }
 
 // childRuns reports whether process ppid has a child named comm.
-func childRuns(ppid int, comm string) bool {
+func childRuns(ppid int, comm string) bool { return childPid(ppid, comm) != 0 }
+
+// TestRecordInprocLiveKilledRecorder kills record (SIGKILL) while the
+// program runs in-process: the program does not run on by itself (the
+// kernel's parent-death signal ends it), whatever its rings hold.
+func TestRecordInprocLiveKilledRecorder(t *testing.T) {
+	progs := requireInproc(t)
+	bin := buildFaultline(t)
+	dir := t.TempDir()
+	cmd := exec.Command(bin, "record", "-q", "-o", filepath.Join(dir, "k.data"), "--", filepath.Join(progs, "churn"), "50000000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !childRuns(cmd.Process.Pid, "churn") {
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start within 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	prog := childPid(cmd.Process.Pid, "churn")
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	for end := time.Now().Add(5 * time.Second); ; {
+		if syscall.Kill(prog, 0) == syscall.ESRCH {
+			break
+		}
+		if time.Now().After(end) {
+			syscall.Kill(prog, syscall.SIGKILL)
+			t.Fatalf("the program (pid %d) still runs 5 s after record was killed", prog)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// childPid returns the pid of ppid's child named comm, or 0.
+func childPid(ppid int, comm string) int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid ...
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 || !bytes.HasSuffix(b[:i], []byte("("+comm)) {
 			continue
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			return true
+		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
+			pid, _ := strconv.Atoi(e.Name())
+			return pid
 		}
 	}
-	return false
+	return 0
 }

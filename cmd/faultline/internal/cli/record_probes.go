@@ -37,8 +37,8 @@ type allocFunc struct {
 }
 
 // allocFuncs are the probe-able functions, all probed by default. calloc is
-// probed as __libc_calloc: `perf probe -x libc calloc` attached twice on
-// glibc 2.36 (NOTES.md); we resolve the symbol ourselves, but keep the real
+// probed as __libc_calloc: `perf probe -x libc calloc` attaches twice on
+// glibc 2.36 (libc's own calloc@plt matches the name too); we resolve the symbol ourselves, but keep the real
 // name so the probe is on the function itself. posix_memalign returns a
 // status: its pointer is stored through memptr, which a return probe cannot
 // reach (the argument registers are gone by then), so its calls stay
@@ -125,11 +125,9 @@ var argRegs = map[elf.Machine][]string{
 // constructor (libstdc++'s _M_construct, whose _M_create tail-calls
 // operator new) puts the user's return address at word 8 (libstdc++ 12,
 // x86-64); 8 words reached the user's code for 92% of the calls of
-// testdata/record's containers, 16 for all. Cost, measured on churn
-// (300000 mallocs, 900964 probe hits, median sys time of 5 runs on a
-// loaded 2-core VM): 4.27 s without the fields, 4.40 s with 8 words,
-// 4.52 s with 16 — about 0.8 µs more per malloc entry, against ~4.7 µs
-// for the uprobe hit itself. A probe takes at most 128 fetch arguments.
+// testdata/record's containers, 16 for all. The 16 words cost a fraction
+// of the uprobe hit itself (the figures are in the commit that set it).
+// A probe takes at most 128 fetch arguments.
 const topStackWords = 16
 
 // topStackArgs are the fetch arguments of the top of the stack at an
@@ -219,7 +217,8 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 		switch fn.ret {
 		case "ptr":
 			// hdr is the malloc chunk header in front of the pointer: its
-			// size and IS_MMAPPED bit (NOTES.md).
+			// size (hdr &^ 7) and IS_MMAPPED bit (0x2), glibc malloc.c's
+			// mchunk_size.
 			defs = append(defs, probeDef{event: fn.name + "__return",
 				line: fmt.Sprintf("r:%s/%s__return %s ptr=$retval hdr=-8($retval):u64", group, fn.name, loc)})
 		case "status":

@@ -99,6 +99,9 @@ func runScript(env *Env, args []string) error {
 				continue
 			}
 			if w.NameWidth == 0 {
+				if err := sess.CheckArch(); err != nil {
+					return &ExitError{Code: ExitFailure, Err: err}
+				}
 				for _, ev := range r.Events() {
 					w.NameWidth = max(w.NameWidth, len(ev.Name))
 				}

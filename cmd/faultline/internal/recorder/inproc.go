@@ -183,7 +183,7 @@ const shimSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata
 // no fault is one sample, fn__call, at its return: the arguments and the
 // return's fields, the return address (__probe_ret_ip) being the site.
 // free has only its pointer.
-func (s *session) inprocSpecs(add func(*spec), flags uint64) {
+func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 	ip := s.inproc
 	tp := func(id uint64, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: id, SamplePeriod: period,

@@ -64,7 +64,8 @@ func launch(mode string, args []string) int {
 		return 127
 	}
 	if mode == "nothp" {
-		// Inherited by children and kept across exec (NOTES.md).
+		// Inherited by children and kept across execve (prctl(2),
+		// PR_SET_THP_DISABLE).
 		if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
 			fmt.Fprintf(os.Stderr, "faultline: disabling transparent huge pages: %v\n", err)
 			return 127

@@ -297,7 +297,7 @@ func (s *session) closeAll() {
 // owner and the stack instances.
 func (s *session) buildSpecs() []*spec {
 	cfg := s.cfg
-	flags := uint64(perfdata.AttrSampleIDAll)
+	flags := perfdata.AttrSampleIDAll
 	if s.inproc != nil {
 		// One clock for the kernel's records and the shim's.
 		flags |= perfdata.AttrUseClockID
@@ -462,7 +462,7 @@ func (s *session) open(tids []int) error {
 				if sp.dummy {
 					ev, err := perf.Open(goPerfAttr(&sp.attr), tid, cpu, nil)
 					if err != nil {
-						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
+						return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
 					}
 					o.ev = ev
 					s.opened = append(s.opened, o)
@@ -472,12 +472,12 @@ func (s *session) open(tids []int) error {
 							pages = s.cfg.StackPages
 						}
 						if err := ev.MapRingNumPages(pages); err != nil {
-							return fmt.Errorf("mapping a %d-page ring on CPU %d: %v (lower --mmap-pages?)", pages, cpu, err)
+							return fmt.Errorf("mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", pages, cpu, err)
 						}
 						leaders[sp.kind] = ev
 						s.rings = append(s.rings, &ring{ev: ev, kind: sp.kind, cpu: cpu, size: pages * os.Getpagesize()})
 					} else if err := ev.SetOutput(leaders[sp.kind]); err != nil {
-						return fmt.Errorf("%s on CPU %d: %v", sp.name, cpu, err)
+						return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
 					}
 					if o.id, err = ev.ID(); err != nil {
 						return err
@@ -492,17 +492,17 @@ func (s *session) open(tids []int) error {
 						fd, err = openRaw(&sp.attr, tid, cpu)
 					}
 					if err != nil {
-						return fmt.Errorf("%w: %s on CPU %d: %v", ErrNoEvents, sp.name, cpu, err)
+						return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
 					}
 					o.fd = fd
 					s.opened = append(s.opened, o)
 					if sp.filter != "" {
 						if err := setFilter(fd, sp.filter); err != nil {
-							return fmt.Errorf("%s: %v", sp.name, err)
+							return fmt.Errorf("%s: %w", sp.name, err)
 						}
 					}
 					if err := setOutput(fd, leaders[sp.kind]); err != nil {
-						return fmt.Errorf("%s on CPU %d: %v", sp.name, cpu, err)
+						return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
 					}
 					if o.id, err = eventID(fd); err != nil {
 						return err

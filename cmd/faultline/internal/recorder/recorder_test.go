@@ -26,7 +26,8 @@ func testConfig() *Config {
 	}
 }
 
-// TestBuildSpecs checks the event contract (CONTRACT-record.md): range
+// TestBuildSpecs checks the event contract analyze relies on
+// (attribute/analyze/stacks.go): range
 // events carry no stack and sample every call; the stack instances of each
 // sized entry reuse its tracepoint id under names of their own (info and
 // perf script tell the three apart), carry user regs and stack,

@@ -1,0 +1,45 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
+)
+
+// openEventsError explains why the kernel refused record's perf events
+// (opening them or their rings), from the errno the recorder wraps: EACCES
+// or EPERM is a permission (root in a container without CAP_PERFMON, a
+// seccomp profile), EMFILE or ENFILE the open-file limit (one descriptor
+// per event per CPU per thread). paranoid is
+// /proc/sys/kernel/perf_event_paranoid's value and nofile the soft
+// RLIMIT_NOFILE, both as the message shows them. It returns nil for an
+// error that is none of these.
+func openEventsError(err error, paranoid, nofile string) error {
+	switch {
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		return prereqError("%v: the kernel does not let this process open perf events (perf_event_paranoid is %s). Root in a container needs CAP_PERFMON or CAP_SYS_ADMIN and a seccomp profile that allows perf_event_open (docker run --cap-add PERFMON, or --privileged); elsewhere run as root: sudo faultline record ...", err, paranoid)
+	case errors.Is(err, unix.EMFILE):
+		return prereqError("%v: out of file descriptors (ulimit -n is %s); record opens one per event, CPU and thread. Raise the limit (ulimit -n 65536) or record fewer threads", err, nofile)
+	case errors.Is(err, unix.ENFILE):
+		return prereqError("%v: the system's open-file table is full (fs.file-max); record opens one descriptor per event, CPU and thread. Close other programs or record fewer threads", err)
+	case errors.Is(err, rec.ErrNoEvents):
+		return prereqError("%v (perf_event_paranoid is %s; is this kernel built with CONFIG_PERF_EVENTS and uprobes?)", err, paranoid)
+	}
+	return nil
+}
+
+// nofileLimit is the soft RLIMIT_NOFILE as text ("unknown" when it cannot
+// be read).
+func nofileLimit() string {
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &l); err != nil {
+		return "unknown"
+	}
+	if l.Cur == unix.RLIM_INFINITY {
+		return "unlimited"
+	}
+	return fmt.Sprint(l.Cur)
+}
