@@ -18,6 +18,9 @@ import (
 // RLIMIT_NOFILE, both as the message shows them. It returns nil for an
 // error that is none of these.
 func openEventsError(err error, paranoid, nofile string) error {
+	if !errors.Is(err, rec.ErrNoEvents) {
+		return nil // not the events' (a process's maps unreadable, say)
+	}
 	switch {
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 		return prereqError("%v: the kernel does not let this process open perf events (perf_event_paranoid is %s). Root in a container needs CAP_PERFMON or CAP_SYS_ADMIN and a seccomp profile that allows perf_event_open (docker run --cap-add PERFMON, or --privileged); elsewhere run as root: sudo faultline record ...", err, paranoid)

@@ -31,7 +31,7 @@ func TestOpenEventsError(t *testing.T) {
 		{"EPERM", opened(unix.EPERM), []string{"operation not permitted", "CAP_PERFMON", "seccomp"}, []string{"ulimit"}},
 		{"EMFILE", opened(unix.EMFILE), []string{"too many open files", "ulimit -n is 1024", "ulimit -n 65536"}, []string{"CAP_PERFMON"}},
 		// A ring's eventfd is not "opening an event", but the limit is the same.
-		{"EMFILE ring", fmt.Errorf("mapping a 64-page ring on CPU 0: %w", os.NewSyscallError("eventfd", unix.EMFILE)), []string{"ulimit -n is 1024"}, []string{"CAP_PERFMON"}},
+		{"EMFILE ring", fmt.Errorf("%w: mapping a 64-page ring on CPU 0: %w", rec.ErrNoEvents, os.NewSyscallError("eventfd", unix.EMFILE)), []string{"ulimit -n is 1024"}, []string{"CAP_PERFMON"}},
 		{"ENFILE", opened(unix.ENFILE), []string{"file-max"}, []string{"CAP_PERFMON", "ulimit -n is"}},
 		{"EINVAL", opened(unix.EINVAL), []string{"invalid argument", "CONFIG_PERF_EVENTS"}, []string{"CAP_PERFMON", "ulimit"}},
 	} {
@@ -51,6 +51,10 @@ func TestOpenEventsError(t *testing.T) {
 				t.Errorf("%s: %q should not say %q", c.name, msg, n)
 			}
 		}
+	}
+	// Not the events': an unreadable /proc/PID/maps is EACCES too.
+	if err := openEventsError(fmt.Errorf("-p 1: cannot read its memory map: %w", os.ErrPermission), "2", "1024"); err != nil {
+		t.Errorf("a refused maps file explained as a perf events refusal: %v", err)
 	}
 	if err := openEventsError(errors.New("interrupted by interrupt before the program started"), "2", "1024"); err != nil {
 		t.Errorf("an error that is not about events got %v", err)

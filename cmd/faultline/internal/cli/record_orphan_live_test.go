@@ -51,8 +51,8 @@ func TestRecordLiveFullDisk(t *testing.T) {
 	code, stderr := runRecordMain("-q", "-o", filepath.Join(full, "x.data"), "--", "/bin/sh", "-c",
 		"sleep 600 & echo $! > '"+childFile+"'; exec '"+filepath.Join(progs, "rounds")+"' 100000")
 	t.Logf("record: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), stderr)
-	if code != ExitFailure || !strings.Contains(stderr, "no space left on device") || !strings.Contains(stderr, "the program was killed") {
-		t.Fatalf("exit %d, %q; want exit %d, no space left, the program was killed", code, stderr, ExitFailure)
+	if code != ExitRecordFailed || !strings.Contains(stderr, "no space left on device") || !strings.Contains(stderr, "the program was killed") {
+		t.Fatalf("exit %d, %q; want exit %d, no space left, the program was killed", code, stderr, ExitRecordFailed)
 	}
 	m := regexp.MustCompile(`pid (\d+), SIGKILL`).FindStringSubmatch(stderr)
 	if m == nil {
@@ -140,8 +140,8 @@ func TestRecordLivePidWithoutMaps(t *testing.T) {
 	for _, c := range cases {
 		out := filepath.Join(t.TempDir(), "p.data")
 		code, stderr := runRecordMain("-q", "-p", c.pid, "--libc", lib, "--duration", "1s", "-o", out)
-		if code != ExitFailure || !strings.Contains(stderr, c.msg) {
-			t.Errorf("-p %s: exit %d, %q; want exit %d and %q", c.pid, code, stderr, ExitFailure, c.msg)
+		if code != ExitRecordFailed || !strings.Contains(stderr, c.msg) {
+			t.Errorf("-p %s: exit %d, %q; want exit %d and %q", c.pid, code, stderr, ExitRecordFailed, c.msg)
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("-p %s: a recording was written", c.pid)

@@ -472,7 +472,7 @@ func (s *session) open(tids []int) error {
 							pages = s.cfg.StackPages
 						}
 						if err := ev.MapRingNumPages(pages); err != nil {
-							return fmt.Errorf("mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", pages, cpu, err)
+							return fmt.Errorf("%w: mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", ErrNoEvents, pages, cpu, err)
 						}
 						leaders[sp.kind] = ev
 						s.rings = append(s.rings, &ring{ev: ev, kind: sp.kind, cpu: cpu, size: pages * os.Getpagesize()})
