@@ -125,16 +125,10 @@ var freeNames = map[string]bool{"free": true, "__libc_free": true, "cfree": true
 // call in one sample (RoleAllocCall), as "__return" ends a return probe's.
 const CallSuffix = "__call"
 
-// probeName returns the function part of a probe event's name:
-// "probe_libc:malloc__return" → "malloc", true.
-func probeName(ev *perfdata.Event) (fn string, ret bool) {
-	fn, ret, _ = probeNameCall(ev)
-	return fn, ret
-}
-
-// probeNameCall is probeName that also tells a whole-call event
-// ("faultline:malloc__call").
-func probeNameCall(ev *perfdata.Event) (fn string, ret, call bool) {
+// probeName returns the function part of a probe event's name, and
+// whether it is a return probe ("probe_libc:malloc__return" → "malloc",
+// true) or a whole-call event ("faultline:malloc__call").
+func probeName(ev *perfdata.Event) (fn string, ret, call bool) {
 	name := ev.Name
 	if ev.Format != nil && ev.Format.Name != "" {
 		name = ev.Format.Name
@@ -182,7 +176,7 @@ func field(ev *perfdata.Event, names ...string) *perfdata.TraceField {
 // "free", "fault", "ignore").
 func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error) {
 	in := &eventInfo{ev: ev}
-	fn, ret, call := probeNameCall(ev)
+	fn, ret, call := probeName(ev)
 	fn = baseFunc(fn)
 	if spec, ok := override[ev.Name]; ok {
 		switch {

@@ -60,14 +60,6 @@ const watermarkMargin = 100 * time.Microsecond
 // its flag.
 const staleBusy = 50 * time.Millisecond
 
-// shimEvent is an in-process event: its spec and what fills its payload.
-type shimEvent struct {
-	spec *spec
-	fn   shim.Func
-	role uint8 // shim.KindEntry, KindReturn, KindFree
-	args int   // entry arguments
-}
-
 // inproc is the in-process method's state in a session.
 type inproc struct {
 	region *shim.Region

@@ -767,11 +767,13 @@ func (s *session) finalDrain() error {
 			return err
 		}
 		ip.final = true
-		_, err := s.drainInproc()
+		if _, err := s.drainInproc(); err != nil {
+			return err
+		}
 		s.res.Shim = ip.region.Counters()
 		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
 		s.res.Late = ip.late
-		return err
+		return s.writeUnrecorded()
 	}
 	_, err := s.drain()
 	return err
