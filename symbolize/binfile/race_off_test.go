@@ -1,0 +1,5 @@
+//go:build !race
+
+package binfile
+
+const raceBuild = false
