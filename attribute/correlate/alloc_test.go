@@ -26,8 +26,12 @@ func TestAllocsDoNotGrowWithAccesses(t *testing.T) {
 			}
 		})
 	}
+	// 48 more copies of the log are thousands of accesses: an allocation
+	// per access (or per copy) shows as far more than the few that a
+	// slice's growth or the runtime's timing can add between two runs
+	// (seen: 263 against 264).
 	two, fifty := allocs(2), allocs(50)
-	if fifty > two {
+	if fifty > two+4 {
 		t.Errorf("allocations grow with the access log: %v for two copies, %v for 50", two, fifty)
 	}
 }
