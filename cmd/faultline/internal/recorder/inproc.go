@@ -645,10 +645,7 @@ func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 	s.lastT = max(s.lastT, r.Time)
 	ne := binary.NativeEndian
 	sp := ip.call[e.Func]
-	b := s.sampleHead(ip.sbuf[:0], sp, g, r.Time)
-	rawAt := len(b)
-	b = ne.AppendUint32(b, 0)
-	b = appendCommon(b, sp, g.tid)
+	b, rawAt := s.startRaw(ip.sbuf[:0], sp, g, r.Time)
 	b = ne.AppendUint64(b, e.IP())
 	for i := range e.Func.Args() {
 		b = ne.AppendUint64(b, e.Arg(i))
@@ -679,24 +676,30 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 		s.firstT = rec.Time
 	}
 	var sp *spec
-	ne := binary.NativeEndian
-	b := ip.sbuf[:0]
+	short := false
 	switch rec.Kind {
 	case shim.KindEntry:
 		sp = ip.entry[rec.Func]
-		w, _ := rec.Words(ip.words)
-		short := s.shortEntry(g.pid, rec)
-		if short {
+		if short = s.shortEntry(g.pid, rec); short {
 			sp = ip.short[rec.Func]
 		}
-		b = s.sampleHead(b, sp, g, rec.Time)
-		rawAt := len(b)
-		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.tid)
+	case shim.KindReturn:
+		sp = ip.ret[rec.Func]
+	case shim.KindFree:
+		sp = ip.entry[shim.FuncFree]
+	}
+	if sp == nil {
+		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
+	}
+	ne := binary.NativeEndian
+	b, rawAt := s.startRaw(ip.sbuf[:0], sp, g, rec.Time)
+	switch rec.Kind {
+	case shim.KindEntry:
 		b = ne.AppendUint64(b, rec.IP())
 		for i := range rec.Func.Args() {
 			b = ne.AppendUint64(b, rec.Arg(i))
 		}
+		w, _ := rec.Words(ip.words)
 		switch {
 		case rec.Func == shim.FuncFree:
 		case short:
@@ -707,13 +710,7 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 			b = ne.AppendUint64(b, rec.BP())
 			b = append(b, w...)
 		}
-		b = finishRaw(b, rawAt)
 	case shim.KindReturn:
-		sp = ip.ret[rec.Func]
-		b = s.sampleHead(b, sp, g, rec.Time)
-		rawAt := len(b)
-		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.tid)
 		b = ne.AppendUint64(b, rec.IP())
 		b = ne.AppendUint64(b, rec.RetIP())
 		b = ne.AppendUint64(b, rec.Ptr())
@@ -721,19 +718,10 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 		if rec.Func == shim.FuncPosixMemalign {
 			b = ne.AppendUint32(b, uint32(rec.Status()))
 		}
-		b = finishRaw(b, rawAt)
 	case shim.KindFree:
-		sp = ip.entry[shim.FuncFree]
-		b = s.sampleHead(b, sp, g, rec.Time)
-		rawAt := len(b)
-		b = ne.AppendUint32(b, 0)
-		b = appendCommon(b, sp, g.tid)
 		b = ne.AppendUint64(b, rec.Ptr())
-		b = finishRaw(b, rawAt)
 	}
-	if sp == nil {
-		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
-	}
+	b = finishRaw(b, rawAt)
 	*s.perSpec[sp]++
 	if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
 		return 0, err
@@ -784,6 +772,15 @@ func (s *session) sampleHead(b []byte, sp *spec, g owner, t uint64) []byte {
 	b = ne.AppendUint32(b, g.pid)
 	b = ne.AppendUint32(b, g.tid)
 	return ne.AppendUint64(b, t)
+}
+
+// startRaw begins a sample of sp: the head, then the RAW part's size (filled
+// in by finishRaw, from rawAt) and the tracepoint's common fields.
+func (s *session) startRaw(b []byte, sp *spec, g owner, t uint64) ([]byte, int) {
+	b = s.sampleHead(b, sp, g, t)
+	rawAt := len(b)
+	b = binary.NativeEndian.AppendUint32(b, 0)
+	return appendCommon(b, sp, g.tid), rawAt
 }
 
 // appendCommon appends a tracepoint's common fields: type, flags,

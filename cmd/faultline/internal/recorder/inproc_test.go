@@ -2,6 +2,7 @@ package recorder
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"testing"
 
@@ -159,6 +160,11 @@ func TestInprocWriteAllocs(t *testing.T) {
 	run()
 	if n := testing.AllocsPerRun(200, run); n != 0 {
 		t.Errorf("%.1f allocations per 5 records", n)
+	}
+	// A return of free (no such event) from a corrupt ring is an error.
+	bad := shim.Record{Kind: shim.KindReturn, Func: shim.FuncFree, Time: 14, Body: retBody}
+	if _, err := s.writeShim(g, &bad); !errors.Is(err, shim.ErrCorrupt) {
+		t.Errorf("a return of free: %v, want ErrCorrupt", err)
 	}
 	if *s.perSpec[s.inproc.short[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.entry[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.call[shim.FuncMalloc]] == 0 {
 		t.Errorf("the user-code entry should be short, the library one full, the call whole")
