@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // Writer-side layout constants (tools/perf/util/header.c and
@@ -26,19 +24,13 @@ const (
 	// buildIDSlot is the size of the build_id array in
 	// perf_record_header_build_id (20 bytes of id, size byte, padding).
 	buildIDSlot = 24
-	// compressedChunk bounds the uncompressed bytes behind one flush of the
-	// zstd stream, so that no COMPRESSED record expands to more than perf's
-	// decompression buffer (FeatCompressed's mmap_len) holds.
-	// Kept small so that one flush's output fits one record: perf fails
-	// ("Couldn't decompress data") on a COMPRESSED record that yields no
-	// bytes, which a block split across two records would.
-	compressedChunk = 32 << 10
 	// maxCompressedPayload keeps a COMPRESSED record under header.size's
 	// u16 limit.
 	maxCompressedPayload = 65535 - 8
 	// compressMmapLen is what the COMPRESSED feature announces as
 	// mmap_len: perf decompresses each record into a buffer of this size,
-	// which must hold one flush (a chunk plus the largest record).
+	// which must hold one record's output (at most a chunk, zwriter.go)
+	// and the unfinished record carried over from the one before.
 	compressMmapLen = 1 << 20
 )
 
@@ -73,6 +65,10 @@ type WriterOptions struct {
 	Compress bool
 	// Level is the zstd level for Compress (0: the encoder's default).
 	Level int
+	// KeepUp: with Compress, a chunk of records that would wait for the
+	// compressor behind several others is written uncompressed, so that
+	// WriteRecord never waits for compression (zwriter.go).
+	KeepUp bool
 	// Early also stores TracingData and the event names before the data
 	// section, and a header that reads as "not finished" until Finish, so
 	// that a file cut short still decodes (early.go).
@@ -98,11 +94,10 @@ type Writer struct {
 	events   []WriterEvent
 	attrs    fileSection
 	dataOff  int64
-	zenc     *zstd.Encoder
+	zp       *zpipe // the compression pipeline (zwriter.go), or nil
 	zlevel   int
 	zbytes   int64 // compressed payload bytes written
-	zbuf     zstdSink
-	pending  int // uncompressed bytes since the last flush
+	zin      int64 // the record bytes behind them
 	rawBytes int64
 	pipe     *pipeState // pipe mode only (pipewriter.go)
 	err      error
@@ -151,7 +146,7 @@ func NewWriter(out WriterTarget, events []WriterEvent, opts *WriterOptions) (*Wr
 	return w, w.err
 }
 
-// startCompression sets up the zstd stream of the data section when opts
+// startCompression sets up the compression of the data section when opts
 // ask for it.
 func (w *Writer) startCompression(opts *WriterOptions) error {
 	if opts == nil || !opts.Compress {
@@ -161,19 +156,13 @@ func (w *Writer) startCompression(opts *WriterOptions) error {
 	if opts.Level > 0 {
 		w.zlevel = opts.Level
 	}
-	lvl := zstd.EncoderLevelFromZstd(w.zlevel)
-	enc, err := zstd.NewWriter(&w.zbuf, zstd.WithEncoderLevel(lvl), zstd.WithEncoderConcurrency(1))
+	zp, err := newZpipe(w, w.zlevel, opts.KeepUp)
 	if err != nil {
-		return fmt.Errorf("perfdata: zstd: %w", err)
+		return err
 	}
-	w.zenc = enc
+	w.zp = zp
 	return nil
 }
-
-// zstdSink collects the encoder's output between flushes.
-type zstdSink struct{ b []byte }
-
-func (s *zstdSink) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
 
 func (w *Writer) write(p []byte) {
 	if w.err != nil {
@@ -194,14 +183,12 @@ func (w *Writer) WriteRecord(rec []byte) error {
 		return fmt.Errorf("perfdata: WriteRecord: record of %d bytes whose header says otherwise", len(rec))
 	}
 	w.rawBytes += int64(len(rec))
-	if w.zenc == nil {
+	if w.zp == nil {
 		w.write(rec)
 		return w.err
 	}
-	if err := w.makeRoom(len(rec)); err != nil {
-		return err
-	}
-	return w.compress(rec)
+	w.err = w.zp.add(rec, nil)
+	return w.err
 }
 
 // WriteRecordParts writes a record given as its header fields and body,
@@ -218,69 +205,13 @@ func (w *Writer) WriteRecordParts(typ uint32, misc uint16, body []byte) error {
 	binary.LittleEndian.PutUint16(w.hdr[4:], misc)
 	binary.LittleEndian.PutUint16(w.hdr[6:], uint16(n))
 	w.rawBytes += int64(n)
-	if w.zenc == nil {
+	if w.zp == nil {
 		w.write(w.hdr[:])
 		w.write(body)
 		return w.err
 	}
-	if err := w.makeRoom(n); err != nil {
-		return err
-	}
-	if err := w.compress(w.hdr[:]); err != nil {
-		return err
-	}
-	return w.compress(body)
-}
-
-// makeRoom flushes the compressed stream when a record of n bytes would
-// take the pending input past compressedChunk, so that a flush never holds
-// more than one chunk or one record.
-func (w *Writer) makeRoom(n int) error {
-	if w.pending > 0 && w.pending+n > compressedChunk {
-		return w.flushCompressed()
-	}
-	return nil
-}
-
-func (w *Writer) compress(p []byte) error {
-	if _, err := w.zenc.Write(p); err != nil {
-		w.err = err
-		return err
-	}
-	w.pending += len(p)
-	return nil
-}
-
-// flushCompressed ends the current zstd block and emits its bytes as
-// COMPRESSED records. The stream is one zstd frame for the whole file, as
-// perf writes it.
-func (w *Writer) flushCompressed() error {
-	if w.pending == 0 && len(w.zbuf.b) == 0 {
-		return w.err
-	}
-	if err := w.zenc.Flush(); err != nil {
-		w.err = err
-		return err
-	}
-	w.pending = 0
-	w.emitCompressed()
+	w.err = w.zp.add(w.hdr[:], body)
 	return w.err
-}
-
-// emitCompressed writes the encoder's pending output as COMPRESSED records
-// (perf does not pad them to 8 bytes either).
-func (w *Writer) emitCompressed() {
-	for b := w.zbuf.b; len(b) > 0; {
-		n := min(len(b), maxCompressedPayload)
-		var h [8]byte
-		binary.LittleEndian.PutUint32(h[0:], uint32(RecordCompressed))
-		binary.LittleEndian.PutUint16(h[6:], uint16(8+n))
-		w.write(h[:])
-		w.write(b[:n])
-		w.zbytes += int64(n)
-		b = b[n:]
-	}
-	w.zbuf.b = w.zbuf.b[:0]
 }
 
 // featureSection is one header feature: its bit and its section's bytes.
@@ -334,12 +265,12 @@ func (w *Writer) featureSections(f *WriterFeatures) []featureSection {
 		b := binary.LittleEndian.AppendUint64(nil, f.SampleTimeFirst)
 		add(FeatSampleTime, binary.LittleEndian.AppendUint64(b, f.SampleTimeLast))
 	}
-	if w.zenc != nil {
+	if w.zp != nil {
 		// struct { u32 version, type, level, ratio, mmap_len }: perf sizes
 		// its decompression buffer by mmap_len.
 		ratio := uint32(1)
 		if w.zbytes > 0 {
-			ratio = uint32(max(1, (w.rawBytes+w.zbytes/2)/w.zbytes))
+			ratio = uint32(max(1, (w.zin+w.zbytes/2)/w.zbytes))
 		}
 		var b []byte
 		for _, v := range []uint32{0, CompressZstd, uint32(w.zlevel), ratio, compressMmapLen} {
@@ -350,19 +281,17 @@ func (w *Writer) featureSections(f *WriterFeatures) []featureSection {
 	return feats
 }
 
-// endCompression writes out the rest of the zstd stream. The frame is left
-// open, as perf leaves it: the frame's end would be a record that
-// decompresses to nothing, which perf refuses.
+// endCompression compresses and writes the rest of the data section and
+// stops the compression pipeline.
 func (w *Writer) endCompression() error {
-	if w.zenc == nil {
-		return nil
+	if w.zp == nil || w.err != nil {
+		if w.zp != nil {
+			w.zp.stop()
+		}
+		return w.err
 	}
-	if err := w.flushCompressed(); err != nil {
-		return err
-	}
-	w.zenc.Close() // releases the encoder; its frame end is dropped
-	w.zbuf.b = nil
-	return nil
+	w.err = w.zp.finish()
+	return w.err
 }
 
 // Finish writes the feature sections and the file header. The target is
@@ -426,6 +355,16 @@ func (w *Writer) DataBytes() int64 { return w.rawBytes }
 
 // FileBytes returns the bytes written to the target so far.
 func (w *Writer) FileBytes() int64 { return w.pos }
+
+// UncompressedBytes returns, after Finish, how many record bytes of a
+// compressed data section were written uncompressed (KeepUp, or data
+// that does not compress).
+func (w *Writer) UncompressedBytes() int64 {
+	if w.zp == nil {
+		return 0
+	}
+	return w.rawBytes - w.zin
+}
 
 // eventDesc builds EVENT_DESC: u32 nr, u32 attr_size, then per event the
 // attr, u32 nr_ids, the name as a header string, u64 ids[nr_ids].

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -165,12 +166,25 @@ type recordOptions struct {
 
 	noBuildIDCache  bool
 	buildIDCacheMax int // MB
+	cpuProfile      string
 }
 
 func runRecord(env *Env, args []string) error {
 	o, err := parseRecordFlags(env, args)
 	if err != nil || o == nil {
 		return recordStatus(err)
+	}
+	if o.cpuProfile != "" {
+		// A Go CPU profile of record itself, until it returns.
+		out, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return recordStatus(err)
+		}
+		defer out.Close()
+		if err := pprof.StartCPUProfile(out); err != nil {
+			return recordStatus(err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: probeGroupFor(os.Getpid())}
 	return recordStatus(r.run())
@@ -225,6 +239,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
+	fs.MarkHidden("cpuprofile")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVar(&o.noBuildIDCache, "no-buildid-cache", false, "do not copy the recorded binaries into perf's build-id cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR), which lets analyze name frames after they are rebuilt or upgraded")
 	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")

@@ -10,7 +10,10 @@ import (
 // newWriter starts the recording's perfdata.Writer in the mode cfg asks
 // for: pipe mode on any stream, file mode on a seekable target.
 func newWriter(cfg *Config, out io.Writer, events []perfdata.WriterEvent, head *perfdata.WriterFeatures) (*perfdata.Writer, error) {
-	opts := &perfdata.WriterOptions{Compress: cfg.Compress}
+	// KeepUp: a recorder that falls behind holds up the program (the
+	// shim's rings fill) or loses events (the kernel's), so what the
+	// compressor cannot keep up with is written uncompressed.
+	opts := &perfdata.WriterOptions{Compress: cfg.Compress, KeepUp: true}
 	if cfg.InProcess {
 		// The in-process method writes every call as it happens, several
 		// times the bytes a second of the uprobe method makes: zstd's

@@ -1,0 +1,232 @@
+package perfdata
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// writeMixedEntropy writes a compressed recording of malloc samples whose
+// raw payloads are, in turn, compressible (zeros), random (which zstd
+// stores raw: blocks of ~128 KiB that fit no COMPRESSED record), and
+// random near the u16 record limit (a record too large for any frame that
+// fits a COMPRESSED record). It returns the path and the raw payloads.
+func writeMixedEntropy(t *testing.T, pipe bool) (string, [][]byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "z.data")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events := []WriterEvent{{Name: "fltest_1:malloc", IDs: []uint64{20},
+		Attr: Attr{Type: TypeTracepoint, Config: 1234, SamplePeriod: 1, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}
+	td := BuildTracingData(4096, []byte(writerHeaderPage), []byte(writerHeaderEvent),
+		[]TraceSystem{{Name: "fltest_1", Formats: [][]byte{[]byte(writerMallocFormat)}}})
+	feats := &WriterFeatures{TracingData: td, Arch: "x86_64", NrCPUsAvail: 1, NrCPUsOnline: 1}
+	opts := &WriterOptions{Compress: true, Level: 1}
+	var w *Writer
+	if pipe {
+		w, err = NewPipeWriter(f, events, feats, opts)
+	} else {
+		w, err = NewWriter(f, events, opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var raws [][]byte
+	for i := 0; i < 1200; i++ {
+		var n int
+		switch {
+		case i%300 == 299:
+			n = 65535 - 64 // random, one record near the limit
+		case i/100%2 == 1:
+			n = 2048 + rng.IntN(4096) // random stack-like copies
+		default:
+			n = 24 + rng.IntN(64)
+		}
+		raw := make([]byte, n)
+		binary.LittleEndian.PutUint16(raw, 1234)
+		binary.LittleEndian.PutUint64(raw[16:], uint64(i))
+		if n > 100 {
+			for k := 24; k < n; k++ {
+				raw[k] = byte(rng.Uint32())
+			}
+		}
+		body := writerSample(20, 0x401000, 7, 7, uint64(1000+i), 0, raw)
+		if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, body); err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+		if i%50 == 49 {
+			if err := w.WriteRecordParts(uint32(RecordFinishedRound), 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	feats.SampleTimeFirst, feats.SampleTimeLast = 1000, 1000+1199
+	if err := w.Finish(feats); err != nil {
+		t.Fatal(err)
+	}
+	return path, raws
+}
+
+// TestWriterIncompressible: data that zstd cannot shrink is written so
+// that Reader and perf read every sample back, byte for byte, and no
+// COMPRESSED record exceeds the u16 size limit.
+func TestWriterIncompressible(t *testing.T) {
+	for _, pipe := range []bool{false, true} {
+		t.Run("pipe="+strconv.FormatBool(pipe), func(t *testing.T) {
+			path, raws := writeMixedEntropy(t, pipe)
+			rd, err := Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			i := 0
+			for rd.Next() {
+				s, ok := rd.Record().(*Sample)
+				if !ok {
+					continue
+				}
+				if i >= len(raws) || !bytes.Equal(s.Raw[:len(raws[i])], raws[i]) {
+					t.Fatalf("sample %d: raw payload differs from the one written", i)
+				}
+				i++
+			}
+			if err := rd.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if i != len(raws) {
+				t.Fatalf("read %d samples, wrote %d", i, len(raws))
+			}
+			perf, err := exec.LookPath("perf")
+			if err != nil {
+				t.Skip("perf not in PATH: cannot check that perf reads it")
+			}
+			c := exec.Command(perf, "script", "-F", "time,event", "-i", path)
+			var stderr bytes.Buffer
+			c.Stderr = &stderr
+			out, err := c.Output()
+			if err != nil || strings.Contains(stderr.String(), "decompress") {
+				t.Fatalf("perf script: %v\n%s", err, stderr.String())
+			}
+			if n := strings.Count(string(out), "fltest_1:malloc"); n != len(raws) {
+				t.Errorf("perf script printed %d samples, wrote %d\n%s", n, len(raws), stderr.String())
+			}
+		})
+	}
+}
+
+// TestFrameRecordsCutAtBlocks: every COMPRESSED record the writer emits ends
+// at the end of a zstd block (so that it decompresses to something) and
+// fits the u16 size field; the fallback keeps that true for data zstd
+// cannot shrink.
+func TestFrameRecordsCutAtBlocks(t *testing.T) {
+	path, _ := writeMixedEntropy(t, false)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// perf_file_header: the data section's offset and size at 40 and 48.
+	off, size := binary.LittleEndian.Uint64(b[40:]), binary.LittleEndian.Uint64(b[48:])
+	data := b[off : off+size]
+	var comp, raw int
+	// Block ends in the stream of COMPRESSED payloads, by walking the
+	// frames; each record's end must be one.
+	var stream []byte
+	var recEnds []int
+	for off := 0; off < len(data); {
+		typ := RecordType(binary.LittleEndian.Uint32(data[off:]))
+		size := int(binary.LittleEndian.Uint16(data[off+6:]))
+		if typ == RecordCompressed {
+			comp++
+			stream = append(stream, data[off+8:off+size]...)
+			recEnds = append(recEnds, len(stream))
+		} else {
+			raw++
+		}
+		off += size
+	}
+	ends := map[int]bool{}
+	for at := 0; at < len(stream); {
+		n := zstdFrameHeaderSize(stream[at:])
+		if n < 0 {
+			t.Fatalf("no frame header at stream offset %d", at)
+		}
+		at += n
+		for last := false; !last; {
+			hd := uint32(stream[at]) | uint32(stream[at+1])<<8 | uint32(stream[at+2])<<16
+			last = hd&1 != 0
+			size := int(hd >> 3)
+			if (hd>>1)&3 == 1 {
+				size = 1
+			}
+			at += 3 + size
+			ends[at] = true
+		}
+	}
+	for i, e := range recEnds {
+		if !ends[e] {
+			t.Errorf("COMPRESSED record %d ends inside a block (stream offset %d)", i, e)
+		}
+	}
+	if comp == 0 || raw == 0 {
+		t.Errorf("%d COMPRESSED and %d uncompressed records: the test wants both paths taken", comp, raw)
+	}
+}
+
+// TestWriterKeepUp: chunks written uncompressed because the encoders lag
+// (here: always, zlag 0) read back as the compressed ones do, and the
+// writer counts them.
+func TestWriterKeepUp(t *testing.T) {
+	defer func(v int) { zlag = v }(zlag)
+	zlag = 0
+	path := filepath.Join(t.TempDir(), "k.data")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
+		Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, &WriterOptions{Compress: true, KeepUp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	for i := 0; i < n; i++ {
+		if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, writerSample(1, uint64(i), 3, 3, uint64(i), 0, make([]byte, 24))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	if u := w.UncompressedBytes(); u != w.DataBytes() {
+		t.Errorf("%d of %d bytes written uncompressed; with zlag 0 all are", u, w.DataBytes())
+	}
+	rd, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	i := 0
+	for rd.Next() {
+		if s, ok := rd.Record().(*Sample); ok {
+			if s.IP != uint64(i) {
+				t.Fatalf("sample %d has ip %d", i, s.IP)
+			}
+			i++
+		}
+	}
+	if err := rd.Err(); err != nil || i != n {
+		t.Fatalf("read %d of %d samples: %v", i, n, err)
+	}
+}
