@@ -50,6 +50,8 @@ type spec struct {
 	synthetic bool
 	synthID   uint64
 	format    []byte
+	// count is the samples written (the session's perSpec entry).
+	count *uint64
 }
 
 // Sample layouts. IDENTIFIER first lets perf (and us) find the event of a

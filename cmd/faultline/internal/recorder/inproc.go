@@ -84,7 +84,9 @@ type inproc struct {
 	sbuf, sbuf2 []byte
 	raw         perf.RawRecord // the record note is given (not allocated per record)
 	busySince   map[*shim.Ring]busyMark
-	lastReap    time.Time
+	// idleAt is when each ring was last seen idle (not busy).
+	idleAt   map[*shim.Ring]uint64
+	lastReap time.Time
 	// maps are each process's executable mappings and the shim's own
 	// (its rings and object: faults there are the recorder's, not the
 	// program's).
@@ -343,16 +345,21 @@ func (s *session) drainInproc() (int, error) {
 	ip := s.inproc
 	now := monoNow()
 	rings := ip.region.Rings()
-	busy := false
+	// A ring seen idle now stamps its later records after now; one busy
+	// (its owner between clock read and commit) may commit a record as
+	// old as the last look that saw it idle.
+	water := now - uint64(watermarkMargin)
 	for _, g := range rings {
-		if g.Busy() && !s.staleRing(g) {
-			busy = true
+		if settled(g) {
+			ip.idleAt[g] = now
+		} else if !s.staleRing(g) {
+			water = min(water, ip.idleAt[g])
 		}
 	}
 	if ip.final {
 		ip.water = math.MaxUint64
-	} else if !busy {
-		ip.water = max(ip.water, now-uint64(watermarkMargin))
+	} else {
+		ip.water = max(ip.water, water)
 	}
 	total := 0
 	for tid, f := range ip.faults {
@@ -444,6 +451,28 @@ func (s *session) drainInproc() (int, error) {
 	return total, nil
 }
 
+// settled reports whether g is idle, waiting out a commit in progress for
+// a moment: the owner is busy only from its clock read to its commit,
+// unless it was preempted in between. A head that moves means the record
+// in progress was committed; the owner's next one reads the clock later.
+func settled(g *shim.Ring) bool {
+	if !g.Busy() {
+		return true
+	}
+	head := g.Head()
+	for i := 0; i < settleSpins; i++ {
+		if !g.Busy() || g.Head() != head {
+			return true
+		}
+	}
+	return false
+}
+
+// settleSpins is how many times settled looks again at a busy ring: a
+// commit takes tens of nanoseconds, so a few hundred looks see most of
+// them through, and an owner preempted mid-record is not waited for.
+const settleSpins = 256
+
 // staleRing reports whether g's busy flag is to be ignored: it stayed at
 // one head past staleBusy and its thread is gone.
 func (s *session) staleRing(g *shim.Ring) bool {
@@ -474,6 +503,7 @@ func (s *session) reapRings(rings []*shim.Ring) {
 	}
 	for _, g := range dead {
 		delete(s.inproc.busySince, g)
+		delete(s.inproc.idleAt, g)
 		s.inproc.region.Free(g)
 	}
 }
@@ -555,12 +585,16 @@ func (s *session) stamp(t uint64) {
 	ip.thisRound = max(ip.thisRound, t)
 }
 
+// releaseEvery is how many bytes drainRing writes between handing the
+// consumed part of a ring back to its owner.
+const releaseEvery = 128 << 10
+
 // drainRing writes g's records stamped up to limit (at most the
 // watermark).
 func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	ip := s.inproc
 	head := g.Head()
-	total := 0
+	total, released := 0, 0
 	defer g.Release()
 	for {
 		rec, ok, err := g.Peek(head)
@@ -574,6 +608,11 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
+		if total-released >= releaseEvery {
+			// Room for the owner while the rest is drained.
+			g.Release()
+			released = total
+		}
 		if rec.Kind == shim.KindEntry && s.shortEntry(g.Pid(), &rec) {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
@@ -658,7 +697,7 @@ func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 	}
 	b = finishRaw(b, rawAt)
 	ip.sbuf = b[:0]
-	*s.perSpec[sp]++
+	*sp.count++
 	return len(b), s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
 }
 
@@ -722,7 +761,7 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 		b = ne.AppendUint64(b, rec.Ptr())
 	}
 	b = finishRaw(b, rawAt)
-	*s.perSpec[sp]++
+	*sp.count++
 	if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
 		return 0, err
 	}
@@ -750,7 +789,7 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 				b2 = append(b2, 0)
 			}
 			b2 = ne.AppendUint64(b2, uint64(len(stack)))
-			*s.perSpec[st]++
+			*st.count++
 			if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b2); err != nil {
 				return n, err
 			}
@@ -842,13 +881,18 @@ func (ip *inproc) wakeups(stop <-chan struct{}) <-chan struct{} {
 	kick := make(chan struct{}, 1)
 	word := ip.region.WakeWord()
 	go func() {
+		// seen is the wake count acted on: a wake that comes between
+		// two waits changes the word before the next wait starts, which
+		// then returns at once instead of sleeping through it.
+		seen := atomic.LoadUint32(word)
 		for {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			ip.region.WaitWake(atomic.LoadUint32(word), int64(5*time.Millisecond))
+			ip.region.WaitWake(seen, int64(5*time.Millisecond))
+			seen = atomic.LoadUint32(word)
 			select {
 			case kick <- struct{}{}:
 			default:

@@ -115,7 +115,8 @@ func TestInprocWriteAllocs(t *testing.T) {
 	s.perSpec = map[*spec]*uint64{}
 	var events []perfdata.WriterEvent
 	for _, sp := range s.specs {
-		s.perSpec[sp] = new(uint64)
+		sp.count = new(uint64)
+		s.perSpec[sp] = sp.count
 		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{sp.synthID + 1}})
 	}
 	f, err := os.CreateTemp(t.TempDir(), "w")

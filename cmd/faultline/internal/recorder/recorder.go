@@ -168,7 +168,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			return nil, err
 		}
 		defer region.Close()
-		rec.inproc = &inproc{region: region, words: cfg.TopWords, busySince: map[*shim.Ring]busyMark{},
+		rec.inproc = &inproc{region: region, words: cfg.TopWords, busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{},
 			maps: map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}, faultIDs: map[uint64]bool{}}
 		env = region.Env(os.Getenv("LD_PRELOAD"))
 	}
@@ -439,7 +439,8 @@ func (s *session) open(tids []int) error {
 	s.lost = map[*spec]uint64{}
 	s.specOf = map[uint64]*spec{}
 	for _, sp := range s.specs {
-		s.perSpec[sp] = new(uint64)
+		sp.count = new(uint64)
+		s.perSpec[sp] = sp.count
 		if sp.synthetic {
 			s.ids[sp] = []uint64{sp.synthID}
 			s.counts[sp.synthID] = s.perSpec[sp]
