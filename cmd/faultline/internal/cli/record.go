@@ -711,6 +711,11 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	fmt.Fprintf(w, "faultline: wrote %s (%.1f MB", name, float64(res.FileBytes)/1e6)
 	if o.compress {
 		fmt.Fprintf(w, ", %.1f MB uncompressed", float64(res.DataBytes)/1e6)
+		if res.KeptRaw > 0 && res.DataBytes > 0 {
+			// Compression never holds the program up: what it could
+			// not keep up with went to the file as it was.
+			fmt.Fprintf(w, "; %.0f%% stored uncompressed to keep up", 100*float64(res.KeptRaw)/float64(res.DataBytes))
+		}
 	}
 	fmt.Fprintln(w, ")")
 	writeLossTable(w, res.Events)

@@ -100,7 +100,10 @@ type Result struct {
 	// (twins.go): repaired in the range rings, dropped from the stack rings.
 	TwinsRepaired, TwinsDropped uint64
 	DataBytes                   int64 // uncompressed record bytes
-	FileBytes                   int64
+	// KeptRaw: record bytes of a compressed recording written as they
+	// are, because the compressor fell behind (perfdata KeepUp).
+	KeptRaw   int64
+	FileBytes int64
 
 	// Of Cmd: how it ended and what it cost.
 	Ran        bool
@@ -842,6 +845,7 @@ func (s *session) finish() error {
 	}
 	s.res.BuildIDs = feats.BuildIDs
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
+	s.res.KeptRaw = s.w.UncompressedBytes()
 	s.res.FirstTime, s.res.LastTime = s.firstT, s.lastT
 	s.res.TwinsRepaired, s.res.TwinsDropped = s.twins.repaired, s.twins.dropped
 	return nil
