@@ -65,9 +65,13 @@ type WriterOptions struct {
 	Compress bool
 	// Level is the zstd level for Compress (0: the encoder's default).
 	Level int
+	// Adapt: with Compress, a chunk of records queued while the
+	// compressor is busy is compressed at zstd's fastest level instead.
+	Adapt bool
 	// KeepUp: with Compress, a chunk of records that would wait for the
 	// compressor behind several others is written uncompressed, so that
-	// WriteRecord never waits for compression (zwriter.go).
+	// WriteRecord never waits for compression (zwriter.go). SetKeepUp
+	// changes it while writing.
 	KeepUp bool
 	// Early also stores TracingData and the event names before the data
 	// section, and a header that reads as "not finished" until Finish, so
@@ -156,7 +160,7 @@ func (w *Writer) startCompression(opts *WriterOptions) error {
 	if opts.Level > 0 {
 		w.zlevel = opts.Level
 	}
-	zp, err := newZpipe(w, w.zlevel, opts.KeepUp)
+	zp, err := newZpipe(w, w.zlevel, opts.KeepUp, opts.Adapt)
 	if err != nil {
 		return err
 	}
@@ -355,6 +359,14 @@ func (w *Writer) DataBytes() int64 { return w.rawBytes }
 
 // FileBytes returns the bytes written to the target so far.
 func (w *Writer) FileBytes() int64 { return w.pos }
+
+// SetKeepUp turns WriterOptions.KeepUp on or off for the records written
+// from now on.
+func (w *Writer) SetKeepUp(on bool) {
+	if w.zp != nil {
+		w.zp.keepUp = on
+	}
+}
 
 // UncompressedBytes returns, after Finish, how many record bytes of a
 // compressed data section were written uncompressed (KeepUp, or data

@@ -431,13 +431,19 @@ func (s *session) drainInproc() (int, error) {
 		}
 		ip.spareBuf, ip.pendingBuf = ip.pendingBuf, buf
 	}
+	full := false
 	for _, g := range rings {
 		n, err := s.drainRing(g, ip.water)
 		total += n
 		if err != nil {
 			return total, err
 		}
+		full = full || g.Full()
 	}
+	// Compression waits for nobody but the program: only while a ring
+	// fills does what the compressor cannot keep up with go to the file
+	// uncompressed.
+	s.w.SetKeepUp(full && !ip.final)
 	if time.Since(ip.lastReap) > 100*time.Millisecond {
 		ip.lastReap = time.Now()
 		s.reapRings(rings)
@@ -876,11 +882,14 @@ const shimWait = 10 * time.Second
 
 // wakeups returns a channel that receives when a thread of the program
 // wakes the recorder (its ring is half full or it waits for room), and at
-// least every 5 ms; it stops when stop closes.
-func (ip *inproc) wakeups(stop <-chan struct{}) <-chan struct{} {
+// least every 5 ms, and the function that stops it: the waker reads the
+// region, so it must be stopped before the region is unmapped.
+func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 	kick := make(chan struct{}, 1)
+	stop, done := make(chan struct{}), make(chan struct{})
 	word := ip.region.WakeWord()
 	go func() {
+		defer close(done)
 		// seen is the wake count acted on: a wake that comes between
 		// two waits changes the word before the next wait starts, which
 		// then returns at once instead of sleeping through it.
@@ -899,7 +908,10 @@ func (ip *inproc) wakeups(stop <-chan struct{}) <-chan struct{} {
 			}
 		}
 	}()
-	return kick
+	return kick, func() {
+		close(stop)
+		<-done // within one 5 ms wait
+	}
 }
 
 // writeUnrecorded writes the calls the shim could not record as

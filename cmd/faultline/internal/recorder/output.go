@@ -10,16 +10,18 @@ import (
 // newWriter starts the recording's perfdata.Writer in the mode cfg asks
 // for: pipe mode on any stream, file mode on a seekable target.
 func newWriter(cfg *Config, out io.Writer, events []perfdata.WriterEvent, head *perfdata.WriterFeatures) (*perfdata.Writer, error) {
-	// KeepUp: a recorder that falls behind holds up the program (the
-	// shim's rings fill) or loses events (the kernel's), so what the
-	// compressor cannot keep up with is written uncompressed.
-	opts := &perfdata.WriterOptions{Compress: cfg.Compress, KeepUp: true}
+	// KeepUp: a recorder that falls behind loses events (the kernel's
+	// rings overflow), so what the compressor cannot keep up with is
+	// written uncompressed; the in-process method turns it on only while
+	// a shim ring fills (drainInproc), since a full ring holds the
+	// program up but loses nothing.
+	opts := &perfdata.WriterOptions{Compress: cfg.Compress, KeepUp: !cfg.InProcess}
 	if cfg.InProcess {
 		// The in-process method writes every call as it happens, several
-		// times the bytes a second of the uprobe method makes: zstd's
-		// fastest level keeps the recorder ahead of the program (about
-		// twice the speed of level 3 for a few percent more bytes).
-		opts.Level = 1
+		// times the bytes a second of the uprobe method makes: chunks
+		// that queue behind the compressor get zstd's fastest level
+		// (about twice the speed of level 3, 10-30% more bytes).
+		opts.Adapt = true
 	}
 	if cfg.Pipe {
 		return perfdata.NewPipeWriter(out, events, head, opts)

@@ -686,9 +686,9 @@ func (s *session) run(held *heldCommand) error {
 	defer tick.Stop()
 	var kick <-chan struct{}
 	if s.inproc != nil {
-		stop := make(chan struct{})
-		defer close(stop)
-		kick = s.inproc.wakeups(stop)
+		var stop func()
+		kick, stop = s.inproc.wakeups()
+		defer stop()
 	}
 	for {
 		n, err := s.drainAll()
