@@ -603,6 +603,12 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	total, released := 0, 0
 	defer g.Release()
 	for {
+		if total-released >= releaseEvery {
+			// Room for the owner while the rest is drained: everything
+			// consumed so far has been written (copied out of the ring).
+			g.Release()
+			released = total
+		}
 		rec, ok, err := g.Peek(head)
 		if err != nil {
 			return total, err
@@ -614,11 +620,6 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
-		if total-released >= releaseEvery {
-			// Room for the owner while the rest is drained.
-			g.Release()
-			released = total
-		}
 		if rec.Kind == shim.KindEntry && s.shortEntry(g.Pid(), &rec) {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
