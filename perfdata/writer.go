@@ -65,9 +65,6 @@ type WriterOptions struct {
 	Compress bool
 	// Level is the zstd level for Compress (0: the encoder's default).
 	Level int
-	// Adapt: with Compress, a chunk of records queued while the
-	// compressor is busy is compressed at zstd's fastest level instead.
-	Adapt bool
 	// KeepUp: with Compress, a chunk of records that would wait for the
 	// compressor behind several others is written uncompressed, so that
 	// WriteRecord never waits for compression (zwriter.go). SetKeepUp
@@ -160,7 +157,7 @@ func (w *Writer) startCompression(opts *WriterOptions) error {
 	if opts.Level > 0 {
 		w.zlevel = opts.Level
 	}
-	zp, err := newZpipe(w, w.zlevel, opts.KeepUp, opts.Adapt)
+	zp, err := newZpipe(w, w.zlevel, opts.KeepUp)
 	if err != nil {
 		return err
 	}

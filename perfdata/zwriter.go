@@ -28,10 +28,6 @@ import (
 // large even so is written as it is, uncompressed, which perf and Reader
 // read among COMPRESSED records as perf's own FINISHED_ROUND records.
 //
-// With WriterOptions.Adapt a chunk queued while the encoders are busy is
-// compressed at zstd's fastest level instead of the one asked for: the
-// file is as small as the level makes it while the encoders keep up.
-//
 // With WriterOptions.KeepUp a chunk that would wait behind zlag others for
 // an encoder is written uncompressed instead: a recorder that must not
 // fall behind the program it records trades file size for time.
@@ -60,7 +56,6 @@ type zjob struct {
 	out    []byte // the records to write: COMPRESSED, or raw ones
 	zbytes int64  // COMPRESSED payload bytes in out
 	zin    int64  // the input bytes behind them
-	fast   bool   // compress at the fastest level (Adapt)
 	frame  []byte // scratch: the encoder's output
 	ready  chan struct{}
 }
@@ -69,7 +64,6 @@ type zjob struct {
 type zpipe struct {
 	w       *Writer
 	opts    []zstd.EOption
-	fast    []zstd.EOption // Adapt's fallback level, or nil
 	cur     *zjob
 	jobs    int // zjobs made so far, at most zqueue+workers+1
 	workers int
@@ -85,16 +79,10 @@ type zpipe struct {
 	err error // the first write error of the output goroutine
 }
 
-func newZpipe(w *Writer, level int, keepUp, adapt bool) (*zpipe, error) {
-	options := func(level zstd.EncoderLevel) []zstd.EOption {
-		return []zstd.EOption{zstd.WithEncoderLevel(level),
-			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true)}
-	}
-	lvl := zstd.EncoderLevelFromZstd(level)
-	z := &zpipe{w: w, opts: options(lvl), workers: min(2, runtime.GOMAXPROCS(0)), keepUp: keepUp}
-	if adapt && lvl != zstd.SpeedFastest {
-		z.fast = options(zstd.SpeedFastest)
-	}
+func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
+	z := &zpipe{w: w, workers: min(2, runtime.GOMAXPROCS(0)), keepUp: keepUp,
+		opts: []zstd.EOption{zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
+			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true)}}
 	// An encoder that cannot be made fails here, not in a goroutine.
 	if _, err := zstd.NewWriter(nil, z.opts...); err != nil {
 		return nil, fmt.Errorf("perfdata: zstd: %w", err)
@@ -132,7 +120,6 @@ func (z *zpipe) handOff() error {
 		z.start()
 	}
 	z.order <- z.cur
-	z.cur.fast = z.fast != nil && len(z.work) > 0
 	if z.keepUp && len(z.work) >= zlag {
 		j := z.cur
 		j.out, j.zbytes, j.zin = append(j.out[:0], j.in...), 0, 0
@@ -163,17 +150,9 @@ func (z *zpipe) start() {
 	z.done = make(chan struct{})
 	for i := 0; i < z.workers; i++ {
 		enc, _ := zstd.NewWriter(nil, z.opts...) // checked by newZpipe
-		fast := enc
-		if z.fast != nil {
-			fast, _ = zstd.NewWriter(nil, z.fast...)
-		}
 		go func() {
 			for j := range z.work {
-				e := enc
-				if j.fast {
-					e = fast
-				}
-				j.out, j.zbytes, j.zin, j.frame = appendCompressed(e, j.in, j.out[:0], j.frame)
+				j.out, j.zbytes, j.zin, j.frame = appendCompressed(enc, j.in, j.out[:0], j.frame)
 				j.ready <- struct{}{}
 			}
 		}()
