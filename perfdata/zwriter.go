@@ -37,6 +37,8 @@ const (
 	// record into a buffer of compressMmapLen, which must hold a record's
 	// output (at most a chunk) and the unfinished record carried over.
 	compressedChunk = 256 << 10
+	// zchunkMin is the size of the first chunks.
+	zchunkMin = 32 << 10
 	// zpieceMax is the largest input of a fallback frame: one block, which
 	// even stored raw (zpieceMax + 3 bytes) with its frame header fits
 	// maxCompressedPayload.
@@ -101,7 +103,7 @@ func (z *zpipe) newJob() *zjob {
 // the record would take it past compressedChunk.
 func (z *zpipe) add(head, body []byte) error {
 	n := len(head) + len(body)
-	if len(z.cur.in) > 0 && len(z.cur.in)+n > compressedChunk {
+	if len(z.cur.in) > 0 && len(z.cur.in)+n > z.chunkLimit() {
 		if err := z.handOff(); err != nil {
 			return err
 		}
@@ -109,6 +111,14 @@ func (z *zpipe) add(head, body []byte) error {
 	z.cur.in = append(z.cur.in, head...)
 	z.cur.in = append(z.cur.in, body...)
 	return nil
+}
+
+// chunkLimit is the size of the chunk being gathered: a 64th of what was
+// written so far, between zchunkMin and compressedChunk, so that a file
+// cut short (a recorder killed) loses at most a few percent of its
+// records with the frame it cuts.
+func (z *zpipe) chunkLimit() int {
+	return int(min(max(z.w.rawBytes/64, zchunkMin), compressedChunk))
 }
 
 // handOff queues the current chunk and takes an empty one.
