@@ -2,8 +2,10 @@
 // (github.com/google/pprof/profile) and a summary people can read.
 //
 // Sample types, in this order: faults/count (the default), allocs/count,
-// alloc_space/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
-// thread ("TID NAME"),
+// alloc_space/bytes, and with Builder.Res resident_peak/bytes and
+// resident_end/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
+// thread ("TID NAME"), via (the library call, or mmap: the program's own
+// mapping), refault=yes (a fault on a page released before),
 // access (read/write/exec where the event says), inside=allocator (faults
 // the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
@@ -100,6 +102,8 @@ type sampleKey struct {
 	inAlloc   bool              // the allocator's own memory, taken serving the call (label inside=allocator)
 	thread    string
 	stackKind string // the `stack` label (infer.go); "" without one
+	mapped    bool   // the site is the program's own mmap call (via=mmap)
+	refault   bool   // a fault on a page released before (label refault=yes)
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -118,26 +122,36 @@ type Builder struct {
 	// a library frame) in the profile; by default the leaf is the site frame
 	// (SiteStack) and the library call is the sample's via label.
 	RawSites bool
+	// Res, when set, follows the pages the faults make resident, owned by
+	// the fault's sample: the profile then has resident_peak/bytes and
+	// resident_end/bytes, and faults on released pages carry refault=yes.
+	// The caller feeds it the releases (munmap, madvise, exit).
+	Res *attribute.Resident
 
 	agg   map[sampleKey]*[3]int64
+	index map[sampleKey]int
 	order []sampleKey // first-seen order, for a deterministic profile
 }
 
 // NewBuilder returns a Builder in mode m.
 func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
-	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[3]int64)}
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[3]int64), index: map[sampleKey]int{}}
 }
 
-func (b *Builder) add(k sampleKey, faults, allocs, space int64) {
+// add adds to k's values and returns k's index: its sample's in the
+// profile.
+func (b *Builder) add(k sampleKey, faults, allocs, space int64) int {
 	v := b.agg[k]
 	if v == nil {
 		v = new([3]int64)
 		b.agg[k] = v
+		b.index[k] = len(b.order)
 		b.order = append(b.order, k)
 	}
 	v[0] += faults
 	v[1] += allocs
 	v[2] += space
+	return b.index[k]
 }
 
 func (b *Builder) comm(pid uint32) string {
@@ -156,7 +170,7 @@ func (b *Builder) thread(pid, tid uint32) string {
 
 // Allocation implements attribute.Sink.
 func (b *Builder) Allocation(a *attribute.Allocation) {
-	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a), mapped: a.Kind == attribute.KindMmap}, 0, 1, int64(a.Size))
 }
 
 // Fault implements attribute.Sink.
@@ -172,9 +186,21 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	}
 	if a != nil {
 		k.stackKind = b.stackKind(a)
+		k.mapped = a.Kind == attribute.KindMmap
 	}
-	b.add(k, 1, 0, 0)
+	// File pages are the page cache's, not the process's anonymous
+	// memory; an unknown address has no page to follow.
+	if b.Res == nil || a == nil && (f.Class.Kind == attribute.ClassFile || f.Class.Kind == attribute.ClassUnknown) {
+		b.add(k, 1, 0, 0)
+		return
+	}
+	k.refault = b.Res.State(f.Pid, f.Addr) == attribute.PageReleased
+	b.Res.Touch(f.Pid, f.Addr, f.Time, b.add(k, 1, 0, 0))
 }
+
+// Owners returns how many samples the profile will have: Res's owners are
+// their indexes, and Profile writes the samples in that order.
+func (b *Builder) Owners() int { return len(b.order) }
 
 // The sample types of a faultline profile, in value order, with their
 // units, and the labels its samples carry. diff reads what Builder writes
@@ -183,6 +209,12 @@ const (
 	SampleFaults     = "faults"      // page faults (the default sample type)
 	SampleAllocs     = "allocs"      // allocations made
 	SampleAllocSpace = "alloc_space" // bytes allocated
+	// SampleResidentPeak is the bytes of anonymous memory the sample's
+	// faults made resident and still held when the total peaked;
+	// SampleResidentEnd the same at the end of the recording (a process
+	// that exited: at its exit).
+	SampleResidentPeak = "resident_peak"
+	SampleResidentEnd  = "resident_end"
 	UnitCount        = "count"
 	UnitBytes        = "bytes"
 
@@ -196,6 +228,13 @@ const (
 	// (SiteStack): the frames between it and the allocator are not in the
 	// profile.
 	ViaLabel = "via"
+	// RefaultLabel marks faults on pages that were resident and released
+	// (munmap, madvise DONTNEED/FREE/REMOVE, brk shrinking) since:
+	// refault=yes, churn.
+	RefaultLabel = "refault"
+	// ViaMmap is the via label of a site that is the program's own mmap
+	// call.
+	ViaMmap = "mmap"
 )
 
 // Profile builds the pprof profile. Every ID is unique and non-zero;
@@ -210,6 +249,10 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		DefaultSampleType: SampleFaults,
 		PeriodType:        &profile.ValueType{Type: SampleFaults, Unit: UnitCount},
 		Period:            1,
+	}
+	if b.Res != nil {
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: SampleResidentPeak, Unit: UnitBytes},
+			&profile.ValueType{Type: SampleResidentEnd, Unit: UnitBytes})
 	}
 	pb := &builder{
 		p:     p,
@@ -261,9 +304,12 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		siteCache[id] = st
 		return st
 	}
-	for _, k := range b.order {
+	for i, k := range b.order {
 		v := b.agg[k]
 		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
+		if b.Res != nil {
+			s.Value = append(s.Value, b.Res.Peak(i)*attribute.PageSize, b.Res.End(i)*attribute.PageSize)
+		}
 		via := ""
 		switch {
 		case k.class != "":
@@ -280,8 +326,14 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			}
 		}
 		s.Label = map[string][]string{}
+		if k.mapped {
+			via = ViaMmap
+		}
 		if via != "" {
 			s.Label[ViaLabel] = []string{via}
+		}
+		if k.refault {
+			s.Label[RefaultLabel] = []string{"yes"}
 		}
 		if names := k.flags.Names(); len(names) > 0 {
 			s.Label[FlagLabel] = names
