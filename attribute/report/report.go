@@ -215,8 +215,8 @@ const (
 	// that exited: at its exit).
 	SampleResidentPeak = "resident_peak"
 	SampleResidentEnd  = "resident_end"
-	UnitCount        = "count"
-	UnitBytes        = "bytes"
+	UnitCount          = "count"
+	UnitBytes          = "bytes"
 
 	FlagLabel      = "flag"       // fast, mmap, zero
 	CommLabel      = "comm"       // the process's command name

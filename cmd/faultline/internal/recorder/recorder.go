@@ -34,6 +34,8 @@ type Probe struct {
 	// Sized marks an allocation entry with a size argument: it is opened
 	// again with stacks. HasNmemb adds calloc's and reallocarray's nmemb.
 	Sized, HasNmemb bool
+	// Stack: a memory-map call sampled with a stack (sys_enter_mmap).
+	Stack bool
 }
 
 // Config is one recording.
@@ -41,6 +43,10 @@ type Config struct {
 	Group   string  // the probes' tracefs group
 	Probes  []Probe // in the order their events are listed
 	Tracefs string  // tracefs mount (for events/header_page, header_event)
+	// MapCalls are the memory-map calls' syscall tracepoints (group
+	// syscalls: analyze.SyscallEvents), recorded by both methods, every
+	// call; sys_enter_mmap with a stack (the mapping's site).
+	MapCalls []Probe
 
 	StackMin    uint64 // every allocation of at least this many bytes gets a stack
 	StackEvery  uint64 // 1 in this many of the smaller ones does
@@ -326,6 +332,7 @@ func (s *session) buildSpecs() []*spec {
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
 		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
+	s.mapCallSpecs(add, flags, clock)
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
 		if cfg.FaultStacks {
@@ -392,6 +399,26 @@ func (s *session) buildSpecs() []*spec {
 	}
 	return specs
 }
+
+// mapCallSpecs adds the memory-map calls' tracepoints to the range ring:
+// one instance each (no twins), rare enough that sys_enter_mmap takes a
+// stack every call.
+func (s *session) mapCallSpecs(add func(*spec), flags perfdata.AttrFlags, clock int32) {
+	for _, p := range s.cfg.MapCalls {
+		a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: 1,
+			SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
+		if p.Stack && s.cfg.StackSize > 0 {
+			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+			a.Flags |= perfdata.AttrExcludeCallchainUser
+			a.SampleRegsUser = userRegsMask
+			a.SampleStackUser = s.cfg.StackSize
+		}
+		add(&spec{name: MapCallGroup + ":" + p.Event, kind: kindRange, stack: p.Stack && s.cfg.StackSize > 0, attr: a})
+	}
+}
+
+// MapCallGroup is the memory-map calls' tracepoint group.
+const MapCallGroup = "syscalls"
 
 // A stack instance is named after its range event with a suffix in the
 // shape of perf's per-event terms (-e 'EVENT/call-graph=dwarf/'), so that
