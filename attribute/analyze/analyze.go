@@ -551,6 +551,8 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.tr.Fault(f)
 	case RoleSysEnter, RoleSysExit:
 		ru.sysSample(in, smp)
+	case RoleRSS:
+		ru.rssSample(in, smp)
 	}
 }
 
@@ -768,7 +770,7 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 	res := ru.b.Res
 	pages, t := res.PeakPages()
 	rs := ResidentSummary{PeakBytes: pages * attribute.PageSize, Refaults: res.Refaults(),
-		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped}
+		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped, ProcessHWM: ru.mm.hwm, ProcessAnon: ru.mm.anon}
 	rs.Start = ru.r.Stats().FirstSample
 	if t >= rs.Start {
 		rs.PeakTime = t - rs.Start

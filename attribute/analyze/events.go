@@ -32,9 +32,12 @@ const (
 	// tracepoint (mmap, munmap, mremap, madvise, brk; memmap.go).
 	RoleSysEnter
 	RoleSysExit
+	// RoleRSS: faultline record's faultline:rss, the program's own peak
+	// RSS.
+	RoleRSS
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call", "map-enter", "map-exit"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call", "map-enter", "map-exit", "rss"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -209,7 +212,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		return faultInfo(in), nil
 	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
 		return faultInfo(in), nil
-	case syscallInfo(in):
+	case syscallInfo(in), rssInfo(in):
 		return in, nil
 	}
 	if kind, ok := allocNames[fn]; ok {

@@ -131,6 +131,9 @@ type memMaps struct {
 	brk     map[uint32]uint64       // by pid: the break its last brk call returned
 	calls   uint64                  // calls seen (entries)
 	mapped  uint64                  // faults explained by a program's own mapping
+	// hwm and anon: the program's own peak RSS and peak anonymous RSS
+	// (faultline:rss), bytes.
+	hwm, anon int64
 }
 
 func newMemMaps() *memMaps {
@@ -276,4 +279,30 @@ func (mm *memMaps) find(pid uint32, addr uint64) *mapping {
 func (mm *memMaps) exit(pid uint32) {
 	delete(mm.maps, pid)
 	delete(mm.brk, pid)
+}
+
+// RSSEvent names faultline record's synthetic event faultline:rss: one
+// sample at the end with the recorded program's pid, its peak RSS (hwm:
+// wait4's ru_maxrss, file pages included) and its peak anonymous RSS
+// (anon_peak: RssAnon read while it ran), in bytes.
+const RSSEvent = "rss"
+
+// rssInfo classifies faultline:rss.
+func rssInfo(in *eventInfo) bool {
+	ev := in.ev
+	if ev.Format == nil || ev.Format.System != "faultline" || ev.Format.Name != RSSEvent {
+		return false
+	}
+	in.sysArgs[0], in.sysArgs[1] = field(ev, "hwm"), field(ev, "anon_peak")
+	if in.sysArgs[0] != nil && in.sysArgs[1] != nil {
+		in.role = RoleRSS
+	}
+	return true
+}
+
+// rssSample keeps the largest peaks the recording states.
+func (ru *run) rssSample(in *eventInfo, smp *perfdata.Sample) {
+	hwm, _ := in.sysArgs[0].Uint64(smp.Raw)
+	anon, _ := in.sysArgs[1].Uint64(smp.Raw)
+	ru.mm.hwm, ru.mm.anon = max(ru.mm.hwm, int64(hwm)), max(ru.mm.anon, int64(anon))
 }

@@ -114,6 +114,9 @@ type Result struct {
 	Signal     syscall.Signal // the signal that killed it, or 0
 	Wall       time.Duration  // exec to exit
 	User, Sys  time.Duration
+	// MaxRSS is Cmd's peak RSS (wait4's ru_maxrss, file pages included)
+	// and PeakRssAnon the largest RssAnon read while it ran (rss.go).
+	MaxRSS, PeakRssAnon uint64
 	StoppedBy  string // "" (Cmd exited), StoppedByDuration, or a signal's name
 	Unfinished bool   // Cmd was still running when recording stopped
 
@@ -267,6 +270,9 @@ type session struct {
 	bids    map[string][]byte // their build IDs as MMAP2 records gave them
 	trackID uint64            // an id of the tracking event, for synthesized records
 	inproc  *inproc           // the in-process method's state, or nil
+
+	rss        *spec       // faultline:rss (rss.go), with a command
+	rssSampler *rssSampler // its RssAnon reads
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.
@@ -333,6 +339,10 @@ func (s *session) buildSpecs() []*spec {
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
 		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
 	s.mapCallSpecs(add, flags, clock)
+	if cfg.Cmd != "" {
+		s.rss = rssSpec(flags, clock)
+		add(s.rss)
+	}
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
 		if cfg.FaultStacks {
@@ -348,7 +358,7 @@ func (s *session) buildSpecs() []*spec {
 		}
 		next := uint64(shimSampleIDBase)
 		for _, sp := range specs {
-			if sp.synthetic {
+			if sp.synthetic && sp != s.rss {
 				sp.synthID = next
 				next++
 			}
@@ -699,6 +709,7 @@ func (s *session) run(held *heldCommand) error {
 		s.released = true
 		s.res.Ran = true
 		done = held.done
+		s.rssSampler = newRSSSampler(held.cmd.Process.Pid)
 	}
 	var (
 		grace, forward <-chan time.Time
@@ -723,6 +734,9 @@ func (s *session) run(held *heldCommand) error {
 		idle := tick.C
 		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
 			idle = nil
+		}
+		if s.rssSampler != nil {
+			s.rssSampler.sample(time.Now())
 		}
 		var again <-chan time.Time
 		if idle == nil {
@@ -819,6 +833,12 @@ func (s *session) exitStatus(held *heldCommand) {
 		return
 	}
 	s.res.User, s.res.Sys = st.UserTime(), st.SystemTime()
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		s.res.MaxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
+	}
+	if s.rssSampler != nil {
+		s.res.PeakRssAnon = s.rssSampler.peak
+	}
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	switch {
 	case ok && ws.Signaled():
@@ -831,6 +851,9 @@ func (s *session) exitStatus(held *heldCommand) {
 // finish writes LOST_SAMPLES per event, closes the events and writes the
 // features.
 func (s *session) finish() error {
+	if err := s.writeRSS(); err != nil {
+		return err
+	}
 	for _, o := range s.opened {
 		if o.fd < 0 {
 			continue

@@ -265,7 +265,11 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 		for _, p := range cfg.Probes {
 			sys.Formats = append(sys.Formats, p.Format)
 		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...))
+		systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...)
+		if s.rss != nil {
+			systems = append(systems, perfdata.TraceSystem{Name: shimSystem, Formats: [][]byte{s.rss.format}})
+		}
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
 	}
 	if s.inproc != nil {
 		sys := perfdata.TraceSystem{Name: shimSystem}
