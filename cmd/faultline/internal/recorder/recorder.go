@@ -109,16 +109,16 @@ type Result struct {
 	FileBytes                   int64
 
 	// Of Cmd: how it ended and what it cost.
-	Ran        bool
-	ExitCode   int            // exit status, when it exited
-	Signal     syscall.Signal // the signal that killed it, or 0
-	Wall       time.Duration  // exec to exit
-	User, Sys  time.Duration
+	Ran       bool
+	ExitCode  int            // exit status, when it exited
+	Signal    syscall.Signal // the signal that killed it, or 0
+	Wall      time.Duration  // exec to exit
+	User, Sys time.Duration
 	// MaxRSS is Cmd's peak RSS (wait4's ru_maxrss, file pages included)
 	// and PeakRssAnon the largest RssAnon read while it ran (rss.go).
 	MaxRSS, PeakRssAnon uint64
-	StoppedBy  string // "" (Cmd exited), StoppedByDuration, or a signal's name
-	Unfinished bool   // Cmd was still running when recording stopped
+	StoppedBy           string // "" (Cmd exited), StoppedByDuration, or a signal's name
+	Unfinished          bool   // Cmd was still running when recording stopped
 
 	// The in-process method: faults on the shim's own memory (dropped),
 	// what the shim could not record, whether a thread gave up waiting
