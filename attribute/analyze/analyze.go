@@ -255,7 +255,14 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	s.Resident = ru.residentSummary(p)
 	if opts.Timeline {
 		pts, start, tick, faults := ru.b.Res.Timeline()
-		res.Timeline = &Timeline{Points: pts, Start: start, Tick: tick, Faults: faults,
+		// The owners become the profile's samples.
+		out := pts[:0]
+		for _, pt := range pts {
+			if pt.Owner = ru.b.SampleOf(pt.Owner); pt.Owner >= 0 {
+				out = append(out, pt)
+			}
+		}
+		res.Timeline = &Timeline{Points: out, Start: start, Tick: tick, Faults: faults,
 			First: r.Stats().FirstSample, Last: r.Stats().LastSample}
 	}
 	s.LostWindows = ru.lost.LostWindows

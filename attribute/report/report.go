@@ -128,14 +128,18 @@ type Builder struct {
 	// The caller feeds it the releases (munmap, madvise, exit).
 	Res *attribute.Resident
 
-	agg   map[sampleKey]*[3]int64
+	agg   map[sampleKey]*[5]int64 // faults, allocs, bytes, resident peak and end (bytes, once settled)
 	index map[sampleKey]int
+	// settled: Res's counts were copied into agg (settle); ownerOf maps
+	// Res's owners to the samples that carry them since.
+	settled bool
+	ownerOf []int
 	order []sampleKey // first-seen order, for a deterministic profile
 }
 
 // NewBuilder returns a Builder in mode m.
 func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
-	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[3]int64), index: map[sampleKey]int{}}
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[5]int64), index: map[sampleKey]int{}}
 }
 
 // add adds to k's values and returns k's index: its sample's in the
@@ -143,7 +147,7 @@ func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
 func (b *Builder) add(k sampleKey, faults, allocs, space int64) int {
 	v := b.agg[k]
 	if v == nil {
-		v = new([3]int64)
+		v = new([5]int64)
 		b.agg[k] = v
 		b.index[k] = len(b.order)
 		b.order = append(b.order, k)
@@ -198,9 +202,32 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	b.Res.Touch(f.Pid, f.Addr, f.Time, b.add(k, 1, 0, 0))
 }
 
-// Owners returns how many samples the profile will have: Res's owners are
-// their indexes, and Profile writes the samples in that order.
-func (b *Builder) Owners() int { return len(b.order) }
+// settle copies Res's resident pages into the aggregates, once, before
+// Infer or Profile rearranges them: until then Res's owners are the
+// aggregates' indexes.
+func (b *Builder) settle() {
+	if b.settled || b.Res == nil {
+		return
+	}
+	b.settled = true
+	b.ownerOf = make([]int, len(b.order))
+	for i, k := range b.order {
+		v := b.agg[k]
+		v[3], v[4] = b.Res.Peak(i)*attribute.PageSize, b.Res.End(i)*attribute.PageSize
+		b.ownerOf[i] = i
+	}
+}
+
+// SampleOf returns the index in Profile's samples of the sample that
+// carries Res's owner (the largest part, when Infer split it), or -1 when
+// none does (every part was zero).
+func (b *Builder) SampleOf(owner int) int {
+	b.settle()
+	if owner < len(b.ownerOf) {
+		return b.ownerOf[owner]
+	}
+	return owner
+}
 
 // The sample types of a faultline profile, in value order, with their
 // units, and the labels its samples carry. diff reads what Builder writes
@@ -304,11 +331,12 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		siteCache[id] = st
 		return st
 	}
-	for i, k := range b.order {
+	b.settle()
+	for _, k := range b.order {
 		v := b.agg[k]
 		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
 		if b.Res != nil {
-			s.Value = append(s.Value, b.Res.Peak(i)*attribute.PageSize, b.Res.End(i)*attribute.PageSize)
+			s.Value = append(s.Value, v[3], v[4])
 		}
 		via := ""
 		switch {
