@@ -134,7 +134,7 @@ type Builder struct {
 	// Res's owners to the samples that carry them since.
 	settled bool
 	ownerOf []int
-	order []sampleKey // first-seen order, for a deterministic profile
+	order   []sampleKey // first-seen order, for a deterministic profile
 }
 
 // NewBuilder returns a Builder in mode m.
