@@ -197,6 +197,9 @@ type Fault struct {
 	// charged to the call it served.
 	InAllocator bool
 	Approx      bool // attributed by time window, not by address
+	// Refault: the page had been resident and was released since (set by
+	// the resident tracking, Tracker.OnCredit or the Sink's caller).
+	Refault bool
 }
 
 // Allocation is one allocation the tracker has seen.

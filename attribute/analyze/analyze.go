@@ -451,6 +451,7 @@ func (ru *run) setup() error {
 		}
 	}
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm}, regions{ru.sess})
+	ru.tr.OnCredit = ru.b.Touch
 	return nil
 }
 
@@ -710,6 +711,9 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 			a = &m.site.alloc
 			c.mm.mapped++
 		}
+		// Unexplained faults reach the sink at once: their pages are
+		// followed here (the tracker's OnCredit follows the others').
+		c.Builder.Touch(f, a)
 	}
 	if a == nil {
 		c.classes[f.Class.String()]++

@@ -130,8 +130,12 @@ type Builder struct {
 
 	agg   map[sampleKey]*[5]int64 // faults, allocs, bytes, resident peak and end (bytes, once settled)
 	index map[sampleKey]int
-	// settled: Res's counts were copied into agg (settle); ownerOf maps
-	// Res's owners to the samples that carry them since.
+	// Res's owners: a site (or an unattributed fault's class and stack)
+	// and comm, numbered as first touched. settled: their counts were
+	// copied into agg (settle); ownerOf maps them to the samples that
+	// carry them since.
+	owners  map[resKey]int
+	ownerKs []resKey
 	settled bool
 	ownerOf []int
 	order   []sampleKey // first-seen order, for a deterministic profile
@@ -139,7 +143,7 @@ type Builder struct {
 
 // NewBuilder returns a Builder in mode m.
 func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
-	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[5]int64), index: map[sampleKey]int{}}
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[5]int64), index: map[sampleKey]int{}, owners: map[resKey]int{}}
 }
 
 // add adds to k's values and returns k's index: its sample's in the
@@ -192,14 +196,45 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		k.stackKind = b.stackKind(a)
 		k.mapped = a.Kind == attribute.KindMmap
 	}
-	// File pages are the page cache's, not the process's anonymous
-	// memory; an unknown address has no page to follow.
-	if b.Res == nil || a == nil && (f.Class.Kind == attribute.ClassFile || f.Class.Kind == attribute.ClassUnknown) {
-		b.add(k, 1, 0, 0)
+	k.refault = f.Refault
+	b.add(k, 1, 0, 0)
+}
+
+// resKey is a resident-memory owner: what a sample of the fault will be
+// matched by (settle).
+type resKey struct {
+	stack   attribute.StackID // the allocation's site, or an unattributed fault's stack
+	class   string
+	mapped  bool
+	comm    string
+}
+
+// Touch follows the page f touched, at f's place in the stream (before
+// Sink.Fault, which can come later): it becomes resident for a's site (or
+// f's class), and f.Refault says whether it had been released. File pages
+// (the page cache's) and unknown addresses are not followed. A no-op
+// without Res.
+func (b *Builder) Touch(f *attribute.Fault, a *attribute.Allocation) {
+	if b.Res == nil || b.settled {
 		return
 	}
-	k.refault = b.Res.State(f.Pid, f.Addr) == attribute.PageReleased
-	b.Res.Touch(f.Pid, f.Addr, f.Time, b.add(k, 1, 0, 0))
+	var rk resKey
+	if a == nil {
+		if f.Class.Kind == attribute.ClassFile || f.Class.Kind == attribute.ClassUnknown {
+			return
+		}
+		rk = resKey{stack: f.Stack, class: f.Class.String()}
+	} else {
+		rk = resKey{stack: a.Site, mapped: a.Kind == attribute.KindMmap}
+	}
+	rk.comm = b.comm(f.Pid)
+	o, ok := b.owners[rk]
+	if !ok {
+		o = len(b.ownerKs)
+		b.owners[rk] = o
+		b.ownerKs = append(b.ownerKs, rk)
+	}
+	f.Refault = b.Res.Touch(f.Pid, f.Addr, f.Time, o) == attribute.PageReleased
 }
 
 // settle copies Res's resident pages into the aggregates, once, before
@@ -210,11 +245,34 @@ func (b *Builder) settle() {
 		return
 	}
 	b.settled = true
-	b.ownerOf = make([]int, len(b.order))
+	// Each owner's pages go to the first sample of its faults.
+	first := map[resKey]int{}
 	for i, k := range b.order {
-		v := b.agg[k]
-		v[3], v[4] = b.Res.Peak(i)*attribute.PageSize, b.Res.End(i)*attribute.PageSize
-		b.ownerOf[i] = i
+		var rk resKey
+		switch {
+		case k.class != "":
+			rk = resKey{stack: k.stack, class: k.class}
+		case k.touch:
+			rk = resKey{stack: k.allocSite, mapped: k.mapped}
+		default:
+			rk = resKey{stack: k.stack, mapped: k.mapped}
+		}
+		rk.comm = k.comm
+		if _, ok := first[rk]; !ok {
+			first[rk] = i
+		}
+	}
+	b.ownerOf = make([]int, len(b.ownerKs))
+	for o, rk := range b.ownerKs {
+		i, ok := first[rk]
+		if !ok {
+			b.ownerOf[o] = -1
+			continue
+		}
+		v := b.agg[b.order[i]]
+		v[3] += b.Res.Peak(o) * attribute.PageSize
+		v[4] += b.Res.End(o) * attribute.PageSize
+		b.ownerOf[o] = i
 	}
 }
 

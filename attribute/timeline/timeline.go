@@ -66,6 +66,9 @@ func Build(res *analyze.Result, title string, columns, top int) (*Chart, error) 
 	owners := len(p.Sample)
 	at := attribute.ResidentAt(tl.Points, owners, ts)
 	// Sites by name: an owner is a profile sample.
+	if owners == 0 {
+		return nil, fmt.Errorf("the recording has no faults to draw")
+	}
 	index := map[string]int{}
 	var names []string
 	ownerSite := make([]int, owners)
@@ -97,11 +100,14 @@ func Build(res *analyze.Result, title string, columns, top int) (*Chart, error) 
 	slices.SortFunc(order, func(a, b int) int { return cmp.Or(cmp.Compare(peakOf[b], peakOf[a]), cmp.Compare(names[a], names[b])) })
 	other := make([]int64, columns)
 	hasOther := false
+	// A site under 1/200 of the largest is a sliver no one can see: it
+	// goes to "other" with the sites past the top.
+	least := peakOf[order[0]] / 200
 	for r, j := range order {
 		if peakOf[j] == 0 {
 			break
 		}
-		if r < top {
+		if r < top && peakOf[j] > least {
 			c.Sites = append(c.Sites, Series{Name: names[j], Bytes: bySite[j]})
 			continue
 		}
@@ -199,7 +205,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		lx := width - right + 20
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="14" height="14" fill="%s"/>`+"\n", lx, ly, color)
 		fmt.Fprintf(&b, `<text x="%d" y="%d">%s</text>`+"\n", lx+20, ly+12, esc(shorten(s.Name, 38)))
-		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555" font-size="12">peak %s</text>`+"\n", lx+20, ly+28, mib(slices.Max(s.Bytes)))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555" font-size="12">peak %s</text>`+"\n", lx+20, ly+28, report.FormatBytes(slices.Max(s.Bytes)))
 	}
 	// The process's own peak anonymous RSS, and the tracked peak.
 	if c.ProcessAnon > 0 {
