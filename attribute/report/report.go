@@ -203,10 +203,10 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 // resKey is a resident-memory owner: what a sample of the fault will be
 // matched by (settle).
 type resKey struct {
-	stack   attribute.StackID // the allocation's site, or an unattributed fault's stack
-	class   string
-	mapped  bool
-	comm    string
+	stack  attribute.StackID // the allocation's site, or an unattributed fault's stack
+	class  string
+	mapped bool
+	comm   string
 }
 
 // Touch follows the page f touched, at f's place in the stream (before
