@@ -307,7 +307,7 @@ func (s *session) closeAll() {
 // buildSpecs lists the events in attr order: the range ring's owner, page
 // faults and the probes (or the in-process events), then the stack ring's
 // owner and the stack instances.
-func (s *session) buildSpecs() []*spec {
+func (s *session) buildSpecs() (specs []*spec) {
 	cfg := s.cfg
 	flags := perfdata.AttrSampleIDAll
 	if s.inproc != nil {
@@ -320,7 +320,6 @@ func (s *session) buildSpecs() []*spec {
 	case cfg.Pid > 0:
 		flags |= perfdata.AttrInherit
 	}
-	var specs []*spec
 	add := func(sp *spec) { specs = append(specs, sp) }
 	var clock int32
 	if s.inproc != nil {
@@ -340,8 +339,9 @@ func (s *session) buildSpecs() []*spec {
 		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
 	s.mapCallSpecs(add, flags, clock)
 	if cfg.Cmd != "" {
+		// Last, so the other events keep their places.
 		s.rss = rssSpec(flags, clock)
-		add(s.rss)
+		defer func() { specs = append(specs, s.rss) }()
 	}
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)

@@ -37,10 +37,12 @@ const (
 
 // rssSpec is the faultline:rss event.
 func rssSpec(flags perfdata.AttrFlags, clock int32) *spec {
+	// The kernel tracepoints' layout (rssHead writes it), so the
+	// sample_id fields are where every other event has them.
 	a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: rssTraceID, SamplePeriod: 1,
-		SampleType: shimSampleType, Flags: flags | perfdata.AttrUseClockID, ClockID: clock}
-	if clock == 0 {
-		a.Flags &^= perfdata.AttrUseClockID
+		SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
+	if clock != 0 {
+		a.Flags |= perfdata.AttrUseClockID
 	}
 	sp := &spec{name: shimSystem + ":" + analyze.RSSEvent, kind: kindRange, synthetic: true, synthID: rssSampleID, attr: a}
 	sp.format = shimFormat(analyze.RSSEvent, rssTraceID, []traceField{{decl: "u64 pid", size: 8}, {decl: "u64 hwm", size: 8}, {decl: "u64 anon_peak", size: 8}})
@@ -99,8 +101,17 @@ func (s *session) writeRSS() error {
 		return nil
 	}
 	pid := uint32(s.rssSampler.pid)
-	b, at := s.startRaw(nil, sp, owner{pid, pid}, s.lastT)
 	ne := binary.NativeEndian
+	// IDENTIFIER, IP, PID/TID, TIME, CPU/res, then RAW.
+	b := ne.AppendUint64(nil, sp.synthID)
+	b = ne.AppendUint64(b, 0)
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint64(b, s.lastT)
+	b = ne.AppendUint64(b, 0)
+	at := len(b)
+	b = ne.AppendUint32(b, 0)
+	b = appendCommon(b, sp, pid)
 	b = ne.AppendUint64(b, uint64(pid))
 	b = ne.AppendUint64(b, s.res.MaxRSS)
 	b = ne.AppendUint64(b, s.res.PeakRssAnon)
