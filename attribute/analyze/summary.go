@@ -37,6 +37,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	if t.Approx > 0 {
 		fmt.Fprintf(w, ", %d by time window", t.Approx)
 	}
+	if m := s.Resident.MappedFaults; m > 0 {
+		fmt.Fprintf(w, "; %d more (%s) to memory the program mapped itself (via=mmap)", m, pct(m, t.Faults))
+	}
 	fmt.Fprintln(w)
 	if len(s.Classes) > 0 {
 		keys := slices.SortedFunc(maps.Keys(s.Classes), func(a, b string) int {
