@@ -70,22 +70,6 @@ const (
 	PageReleased                  // resident once, released since: a re-fault
 )
 
-// State says what a fault at addr finds, without changing anything.
-func (r *Resident) State(pid uint32, addr uint64) PageState {
-	p := r.procs[pid]
-	if p == nil {
-		return PageNew
-	}
-	v := p.pages[addr/PageSize]
-	switch {
-	case v == 0:
-		return PageNew
-	case v&releasedBit != 0:
-		return PageReleased
-	}
-	return PageResident
-}
-
 // Touch makes the page at addr resident for owner at time t, unless it
 // already is; it returns the state it found.
 func (r *Resident) Touch(pid uint32, addr, t uint64, owner int) PageState {
