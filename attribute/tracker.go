@@ -87,6 +87,12 @@ type Tracker struct {
 	spare   []*Allocation // recycled allocations
 	stats   Stats
 	nlive   int // live allocations in all spaces: Live() without the walk
+
+	// OnCredit, when set, is called for each fault an allocation explains
+	// at the fault's place in the stream, before the fault may be held for
+	// the allocation's flags (Sink.Fault can come much later): resident
+	// memory is followed in time order (report.Builder.Touch).
+	OnCredit func(f *Fault, a *Allocation)
 }
 
 type space struct {
@@ -466,6 +472,9 @@ func (t *Tracker) unattributed(f *Fault) {
 // credit counts f against a. A fault after the allocation returned decides
 // the zero flag; the allocator's own faults do not.
 func (t *Tracker) credit(a *Allocation, f *Fault, decides bool) {
+	if t.OnCredit != nil {
+		t.OnCredit(f, a)
+	}
 	a.Faults++
 	t.stats.Attributed++
 	if a.decided {

@@ -19,10 +19,15 @@ const (
 	// a kind of its own so both calls stay in flight and their two returns
 	// (one return, both uretprobes) make one allocation.
 	KindReallocArray
+	// KindMmap: an anonymous mapping the program made itself (an mmap
+	// call outside any allocator call): a Python arena, a JIT or runtime
+	// heap, a custom pool. Never fed to the Tracker; faults it leaves
+	// unexplained in such a mapping go to it (analyze).
+	KindMmap
 	numKinds
 )
 
-var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign", "reallocarray"}
+var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign", "reallocarray", "mmap"}
 
 func (k AllocKind) String() string {
 	if int(k) < len(kindNames) {
@@ -192,6 +197,9 @@ type Fault struct {
 	// charged to the call it served.
 	InAllocator bool
 	Approx      bool // attributed by time window, not by address
+	// Refault: the page had been resident and was released since (set by
+	// the resident tracking, Tracker.OnCredit or the Sink's caller).
+	Refault bool
 }
 
 // Allocation is one allocation the tracker has seen.

@@ -48,6 +48,9 @@ type Options struct {
 	// Other samples are ignored, and the summary says what was kept.
 	Comms []string
 	Pids  []uint32
+	// Timeline keeps every site's resident memory over time for
+	// Result.Timeline (faultline timeline).
+	Timeline bool
 }
 
 // EventSummary is one event's counts.
@@ -101,16 +104,53 @@ type Summary struct {
 	// that touched the memory.
 	NoFaultStacks bool
 	Truncated     bool
+	// Resident is the resident memory the faults made, by site.
+	Resident ResidentSummary
 	// DecodeError is the error that stopped decoding early (a corrupt
 	// record) when the records before it made the profile; Truncated is
 	// set too.
 	DecodeError string
 }
 
+// ResidentSummary is the anonymous memory the recorded faults made
+// resident, followed page by page through the releases.
+type ResidentSummary struct {
+	PeakBytes int64
+	PeakTime  uint64 // ns after Start, the first sample's time
+	Start     uint64
+	AtPeak    []report.SiteValue
+	EndBytes  int64
+	// Refaults are faults on pages released before; Churn the sites that
+	// took the most.
+	Refaults uint64
+	Churn    []report.SiteValue
+	// MapCalls counts the memory-map calls recorded (entries);
+	// MappedFaults the faults given to the program's own mappings.
+	MapCalls, MappedFaults uint64
+	// ProcessHWM is the recorded program's own peak RSS and ProcessAnon
+	// its peak anonymous RSS, in bytes, as faultline record measured
+	// them (0: not recorded).
+	ProcessHWM, ProcessAnon int64
+}
+
 // Result is a finished run.
 type Result struct {
 	Profile *profile.Profile
 	Summary Summary
+	// Timeline is set with Options.Timeline: the profile's samples'
+	// resident pages over time.
+	Timeline *Timeline
+}
+
+// Timeline is every profile sample's resident pages over time
+// (attribute.Resident.Timeline): Owner indexes Profile.Sample.
+type Timeline struct {
+	Points []attribute.TimelinePoint
+	// Start is the time of the first sample; Faults counts the faults
+	// that made a page resident per Tick ns from Start.
+	Start, Tick uint64
+	Faults      []uint64
+	First, Last uint64 // the recording's first and last sample times
 }
 
 type run struct {
@@ -149,6 +189,8 @@ type run struct {
 
 	sel *Selection // nil: every sample counts
 
+	mm *memMaps // the memory-map calls (memmap.go)
+
 	entry attribute.Entry
 	ret   attribute.Return
 	free  attribute.Free
@@ -158,7 +200,7 @@ type run struct {
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
 	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
-		held: map[uint32]*held{}, locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
+		held: map[uint32]*held{}, mm: newMemMaps(), locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
 	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
 		ru.sel = newSelection(opts.Comms, opts.Pids)
 	}
@@ -209,6 +251,19 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		if ru.top.Words > 0 {
 			s.TopStacks = &ru.top
 		}
+	}
+	s.Resident = ru.residentSummary(p)
+	if opts.Timeline {
+		pts, start, tick, faults := ru.b.Res.Timeline()
+		// The owners become the profile's samples.
+		out := pts[:0]
+		for _, pt := range pts {
+			if pt.Owner = ru.b.SampleOf(pt.Owner); pt.Owner >= 0 {
+				out = append(out, pt)
+			}
+		}
+		res.Timeline = &Timeline{Points: out, Start: start, Tick: tick, Faults: faults,
+			First: r.Stats().FirstSample, Last: r.Stats().LastSample}
 	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()
@@ -385,6 +440,7 @@ func (ru *run) setup() error {
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
 	ru.b.RawSites = ru.opts.RawSites
+	ru.b.Res = attribute.NewResident(ru.opts.Timeline)
 	ru.b.ThreadOf = ru.threadName
 	if ru.leafMode {
 		ru.b.StackKind = func(id attribute.StackID) string {
@@ -394,7 +450,8 @@ func (ru *run) setup() error {
 			return report.StackSampled
 		}
 	}
-	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes}, regions{ru.sess})
+	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm}, regions{ru.sess})
+	ru.tr.OnCredit = ru.b.Touch
 	return nil
 }
 
@@ -439,12 +496,19 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Comm:
 		if r.Exec {
 			ru.tr.Exec(r.Pid)
+			ru.b.Res.Exec(r.Pid, r.Time)
+			ru.mm.exit(r.Pid)
 		}
 	case *perfdata.Fork:
 		ru.tr.Fork(r.Ppid, r.Pid)
 	case *perfdata.Exit:
 		delete(ru.held, r.Tid) // settled above; tids are reused
 		ru.tr.Exit(r.Pid, r.Tid)
+		delete(ru.mm.pending, r.Tid)
+		if r.Pid == r.Tid {
+			ru.b.Res.Exit(r.Pid, r.Time)
+			ru.mm.exit(r.Pid)
+		}
 	}
 }
 
@@ -493,6 +557,10 @@ func (ru *run) sample(smp *perfdata.Sample) {
 			f.InMemset = ru.leafInMemset(f.Stack)
 		}
 		ru.tr.Fault(f)
+	case RoleSysEnter, RoleSysExit:
+		ru.sysSample(in, smp)
+	case RoleRSS:
+		ru.rssSample(in, smp)
 	}
 }
 
@@ -628,9 +696,25 @@ func (g regions) Region(pid uint32, addr uint64) attribute.Class {
 type countingSink struct {
 	*report.Builder
 	classes map[string]uint64
+	mm      *memMaps
 }
 
+// Fault gives a fault no allocation explains to the program's own mapping
+// that holds it, if any (memmap.go).
 func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
+	if a == nil {
+		if m := c.mm.find(f.Pid, f.Addr); m != nil {
+			if !m.site.counted {
+				m.site.counted = true
+				c.Builder.Allocation(&m.site.alloc)
+			}
+			a = &m.site.alloc
+			c.mm.mapped++
+		}
+		// Unexplained faults reach the sink at once: their pages are
+		// followed here (the tracker's OnCredit follows the others').
+		c.Builder.Touch(f, a)
+	}
 	if a == nil {
 		c.classes[f.Class.String()]++
 	}
@@ -690,4 +774,24 @@ func isMemsetFamily(name string) bool {
 	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
 		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
 		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
+}
+
+// residentSummary sums the profile's resident values by site.
+func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
+	res := ru.b.Res
+	pages, t := res.PeakPages()
+	rs := ResidentSummary{PeakBytes: pages * attribute.PageSize, Refaults: res.Refaults(),
+		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped, ProcessHWM: ru.mm.hwm, ProcessAnon: ru.mm.anon}
+	rs.Start = ru.r.Stats().FirstSample
+	if t >= rs.Start {
+		rs.PeakTime = t - rs.Start
+	}
+	rs.AtPeak = report.TopBy(p, report.SampleResidentPeak, 5, ru.opts.RawSites, nil)
+	if vi := report.ValueIndex(p, report.SampleResidentEnd); vi >= 0 {
+		for _, s := range p.Sample {
+			rs.EndBytes += s.Value[vi]
+		}
+	}
+	rs.Churn = report.TopBy(p, report.SampleFaults, 5, ru.opts.RawSites, report.IsRefault)
+	return rs
 }

@@ -28,9 +28,16 @@ const (
 	// "malloc__call" for a call during which its thread took no fault):
 	// the entry's fields and the return's.
 	RoleAllocCall
+	// RoleSysEnter and RoleSysExit: a memory-map call's syscall
+	// tracepoint (mmap, munmap, mremap, madvise, brk; memmap.go).
+	RoleSysEnter
+	RoleSysExit
+	// RoleRSS: faultline record's faultline:rss, the program's own peak
+	// RSS.
+	RoleRSS
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call", "map-enter", "map-exit", "rss"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -65,6 +72,12 @@ type eventInfo struct {
 	// without): probeIP is the probed function's address.
 	probeIP, topSP, topBP *perfdata.TraceField
 	topWords              []*perfdata.TraceField
+
+	// Memory-map calls (memmap.go): which call, entry or exit, and the
+	// arguments it reads (the exit: ret only).
+	sys     sysCall
+	sysExit bool
+	sysArgs [maxSyscallArgs]*perfdata.TraceField
 }
 
 // The fields an allocator entry probe made by faultline record carries
@@ -199,6 +212,8 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		return faultInfo(in), nil
 	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
 		return faultInfo(in), nil
+	case syscallInfo(in), rssInfo(in):
+		return in, nil
 	}
 	if kind, ok := allocNames[fn]; ok {
 		in.kind = kind

@@ -76,6 +76,8 @@ func walks(in *eventInfo) bool {
 		return true
 	case RoleAllocEntry, RoleFault:
 		return hasStacks(in.ev)
+	case RoleSysEnter:
+		return in.sys == sysMmap && hasStacks(in.ev)
 	}
 	return false
 }

@@ -37,6 +37,9 @@ func (s *Summary) WriteText(w io.Writer) {
 	if t.Approx > 0 {
 		fmt.Fprintf(w, ", %d by time window", t.Approx)
 	}
+	if m := s.Resident.MappedFaults; m > 0 {
+		fmt.Fprintf(w, "; %d more (%s) to memory the program mapped itself (via=mmap)", m, pct(m, t.Faults))
+	}
 	fmt.Fprintln(w)
 	if len(s.Classes) > 0 {
 		keys := slices.SortedFunc(maps.Keys(s.Classes), func(a, b string) int {
@@ -127,7 +130,47 @@ func (s *Summary) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "%8d %7d %10s  %-14s %s\n", t.Faults, t.Allocs, report.FormatBytes(t.Size), flags, t.Name)
 		}
 	}
+	s.writeResident(w)
 }
+
+// writeResident states the resident memory's peak, when, who held it, how
+// much of the process's own peak it explains, and the churn.
+func (s *Summary) writeResident(w io.Writer) {
+	rs := &s.Resident
+	if rs.PeakBytes == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nResident:     peak %s at %.3f s, %s at the end", mib(rs.PeakBytes), float64(rs.PeakTime)/1e9, mib(rs.EndBytes))
+	switch {
+	case rs.ProcessAnon > 0:
+		fmt.Fprintf(w, "; the process's own peak anonymous RSS %s (the tracked peak is %.1f%% of it; peak RSS with file pages %s)",
+			mib(rs.ProcessAnon), 100*float64(rs.PeakBytes)/float64(rs.ProcessAnon), mib(rs.ProcessHWM))
+	case rs.ProcessHWM > 0:
+		fmt.Fprintf(w, "; the process's own peak RSS %s, file pages included", mib(rs.ProcessHWM))
+	}
+	fmt.Fprintln(w)
+	if rs.MapCalls > 0 {
+		fmt.Fprintf(w, "  memory-map calls %d; %d faults in the program's own mappings (via=mmap); %d re-faults on released pages (refault=yes)\n",
+			rs.MapCalls, rs.MappedFaults, rs.Refaults)
+	} else {
+		fmt.Fprintln(w, "  no memory-map calls recorded (syscalls:sys_enter_mmap, …): releases are not seen, so the resident memory only grows until exit")
+	}
+	if len(rs.AtPeak) > 0 {
+		fmt.Fprintln(w, "  held at the peak:")
+		for _, v := range rs.AtPeak {
+			fmt.Fprintf(w, "  %10s  %s\n", report.FormatBytes(v.Value), v.Name)
+		}
+	}
+	if len(rs.Churn) > 0 {
+		fmt.Fprintln(w, "  churn (re-faults):")
+		for _, v := range rs.Churn {
+			fmt.Fprintf(w, "  %10d  %s\n", v.Value, v.Name)
+		}
+	}
+}
+
+// mib formats bytes in MiB.
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // writeLost says which events lost samples. A stack instance's losses
 // (RoleStack) lose no call: those calls get inferred callers, so they are

@@ -50,31 +50,58 @@ func (b *Builder) Infer(callers func(leaf attribute.StackID, comm string) []Weig
 	if b.StackKind == nil || callers == nil {
 		return
 	}
+	b.settle()
 	order, agg := b.order, b.agg
-	b.order, b.agg = make([]sampleKey, 0, len(order)), make(map[sampleKey]*[3]int64, len(agg))
-	var parts [3][]int64
-	for _, k := range order {
+	b.order, b.agg, b.index = make([]sampleKey, 0, len(order)), make(map[sampleKey]*[5]int64, len(agg)), make(map[sampleKey]int, len(agg))
+	moved := make([]int, len(order)) // old index → the new index of its (largest) part
+	var parts [5][]int64
+	for oi, k := range order {
 		v := agg[k]
 		var ws []Weighted
 		if k.stackKind == StackLeaf && !k.touch && k.class == "" {
 			ws = callers(k.stack, k.comm)
 		}
 		if len(ws) == 0 {
-			b.add(k, v[0], v[1], v[2])
+			moved[oi] = b.addAll(k, v)
 			continue
 		}
 		for i := range parts {
 			parts[i] = splitLargestRemainder(parts[i][:0], v[i], ws)
 		}
+		moved[oi] = -1
+		var best int64 = -1
 		for j, w := range ws {
-			if parts[0][j] == 0 && parts[1][j] == 0 && parts[2][j] == 0 {
+			var part [5]int64
+			zero := true
+			for i := range parts {
+				part[i] = parts[i][j]
+				zero = zero && part[i] == 0
+			}
+			if zero {
 				continue
 			}
 			nk := k
 			nk.stack, nk.stackKind = w.Stack, StackInferred
-			b.add(nk, parts[0][j], parts[1][j], parts[2][j])
+			ni := b.addAll(nk, &part)
+			if part[0]+part[3] > best {
+				best, moved[oi] = part[0]+part[3], ni
+			}
 		}
 	}
+	for o, i := range b.ownerOf {
+		if i >= 0 {
+			b.ownerOf[o] = moved[i]
+		}
+	}
+}
+
+// addAll adds every value of v to k's and returns k's index.
+func (b *Builder) addAll(k sampleKey, v *[5]int64) int {
+	i := b.add(k, v[0], v[1], v[2])
+	w := b.agg[k]
+	w[3] += v[3]
+	w[4] += v[4]
+	return i
 }
 
 // splitLargestRemainder appends to out the parts of total in proportion to

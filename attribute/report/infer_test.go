@@ -84,7 +84,7 @@ func TestInferKeepsTotals(t *testing.T) {
 	}
 	got := map[sampleKey][3]int64{}
 	for _, k := range b.order {
-		got[k] = *b.agg[k]
+		got[k] = [3]int64(b.agg[k][:3])
 	}
 	if v := got[sampleKey{stack: 1, stackKind: StackInferred}]; v != [3]int64{0, 6, 60} {
 		t.Errorf("stack 1 inferred %v, want 6 allocs 60 bytes", v)

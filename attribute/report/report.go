@@ -2,8 +2,10 @@
 // (github.com/google/pprof/profile) and a summary people can read.
 //
 // Sample types, in this order: faults/count (the default), allocs/count,
-// alloc_space/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
-// thread ("TID NAME"),
+// alloc_space/bytes, and with Builder.Res resident_peak/bytes and
+// resident_end/bytes. Labels: flag (fast, mmap, zero; several allowed), comm,
+// thread ("TID NAME"), via (the library call, or mmap: the program's own
+// mapping), refault=yes (a fault on a page released before),
 // access (read/write/exec where the event says), inside=allocator (faults
 // the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
@@ -100,6 +102,8 @@ type sampleKey struct {
 	inAlloc   bool              // the allocator's own memory, taken serving the call (label inside=allocator)
 	thread    string
 	stackKind string // the `stack` label (infer.go); "" without one
+	mapped    bool   // the site is the program's own mmap call (via=mmap)
+	refault   bool   // a fault on a page released before (label refault=yes)
 }
 
 // Builder aggregates the tracker's results; it implements attribute.Sink.
@@ -118,26 +122,44 @@ type Builder struct {
 	// a library frame) in the profile; by default the leaf is the site frame
 	// (SiteStack) and the library call is the sample's via label.
 	RawSites bool
+	// Res, when set, follows the pages the faults make resident, owned by
+	// the fault's sample: the profile then has resident_peak/bytes and
+	// resident_end/bytes, and faults on released pages carry refault=yes.
+	// The caller feeds it the releases (munmap, madvise, exit).
+	Res *attribute.Resident
 
-	agg   map[sampleKey]*[3]int64
-	order []sampleKey // first-seen order, for a deterministic profile
+	agg   map[sampleKey]*[5]int64 // faults, allocs, bytes, resident peak and end (bytes, once settled)
+	index map[sampleKey]int
+	// Res's owners: a site (or an unattributed fault's class and stack)
+	// and comm, numbered as first touched. settled: their counts were
+	// copied into agg (settle); ownerOf maps them to the samples that
+	// carry them since.
+	owners  map[resKey]int
+	ownerKs []resKey
+	settled bool
+	ownerOf []int
+	order   []sampleKey // first-seen order, for a deterministic profile
 }
 
 // NewBuilder returns a Builder in mode m.
 func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
-	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[3]int64)}
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[5]int64), index: map[sampleKey]int{}, owners: map[resKey]int{}}
 }
 
-func (b *Builder) add(k sampleKey, faults, allocs, space int64) {
+// add adds to k's values and returns k's index: its sample's in the
+// profile.
+func (b *Builder) add(k sampleKey, faults, allocs, space int64) int {
 	v := b.agg[k]
 	if v == nil {
-		v = new([3]int64)
+		v = new([5]int64)
 		b.agg[k] = v
+		b.index[k] = len(b.order)
 		b.order = append(b.order, k)
 	}
 	v[0] += faults
 	v[1] += allocs
 	v[2] += space
+	return b.index[k]
 }
 
 func (b *Builder) comm(pid uint32) string {
@@ -156,7 +178,7 @@ func (b *Builder) thread(pid, tid uint32) string {
 
 // Allocation implements attribute.Sink.
 func (b *Builder) Allocation(a *attribute.Allocation) {
-	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a)}, 0, 1, int64(a.Size))
+	b.add(sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a), mapped: a.Kind == attribute.KindMmap}, 0, 1, int64(a.Size))
 }
 
 // Fault implements attribute.Sink.
@@ -172,8 +194,97 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	}
 	if a != nil {
 		k.stackKind = b.stackKind(a)
+		k.mapped = a.Kind == attribute.KindMmap
 	}
+	k.refault = f.Refault
 	b.add(k, 1, 0, 0)
+}
+
+// resKey is a resident-memory owner: what a sample of the fault will be
+// matched by (settle).
+type resKey struct {
+	stack  attribute.StackID // the allocation's site, or an unattributed fault's stack
+	class  string
+	mapped bool
+	comm   string
+}
+
+// Touch follows the page f touched, at f's place in the stream (before
+// Sink.Fault, which can come later): it becomes resident for a's site (or
+// f's class), and f.Refault says whether it had been released. File pages
+// (the page cache's) and unknown addresses are not followed. A no-op
+// without Res.
+func (b *Builder) Touch(f *attribute.Fault, a *attribute.Allocation) {
+	if b.Res == nil || b.settled {
+		return
+	}
+	var rk resKey
+	if a == nil {
+		if f.Class.Kind == attribute.ClassFile || f.Class.Kind == attribute.ClassUnknown {
+			return
+		}
+		rk = resKey{stack: f.Stack, class: f.Class.String()}
+	} else {
+		rk = resKey{stack: a.Site, mapped: a.Kind == attribute.KindMmap}
+	}
+	rk.comm = b.comm(f.Pid)
+	o, ok := b.owners[rk]
+	if !ok {
+		o = len(b.ownerKs)
+		b.owners[rk] = o
+		b.ownerKs = append(b.ownerKs, rk)
+	}
+	f.Refault = b.Res.Touch(f.Pid, f.Addr, f.Time, o) == attribute.PageReleased
+}
+
+// settle copies Res's resident pages into the aggregates, once, before
+// Infer or Profile rearranges them: until then Res's owners are the
+// aggregates' indexes.
+func (b *Builder) settle() {
+	if b.settled || b.Res == nil {
+		return
+	}
+	b.settled = true
+	// Each owner's pages go to the first sample of its faults.
+	first := map[resKey]int{}
+	for i, k := range b.order {
+		var rk resKey
+		switch {
+		case k.class != "":
+			rk = resKey{stack: k.stack, class: k.class}
+		case k.touch:
+			rk = resKey{stack: k.allocSite, mapped: k.mapped}
+		default:
+			rk = resKey{stack: k.stack, mapped: k.mapped}
+		}
+		rk.comm = k.comm
+		if _, ok := first[rk]; !ok {
+			first[rk] = i
+		}
+	}
+	b.ownerOf = make([]int, len(b.ownerKs))
+	for o, rk := range b.ownerKs {
+		i, ok := first[rk]
+		if !ok {
+			b.ownerOf[o] = -1
+			continue
+		}
+		v := b.agg[b.order[i]]
+		v[3] += b.Res.Peak(o) * attribute.PageSize
+		v[4] += b.Res.End(o) * attribute.PageSize
+		b.ownerOf[o] = i
+	}
+}
+
+// SampleOf returns the index in Profile's samples of the sample that
+// carries Res's owner (the largest part, when Infer split it), or -1 when
+// none does (every part was zero).
+func (b *Builder) SampleOf(owner int) int {
+	b.settle()
+	if owner < len(b.ownerOf) {
+		return b.ownerOf[owner]
+	}
+	return owner
 }
 
 // The sample types of a faultline profile, in value order, with their
@@ -183,8 +294,14 @@ const (
 	SampleFaults     = "faults"      // page faults (the default sample type)
 	SampleAllocs     = "allocs"      // allocations made
 	SampleAllocSpace = "alloc_space" // bytes allocated
-	UnitCount        = "count"
-	UnitBytes        = "bytes"
+	// SampleResidentPeak is the bytes of anonymous memory the sample's
+	// faults made resident and still held when the total peaked;
+	// SampleResidentEnd the same at the end of the recording (a process
+	// that exited: at its exit).
+	SampleResidentPeak = "resident_peak"
+	SampleResidentEnd  = "resident_end"
+	UnitCount          = "count"
+	UnitBytes          = "bytes"
 
 	FlagLabel      = "flag"       // fast, mmap, zero
 	CommLabel      = "comm"       // the process's command name
@@ -196,6 +313,13 @@ const (
 	// (SiteStack): the frames between it and the allocator are not in the
 	// profile.
 	ViaLabel = "via"
+	// RefaultLabel marks faults on pages that were resident and released
+	// (munmap, madvise DONTNEED/FREE/REMOVE, brk shrinking) since:
+	// refault=yes, churn.
+	RefaultLabel = "refault"
+	// ViaMmap is the via label of a site that is the program's own mmap
+	// call.
+	ViaMmap = "mmap"
 )
 
 // Profile builds the pprof profile. Every ID is unique and non-zero;
@@ -210,6 +334,10 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		DefaultSampleType: SampleFaults,
 		PeriodType:        &profile.ValueType{Type: SampleFaults, Unit: UnitCount},
 		Period:            1,
+	}
+	if b.Res != nil {
+		p.SampleType = append(p.SampleType, &profile.ValueType{Type: SampleResidentPeak, Unit: UnitBytes},
+			&profile.ValueType{Type: SampleResidentEnd, Unit: UnitBytes})
 	}
 	pb := &builder{
 		p:     p,
@@ -261,9 +389,13 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		siteCache[id] = st
 		return st
 	}
+	b.settle()
 	for _, k := range b.order {
 		v := b.agg[k]
 		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
+		if b.Res != nil {
+			s.Value = append(s.Value, v[3], v[4])
+		}
 		via := ""
 		switch {
 		case k.class != "":
@@ -280,8 +412,14 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			}
 		}
 		s.Label = map[string][]string{}
+		if k.mapped {
+			via = ViaMmap
+		}
 		if via != "" {
 			s.Label[ViaLabel] = []string{via}
+		}
+		if k.refault {
+			s.Label[RefaultLabel] = []string{"yes"}
 		}
 		if names := k.flags.Names(); len(names) > 0 {
 			s.Label[FlagLabel] = names

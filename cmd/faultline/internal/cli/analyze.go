@@ -38,7 +38,11 @@ every stack from its DWARF stack copy, joins each fault to the live allocation
 whose bytes it touched (per process: fork and exec aware) and writes a gzipped
 pprof profile:
 
-  sample types  faults (default), allocs, alloc_space (bytes)
+  sample types  faults (default), allocs, alloc_space (bytes), resident_peak
+                (bytes of anonymous memory each site held when the total
+                peaked) and resident_end (at exit); releases are seen when
+                the memory-map calls were recorded (faultline record does;
+                perf: -e 'syscalls:sys_enter_munmap' and the rest, README)
   stacks        --by alloc: the allocation's call stack from its site: the
                 leaf is the first frame in your own code (see below), so
                 go tool pprof -top lists the summary's sites; the library
@@ -54,7 +58,9 @@ pprof profile:
                 [file] NAME|[unknown] for faults that touched no allocation
                 (their leaf names the class); stack=sampled|inferred|leaf in
                 recordings whose allocator entries carry stacks for some
-                calls only (faultline record); via (above)
+                calls only (faultline record); via (above), via=mmap for
+                memory the program mapped itself (its mmap call is the
+                site); refault=yes for faults on pages released before
   names         as pprof shows them (app::Store::fill, no parameters or
                 template arguments); the full name is the SystemName
   comments      one line with every event's samples and lost samples

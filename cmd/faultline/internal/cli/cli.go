@@ -71,6 +71,7 @@ func commands() []*command {
 		{name: "push", summary: "send a profile to Grafana Pyroscope (push API), with labels", run: runPush},
 		{name: "record", summary: "record a program's allocations and page faults (no perf needed)", run: runRecord},
 		{name: "script", summary: "print every sample with its unwound, symbolized stack (perf script's layout)", run: runScript},
+		{name: "timeline", summary: "draw resident memory over time, stacked by site, as SVG or HTML", run: runTimeline},
 	}
 }
 

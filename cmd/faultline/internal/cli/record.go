@@ -150,6 +150,7 @@ type recordOptions struct {
 	stackMin    uint64
 	stackEvery  uint64
 	faultStacks bool
+	noMapCalls  bool
 	mmapPages   int
 	stackPages  int
 	compress    bool
@@ -231,6 +232,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
 	fs.BoolVar(&o.faultStacks, "fault-stacks", false, "also take a stack at 1 in --stack-every page faults (for analyze --by touch)")
+	fs.BoolVar(&o.noMapCalls, "no-map-calls", false, "do not record the memory-map calls (mmap, munmap, mremap, madvise, brk; syscall tracepoints): without them analyze sees no releases, no re-faults, and the program's own mappings stay [anon]")
 	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", defaultMmapPages, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB)")
 	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two)")
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
@@ -486,7 +488,7 @@ func (r *recorder) record() error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		Group: r.group, Probes: events, Tracefs: r.tracefs,
+		Group: r.group, Probes: events, Tracefs: r.tracefs, MapCalls: r.mapCallEvents(),
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,

@@ -89,6 +89,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
 		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
 		Cmd:     cmdPath, Argv: o.cmd,
+		MapCalls: r.mapCallEvents(),
 	}
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording

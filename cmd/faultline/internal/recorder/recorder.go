@@ -34,6 +34,8 @@ type Probe struct {
 	// Sized marks an allocation entry with a size argument: it is opened
 	// again with stacks. HasNmemb adds calloc's and reallocarray's nmemb.
 	Sized, HasNmemb bool
+	// Stack: a memory-map call sampled with a stack (sys_enter_mmap).
+	Stack bool
 }
 
 // Config is one recording.
@@ -41,6 +43,10 @@ type Config struct {
 	Group   string  // the probes' tracefs group
 	Probes  []Probe // in the order their events are listed
 	Tracefs string  // tracefs mount (for events/header_page, header_event)
+	// MapCalls are the memory-map calls' syscall tracepoints (group
+	// syscalls: analyze.SyscallEvents), recorded by both methods, every
+	// call; sys_enter_mmap with a stack (the mapping's site).
+	MapCalls []Probe
 
 	StackMin    uint64 // every allocation of at least this many bytes gets a stack
 	StackEvery  uint64 // 1 in this many of the smaller ones does
@@ -106,13 +112,16 @@ type Result struct {
 	FileBytes int64
 
 	// Of Cmd: how it ended and what it cost.
-	Ran        bool
-	ExitCode   int            // exit status, when it exited
-	Signal     syscall.Signal // the signal that killed it, or 0
-	Wall       time.Duration  // exec to exit
-	User, Sys  time.Duration
-	StoppedBy  string // "" (Cmd exited), StoppedByDuration, or a signal's name
-	Unfinished bool   // Cmd was still running when recording stopped
+	Ran       bool
+	ExitCode  int            // exit status, when it exited
+	Signal    syscall.Signal // the signal that killed it, or 0
+	Wall      time.Duration  // exec to exit
+	User, Sys time.Duration
+	// MaxRSS is Cmd's peak RSS (wait4's ru_maxrss, file pages included)
+	// and PeakRssAnon the largest RssAnon read while it ran (rss.go).
+	MaxRSS, PeakRssAnon uint64
+	StoppedBy           string // "" (Cmd exited), StoppedByDuration, or a signal's name
+	Unfinished          bool   // Cmd was still running when recording stopped
 
 	// The in-process method: faults on the shim's own memory (dropped),
 	// what the shim could not record, whether a thread gave up waiting
@@ -264,6 +273,9 @@ type session struct {
 	bids    map[string][]byte // their build IDs as MMAP2 records gave them
 	trackID uint64            // an id of the tracking event, for synthesized records
 	inproc  *inproc           // the in-process method's state, or nil
+
+	rss        *spec       // faultline:rss (rss.go), with a command
+	rssSampler *rssSampler // its RssAnon reads
 }
 
 // ring is one mapped ring buffer and the kind of events it holds.
@@ -298,7 +310,7 @@ func (s *session) closeAll() {
 // buildSpecs lists the events in attr order: the range ring's owner, page
 // faults and the probes (or the in-process events), then the stack ring's
 // owner and the stack instances.
-func (s *session) buildSpecs() []*spec {
+func (s *session) buildSpecs() (specs []*spec) {
 	cfg := s.cfg
 	flags := perfdata.AttrSampleIDAll
 	if s.inproc != nil {
@@ -311,7 +323,6 @@ func (s *session) buildSpecs() []*spec {
 	case cfg.Pid > 0:
 		flags |= perfdata.AttrInherit
 	}
-	var specs []*spec
 	add := func(sp *spec) { specs = append(specs, sp) }
 	var clock int32
 	if s.inproc != nil {
@@ -329,6 +340,12 @@ func (s *session) buildSpecs() []*spec {
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
 		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
+	s.mapCallSpecs(add, flags, clock)
+	if cfg.Cmd != "" {
+		// Last, so the other events keep their places.
+		s.rss = rssSpec(flags, clock)
+		defer func() { specs = append(specs, s.rss) }()
+	}
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
 		if cfg.FaultStacks {
@@ -344,7 +361,7 @@ func (s *session) buildSpecs() []*spec {
 		}
 		next := uint64(shimSampleIDBase)
 		for _, sp := range specs {
-			if sp.synthetic {
+			if sp.synthetic && sp != s.rss {
 				sp.synthID = next
 				next++
 			}
@@ -395,6 +412,26 @@ func (s *session) buildSpecs() []*spec {
 	}
 	return specs
 }
+
+// mapCallSpecs adds the memory-map calls' tracepoints to the range ring:
+// one instance each (no twins), rare enough that sys_enter_mmap takes a
+// stack every call.
+func (s *session) mapCallSpecs(add func(*spec), flags perfdata.AttrFlags, clock int32) {
+	for _, p := range s.cfg.MapCalls {
+		a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: 1,
+			SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
+		if p.Stack && s.cfg.StackSize > 0 {
+			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+			a.Flags |= perfdata.AttrExcludeCallchainUser
+			a.SampleRegsUser = userRegsMask
+			a.SampleStackUser = s.cfg.StackSize
+		}
+		add(&spec{name: MapCallGroup + ":" + p.Event, kind: kindRange, stack: p.Stack && s.cfg.StackSize > 0, attr: a})
+	}
+}
+
+// MapCallGroup is the memory-map calls' tracepoint group.
+const MapCallGroup = "syscalls"
 
 // A stack instance is named after its range event with a suffix in the
 // shape of perf's per-event terms (-e 'EVENT/call-graph=dwarf/'), so that
@@ -676,6 +713,7 @@ func (s *session) run(held *heldCommand) error {
 		s.released = true
 		s.res.Ran = true
 		done = held.done
+		s.rssSampler = newRSSSampler(held.cmd.Process.Pid)
 	}
 	var (
 		grace, forward <-chan time.Time
@@ -700,6 +738,9 @@ func (s *session) run(held *heldCommand) error {
 		idle := tick.C
 		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
 			idle = nil
+		}
+		if s.rssSampler != nil {
+			s.rssSampler.sample(time.Now())
 		}
 		var again <-chan time.Time
 		if idle == nil {
@@ -796,6 +837,12 @@ func (s *session) exitStatus(held *heldCommand) {
 		return
 	}
 	s.res.User, s.res.Sys = st.UserTime(), st.SystemTime()
+	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
+		s.res.MaxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
+	}
+	if s.rssSampler != nil {
+		s.res.PeakRssAnon = s.rssSampler.peak
+	}
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	switch {
 	case ok && ws.Signaled():
@@ -808,6 +855,9 @@ func (s *session) exitStatus(held *heldCommand) {
 // finish writes LOST_SAMPLES per event, closes the events and writes the
 // features.
 func (s *session) finish() error {
+	if err := s.writeRSS(); err != nil {
+		return err
+	}
 	for _, o := range s.opened {
 		if o.fd < 0 {
 			continue

@@ -67,7 +67,7 @@ func TestBuildSpecs(t *testing.T) {
 		}
 	}
 	want := "dummy:u page-faults faultline_7:malloc faultline_7:malloc__return faultline_7:calloc faultline_7:calloc__return faultline_7:free " +
-		"dummy:u faultline_7:malloc/stack-big/ faultline_7:malloc/stack-1in64/ faultline_7:calloc/stack-big/ faultline_7:calloc/stack-1in64/"
+		"dummy:u faultline_7:malloc/stack-big/ faultline_7:malloc/stack-1in64/ faultline_7:calloc/stack-big/ faultline_7:calloc/stack-1in64/ faultline:rss"
 	if strings.Join(names, " ") != want {
 		t.Errorf("specs:\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}

@@ -265,7 +265,11 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 		for _, p := range cfg.Probes {
 			sys.Formats = append(sys.Formats, p.Format)
 		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, []perfdata.TraceSystem{sys})
+		systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...)
+		if s.rss != nil {
+			systems = append(systems, perfdata.TraceSystem{Name: shimSystem, Formats: [][]byte{s.rss.format}})
+		}
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
 	}
 	if s.inproc != nil {
 		sys := perfdata.TraceSystem{Name: shimSystem}
@@ -274,7 +278,7 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 				sys.Formats = append(sys.Formats, sp.format)
 			}
 		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), []perfdata.TraceSystem{sys})
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...))
 	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
@@ -345,3 +349,16 @@ const (
 		"\ttime_stamp : type == 31\n" +
 		"\tdata max type_len  == 28\n"
 )
+
+// mapCallSystem is the syscalls group's formats for TRACING_DATA (none
+// without memory-map calls).
+func mapCallSystem(cfg *Config) []perfdata.TraceSystem {
+	if len(cfg.MapCalls) == 0 {
+		return nil
+	}
+	sys := perfdata.TraceSystem{Name: MapCallGroup}
+	for _, p := range cfg.MapCalls {
+		sys.Formats = append(sys.Formats, p.Format)
+	}
+	return []perfdata.TraceSystem{sys}
+}

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# gen.sh — the exact generator of testdata/mem (issue 21's recording of a
+# program with known memory phases).
+#
+#   sudo testdata/mem/gen.sh      # from anywhere; needs root, perf, gcc
+#
+# What it does, in order:
+#  1. compiles src/phases.c and ../src/launch.c with pinned flags and
+#     installs them in the fixed run directory $BIN (the recording names
+#     these absolute paths);
+#  2. adds its own uprobes, group $GROUP (malloc's entry with the size, its
+#     return with the pointer and the chunk header, free's entry with the
+#     pointer), removed at exit;
+#  3. records phases through the launcher (THP off, ASLR off) with perf's
+#     own syscall tracepoints for the memory-map calls: a DWARF stack on
+#     malloc's entry and on sys_enter_mmap, none elsewhere; a recording
+#     that lost samples is made again;
+#  4. copies the binaries the stacks pass through into symfs/ at their
+#     recorded paths, writes the perf script lines of the memory-map calls
+#     (mapcalls.txt: the addresses the tests' arithmetic uses) and
+#     GENERATED.
+#
+# Idempotent: phases.data, mapcalls.txt, symfs/ and GENERATED are
+# rewritten; src/ and this script are never touched.
+set -euo pipefail
+export LC_ALL=C
+
+TD=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../genlib.sh
+. "$TD/../genlib.sh"
+BIN=/tmp/faultline-mem/bin
+LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
+LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+GROUP=fl_mem
+MAX_TRIES=5
+SYSCALLS=(sys_enter_mmap sys_exit_mmap sys_enter_munmap sys_enter_mremap sys_exit_mremap sys_enter_madvise sys_enter_brk sys_exit_brk)
+
+[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf record -c 1); try: sudo $0"
+for t in perf gcc readelf; do command -v $t >/dev/null || die "$t not found"; done
+TRACEFS=/sys/kernel/tracing
+[ -d "$TRACEFS/events/syscalls" ] || die "no syscall tracepoints at $TRACEFS/events/syscalls"
+
+# --- 1. compile ----------------------------------------------------------------
+WORK=$(mktemp -d /tmp/faultline-mem-gen.XXXXXX)
+ADDED=0
+cleanup() {
+	if [ "$ADDED" = 1 ]; then
+		for e in malloc__return malloc free; do
+			if [ -d "$TRACEFS/events/$GROUP/$e" ]; then
+				echo "-:$GROUP/$e" >>"$TRACEFS/uprobe_events" || echo "gen.sh: warning: could not remove probe $GROUP/$e" >&2
+			fi
+		done
+	fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
+(
+	cd "$TD/src"
+	set -x
+	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/phases" phases.c
+	cd "$TD/../src"
+	gcc "${FLAGS[@]}" -ffile-prefix-map="$PWD"=. -static -o "$WORK/launch" launch.c
+)
+mkdir -p "$BIN"
+for b in launch phases; do install -m 0755 "$WORK/$b" "$BIN/$b"; done
+
+# --- 2. probes -------------------------------------------------------------------
+if [ -d "$TRACEFS/events/$GROUP" ]; then
+	die "probe group $GROUP exists (a leftover?): remove it with: echo '-:$GROUP/malloc' >> $TRACEFS/uprobe_events (and malloc__return, free)"
+fi
+# fileoff SYMBOL: a libc symbol's file offset, its value mapped through the
+# LOAD segment that holds it.
+fileoff() {
+	local vaddr typ off va memsz
+	vaddr=$((16#$(readelf -Ws "$LIBC" | awk -v s="$1" '$8 ~ "^" s "(@|$)" && !n++ { print $2 }')))
+	while read -r typ off va _ _ memsz _; do
+		if [ "$typ" = LOAD ] && ((vaddr >= va && vaddr < va + memsz)); then
+			printf '0x%x' $((vaddr - va + off))
+			return
+		fi
+	done < <(readelf -lW "$LIBC" | awk '$1 == "LOAD"')
+	die "cannot find $1 in $LIBC"
+}
+MALLOC_OFF=$(fileoff malloc)
+FREE_OFF=$(fileoff free)
+ADDED=1
+echo "p:$GROUP/malloc $LIBC:$MALLOC_OFF size=%di:u64" >>"$TRACEFS/uprobe_events"
+echo "r:$GROUP/malloc__return $LIBC:$MALLOC_OFF ptr=\$retval hdr=-8(\$retval):u64" >>"$TRACEFS/uprobe_events"
+echo "p:$GROUP/free $LIBC:$FREE_OFF ptr=%di:u64" >>"$TRACEFS/uprobe_events"
+
+# --- 3. record ---------------------------------------------------------------------
+f=$WORK/phases.data
+sys=()
+for s in "${SYSCALLS[@]}"; do
+	if [ "$s" = sys_enter_mmap ]; then sys+=(-e "syscalls:$s"); else sys+=(-e "syscalls:$s/call-graph=no/"); fi
+done
+cmd=(perf record -q -m 8M -c 1 -d -z --call-graph "dwarf,1024"
+	-e "$GROUP:malloc" -e "$GROUP:malloc__return/call-graph=no/" -e "$GROUP:free/call-graph=no/"
+	-e "page-faults/call-graph=no/u" "${sys[@]}"
+	-o "$f" -- "$BIN/launch" "$BIN/phases")
+run() { (set -x && "${cmd[@]}"); }
+record_until_no_loss phases "$f" run
+install -m 0644 "$f" "$TD/phases.data"
+
+# --- 4. symfs, mapcalls.txt and GENERATED ----------------------------------------------
+rm -rf "$TD/symfs"
+for b in launch phases; do install -D -m 0755 "$BIN/$b" "$TD/symfs$BIN/$b"; done
+install -D -m 0755 "$LIBC" "$TD/symfs$LIBC"
+install -D -m 0755 "$LDSO" "$TD/symfs$LDSO"
+bid=$(buildid_of "$LIBC")
+dbg=/usr/lib/debug/.build-id/${bid:0:2}/${bid:2}.debug
+if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
+perf script -i "$TD/phases.data" -G -F comm,pid,time,event,trace 2>/dev/null | grep -E 'syscalls:|phases' | grep syscalls: >"$TD/mapcalls.txt" || true
+{
+	echo "generated by testdata/mem/gen.sh on $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "gcc:    $(gcc --version | head -1)"
+	echo "perf:   $(perf version)"
+	echo "kernel: $(uname -srm)"
+	echo "glibc:  $(ldd --version | head -1)"
+	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/mem/src; launch: testdata/src, -static)"
+	echo "probes: $(grep "^[pr]:$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
+	for b in launch phases; do
+		echo "$b: $BIN/$b, build id $(buildid_of "$BIN/$b")"
+	done
+	echo "libc:   $LIBC, build id $bid"
+	echo
+	note_commands "recording command (cwd testdata/mem):" "${cmd[*]/$f/phases.data}"
+	note_file "$TD/phases.data"
+	perf report --stats -i "$TD/phases.data" 2>/dev/null | grep -E "SAMPLE events|LOST" | sed 's/^ */  /'
+} >"$TD/GENERATED"
+cat "$TD/GENERATED"
