@@ -374,8 +374,9 @@ type recorder struct {
 	env  *Env
 	opts *recordOptions
 
-	group   string // this run's probe group, faultline_PID
-	tracefs string // directory holding uprobe_events
+	group   string          // this run's probe group, faultline_PID
+	alloc   *libc.Allocator // CMD's allocator, once found
+	tracefs string          // directory holding uprobe_events
 	added   []string
 	notes   notes // warnings, written once at the end unless -q
 }
@@ -457,7 +458,7 @@ func (r *recorder) record() error {
 	if err != nil {
 		return err
 	}
-	r.logf("probing %d functions of %s as %s:*", countEntries(probes), lib, r.group)
+	r.logf("probing %d functions of %s as %s:*", countEntries(probes), r.describeAllocator(lib), r.group)
 	select {
 	case s := <-sigs:
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: interrupted by %v before recording started", s)}
@@ -618,8 +619,10 @@ func (r *recorder) ensureTracefs() error {
 	return nil
 }
 
-// findLibc returns the libc the target loads: --libc, the process's
-// (-p), CMD's, or /bin/sh's for -a without a command.
+// findLibc returns the object whose allocator record probes: --libc, the
+// libc of the process (-p), the object CMD's malloc binds to
+// (libc.FindAllocator: an LD_PRELOADed allocator, the program itself, a
+// DT_NEEDED library), or /bin/sh's for -a without a command.
 func (r *recorder) findLibc(cmdPath string) (string, error) {
 	if r.opts.libc != "" {
 		if !r.sys.Exists(r.opts.libc) {
@@ -642,19 +645,24 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 		}
 		target = p
 	}
-	lib, err := libc.ForBinary(r.sys, target)
+	a, err := r.allocator(target)
 	if err != nil {
-		// A statically linked program carries its allocator: probe the
-		// program itself when it has a malloc.
-		if l, lerr := libc.Open(r.sys, target); lerr == nil {
-			if _, _, ok := l.Offset("malloc"); ok {
-				r.logf("%s has its own malloc (statically linked): probing the program itself", target)
-				return target, nil
-			}
-		}
 		return "", prereqError("%v", err)
 	}
-	return lib, nil
+	return a.Path, nil
+}
+
+// allocator finds (once) the allocator the program at path binds malloc
+// to, with the environment CMD inherits from record.
+func (r *recorder) allocator(path string) (*libc.Allocator, error) {
+	if r.alloc == nil {
+		a, err := libc.FindAllocator(r.sys, path, r.sys.Getenv("LD_PRELOAD"))
+		if err != nil {
+			return nil, err
+		}
+		r.alloc = a
+	}
+	return r.alloc, nil
 }
 
 func (r *recorder) thpEnabled() bool {

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/faultline/faultline/attribute"
 )
 
 // System is the outside world the search reads; tests substitute a fake.
@@ -471,6 +473,11 @@ func funcOffsets(f *elf.File, path string) *Lib {
 		}
 	}
 	return lib
+}
+
+// Family names the allocator family of the library's malloc.
+func (l *Lib) Family() attribute.Family {
+	return attribute.FamilyOf(func(s string) bool { _, ok := l.syms[s]; return ok })
 }
 
 // Offset returns the file offset of the first of symbols that exists.
