@@ -7,6 +7,7 @@ package analyze
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -235,6 +236,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
 	s.Warnings = append(s.Warnings, ru.warnings...)
+	if w := noAllocations(&s.Tracker, r.Meta().Cmdline); w != nil {
+		s.Warnings = append(s.Warnings, w)
+	}
 	if opts.Done != nil {
 		opts.Done()
 	}
@@ -435,7 +439,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
-		ru.tr.Mmap(r.Pid, r.Time, r.Addr, anon)
+		ru.tr.Mmap(r.Pid, r.Time, r.Addr, r.Len, anon)
 	case *perfdata.Comm:
 		if r.Exec {
 			ru.tr.Exec(r.Pid)
@@ -690,4 +694,29 @@ func isMemsetFamily(name string) bool {
 	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
 		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
 		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
+}
+
+// ErrNoAllocations says a recording has faults but not one allocator call:
+// the probed allocator is not the one the program calls.
+var ErrNoAllocations = errors.New("no allocator call was recorded")
+
+// noAllocations explains a recording whose faults met no allocation
+// because no allocator call was recorded at all, in one line that says
+// what to do; cmdline is the recording's command line.
+func noAllocations(st *attribute.Stats, cmdline []string) error {
+	if st.Faults == 0 || st.Allocations > 0 || st.FailedAllocations > 0 {
+		return nil
+	}
+	libc := ""
+	for i, a := range cmdline {
+		if v, ok := strings.CutPrefix(a, "--libc="); ok {
+			libc = v
+		} else if a == "--libc" && i+1 < len(cmdline) {
+			libc = cmdline[i+1]
+		}
+	}
+	if libc != "" {
+		return fmt.Errorf("%w (%d faults): this recording probed %s (--libc), which the program's malloc does not bind to; record again without --libc (record finds the allocator the program uses and names it)", ErrNoAllocations, st.Faults, libc)
+	}
+	return fmt.Errorf("%w (%d faults): the probed allocator is not the one the program calls (a statically linked or stripped allocator?); record again with faultline record, which names the allocator it probed, or name its library with --libc", ErrNoAllocations, st.Faults)
 }

@@ -510,8 +510,41 @@ func (r *recorder) record() error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	r.cacheBuildIDs(res)
+	r.noteNoAllocations(res, lib)
 	r.summarize(res, out)
 	return r.exitStatus(res)
+}
+
+// noteNoAllocations says, in one line, why a recording with faults holds
+// no allocator call, and what to do: lib is the object probed.
+func (r *recorder) noteNoAllocations(res *rec.Result, lib string) {
+	var faults, calls uint64
+	for _, e := range res.Events {
+		switch {
+		case e.Stack:
+		case isFaultEvent(e.Name):
+			faults += e.Samples
+		default:
+			calls += e.Samples
+		}
+	}
+	if faults == 0 || calls > 0 {
+		return
+	}
+	if r.opts.libc != "" && len(r.opts.cmd) > 0 {
+		if p, err := libc.ResolveCommand(r.sys, r.opts.cmd[0]); err == nil {
+			if a, err := libc.FindAllocator(r.sys, p, r.sys.Getenv("LD_PRELOAD")); err == nil && a.Path != lib {
+				r.notes.add(fmt.Errorf("%d faults but no allocator call recorded: malloc in this program is %s; this recording probed %s; record again without --libc", faults, a, lib))
+				return
+			}
+		}
+	}
+	r.notes.add(fmt.Errorf("%d faults but no allocator call recorded: the program never called the malloc of %s (an allocator linked in and stripped, or memory only from mmap?); name the allocator's library with --libc", faults, r.describeAllocator(lib)))
+}
+
+// isFaultEvent reports whether a recorded event is a page-fault event.
+func isFaultEvent(name string) bool {
+	return strings.HasPrefix(name, "page-faults") || strings.HasPrefix(name, "exceptions:page_fault_user")
 }
 
 // catchSignals routes SIGINT, SIGTERM and SIGHUP (a closed terminal) to

@@ -239,8 +239,11 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 		case "ptr":
 			// hdr is the malloc chunk header in front of the pointer: its
 			// size (hdr &^ 7) and IS_MMAPPED bit (0x2), glibc malloc.c's
-			// mchunk_size. Other allocators keep no header there.
-			hdr := ""
+			// mchunk_size. Other allocators keep no header there: hdr is
+			// then the immediate 0, which analyze reads as "no header"
+			// (a glibc chunk's size is never 0), as the in-process
+			// shim's.
+			hdr := ` hdr=\0:u64`
 			if family.HasChunkHeader() {
 				hdr = " hdr=-8($retval):u64"
 			}
