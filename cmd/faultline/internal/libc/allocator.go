@@ -69,10 +69,12 @@ func definesMalloc(f *elf.File, static bool) defines {
 }
 
 // FindAllocator returns the object the dynamic linker binds the
-// program's malloc to, the way it searches (ld.so(8), "Symbol lookup"):
-// the objects of LD_PRELOAD (as the program's environment, env, has it)
-// first, then the program, then its DT_NEEDED libraries breadth first;
-// the first that defines malloc wins. A statically linked program is its
+// program's malloc to, in the order of its global lookup scope: the
+// program itself, then the objects of LD_PRELOAD (preload, as the
+// program's environment will have it), then its DT_NEEDED libraries
+// breadth first; the first that defines malloc wins (glibc
+// elf/rtld.c puts preloads after the main map and before its
+// dependencies). A statically linked program is its
 // own allocator. A #! script's interpreter is the program.
 func FindAllocator(sys System, path, preload string) (*Allocator, error) {
 	path, err := followShebang(sys, path)
@@ -101,6 +103,12 @@ func FindAllocator(sys System, path, preload string) (*Allocator, error) {
 		}
 		return &Allocator{Path: canonical(p), Family: d.family, How: how}, nil
 	}
+	if a, err := try(path, "defined by the program itself"); err != nil || a != nil {
+		if a != nil {
+			a.Path = path
+		}
+		return a, err
+	}
 	// ld.so splits LD_PRELOAD at spaces and colons; a name without a
 	// slash is searched for as a DT_NEEDED entry is.
 	for _, name := range strings.FieldsFunc(preload, func(r rune) bool { return r == ' ' || r == ':' }) {
@@ -111,12 +119,6 @@ func FindAllocator(sys System, path, preload string) (*Allocator, error) {
 		if a, _ := try(p, "LD_PRELOAD"); a != nil {
 			return a, nil
 		}
-	}
-	if a, err := try(path, "defined by the program itself"); err != nil || a != nil {
-		if a != nil {
-			a.Path = path
-		}
-		return a, err
 	}
 	seen := map[string]bool{}
 	type item struct{ name, by string }
