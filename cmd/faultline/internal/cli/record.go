@@ -38,15 +38,20 @@ How allocator calls are seen (--method):
           malloc__return, free and the compact malloc_short and
           malloc__call (a whole call in one sample), with the fields below.
   uprobe  a uprobe on every allocator entry and return: a trap per call.
-          Used for -p, -a, --libc, and statically linked or setuid programs
-          or ones that define malloc themselves (record says why).
+          Used for -p, -a, --libc, statically linked or setuid programs,
+          ones that define malloc themselves, and (as root) ones whose
+          allocator is jemalloc, tcmalloc or mimalloc, whose own entry
+          points (operator new, mallocx, tc_new, ...) bypass the shim
+          (record says why).
 
 What is recorded (the uprobe method's events; the in-process ones carry the
 same fields):
 
-  - every call of libc's allocator entry points (malloc, calloc, realloc,
-    reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc)
-    and free, with their arguments, returned pointer and chunk header, and
+  - every call of the allocator's entry points (malloc, calloc, realloc,
+    reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc,
+    free, and jemalloc's, tcmalloc's and mimalloc's own, operator new and
+    delete among them), with their arguments, returned pointer and (glibc)
+    chunk header, and
     every user page fault with its address: no stacks, so they are cheap and
     one ring per CPU (-m) holds them without loss. On x86-64 the allocating
     entries also carry the top of the stack (fields sp, bp and s0..s15, the
@@ -71,9 +76,12 @@ record does the setup for you:
     /sys/kernel/tracing); in-process, any user may record where
     kernel.perf_event_paranoid is 2 or less;
   - mounts tracefs when it is not mounted (and leaves it mounted);
-  - finds the libc the target really loads (CMD's ELF dependencies, or
-    /proc/PID/maps for -p) and refuses a path with whitespace or control
-    characters, which would change what is written to uprobe_events;
+  - finds the allocator CMD's malloc binds to, as the dynamic linker does
+    (the program itself, then LD_PRELOAD, then its DT_NEEDED libraries),
+    says which (glibc, jemalloc, tcmalloc, mimalloc) and where, or the
+    libc of /proc/PID/maps for -p, and refuses a path with whitespace or
+    control characters, which would change what is written to
+    uprobe_events;
   - adds its probes in a group of its own, faultline_PID (PID is record's),
     never touches others' probes, removes its own on every exit (also on
     Ctrl-C, SIGTERM, SIGHUP and errors), and removes groups left by a killed
@@ -212,7 +220,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.IntVarP(&o.pid, "pid", "p", 0, "record the running process `PID` and its threads (its libc from /proc/PID/maps)")
 	fs.BoolVarP(&o.all, "all-cpus", "a", false, "record every process (system-wide)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after `D` (e.g. 30s, 2m); CMD is then sent SIGINT; without it -p and -a run until Ctrl-C and CMD until it exits")
-	fs.StringSliceVar(&probes, "probe", []string{"all"}, "probe only the allocator functions in `LIST`, comma-separated, of malloc, calloc, realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc, or all (malloc is always probed; calloc as __libc_calloc)")
+	fs.StringSliceVar(&probes, "probe", []string{"all"}, "probe only the allocator functions in `LIST`, comma-separated, of malloc, calloc, realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc, an allocator family's own (op_new, mallocx, tc_new, mi_zalloc, ...), or all (malloc is always probed; calloc as __libc_calloc; a family's own only where the allocator is of that family)")
 	fs.IntVar(&o.stackSize, "stack-size", 8192, "user stack `BYTES` copied per stack sample, at most 65528; smaller is cheaper but unwinds less deep")
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
@@ -222,7 +230,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
-	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
+	fs.StringVar(&o.libc, "libc", "", "probe the allocator in `PATH` (a library, or a program that links one) instead of the one malloc binds to (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
