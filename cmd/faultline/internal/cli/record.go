@@ -661,7 +661,8 @@ func (r *recorder) ensureTracefs() error {
 }
 
 // findLibc returns the object whose allocator record probes: --libc, the
-// libc of the process (-p), the object CMD's malloc binds to
+// allocator of the process (-p: libc.ForProcessAllocator), the object
+// CMD's malloc binds to
 // (libc.FindAllocator: an LD_PRELOADed allocator, the program itself, a
 // DT_NEEDED library), or /bin/sh's for -a without a command.
 func (r *recorder) findLibc(cmdPath string) (string, error) {
@@ -672,11 +673,12 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 		return r.opts.libc, nil
 	}
 	if r.opts.pid > 0 {
-		lib, err := libc.ForProcess(r.sys, r.opts.pid)
+		a, err := libc.ForProcessAllocator(r.sys, r.opts.pid)
 		if err != nil {
 			return "", prereqError("%v", err)
 		}
-		return lib, nil
+		r.alloc = a
+		return a.Path, nil
 	}
 	target := cmdPath
 	if target == "" {

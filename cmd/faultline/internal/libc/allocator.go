@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/faultline/faultline/attribute"
@@ -150,4 +151,61 @@ func FindAllocator(sys System, path, preload string) (*Allocator, error) {
 		}
 	}
 	return nil, fmt.Errorf("no object %s loads defines malloc (needs %s); name the allocator's library with --libc", path, strings.Join(bi.needed, ", "))
+}
+
+// ForProcessAllocator returns the allocator of running process pid: the
+// program itself when it defines malloc (/proc/PID/exe), else a mapped
+// library of a known non-glibc family that defines malloc (preloaded or
+// needed: the process maps only what it loaded), else its libc
+// (ForProcess). A mapped file is opened as the process sees it, through
+// the path in its maps line, checked by inode (or through /proc/PID/root)
+// as ForProcess does.
+func ForProcessAllocator(sys System, pid int) (*Allocator, error) {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	d, err := readELF(sys, exe, func(f *elf.File, _ string) defines {
+		static := true
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				static = false
+			}
+		}
+		return definesMalloc(f, static)
+	})
+	if err == nil && d.malloc {
+		return &Allocator{Path: exe, Family: d.family, How: "defined by the program itself"}, nil
+	}
+	if data, err := sys.ReadFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil {
+		seen := map[string]bool{}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 6 || f[4] == "0" {
+				continue
+			}
+			p := strings.Join(f[5:], " ")
+			if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, " (deleted)") || seen[p] || IsLibcName(filepath.Base(p)) {
+				continue
+			}
+			seen[p] = true
+			ino, err := strconv.ParseUint(f[4], 10, 64)
+			if err != nil {
+				continue
+			}
+			if got, err := sys.Inode(p); err != nil || got != ino {
+				root := fmt.Sprintf("/proc/%d/root%s", pid, p)
+				if !sys.Exists(root) {
+					continue
+				}
+				p = root
+			}
+			d, err := readELF(sys, p, func(f *elf.File, _ string) defines { return definesMalloc(f, false) })
+			if err == nil && d.malloc && d.family != attribute.FamilyGlibc && d.family != attribute.FamilyOther {
+				return &Allocator{Path: p, Family: d.family, How: "mapped by the process"}, nil
+			}
+		}
+	}
+	lib, err := ForProcess(sys, pid)
+	if err != nil {
+		return nil, err
+	}
+	return &Allocator{Path: lib, Family: attribute.FamilyGlibc, How: "the process's libc"}, nil
 }

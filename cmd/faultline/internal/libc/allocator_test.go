@@ -1,6 +1,7 @@
 package libc
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -87,5 +88,37 @@ func TestFindAllocatorErrors(t *testing.T) {
 	f.Text["/data"] = "not a program"
 	if _, err := FindAllocator(f, "/data", ""); err == nil || !strings.Contains(err.Error(), "not a program") {
 		t.Errorf("not ELF: %v", err)
+	}
+}
+
+// TestForProcessAllocator: for -p, the program when it defines malloc, a
+// mapped jemalloc/tcmalloc/mimalloc library, else the libc (maps lines as
+// /proc/PID/maps writes them: start-end perms offset dev inode path).
+func TestForProcessAllocator(t *testing.T) {
+	const bin, lib = "/tmp/faultline-alloc/bin/", "/usr/lib/x86_64-linux-gnu/"
+	f := allocTree(t)
+	f.inodes = map[string]uint64{lib + "libjemalloc.so.2": 11, lib + "libc.so.6": 12, lib + "libstdc++.so.6.0.30": 13}
+	line := func(ino int, path string) string {
+		return fmt.Sprintf("7f0000000000-7f0000001000 r-xp 00000000 fe:01 %d %s\n", ino, path)
+	}
+	f.Real["/proc/1/exe"] = f.Real[bin+"store-je"]
+	f.Text["/proc/1/maps"] = line(10, bin+"store-je") + line(13, lib+"libstdc++.so.6.0.30") + line(11, lib+"libjemalloc.so.2") + line(12, lib+"libc.so.6")
+	f.Real["/proc/2/exe"] = f.Real[bin+"store-tc-static"]
+	f.Text["/proc/2/maps"] = line(10, bin+"store-tc-static") + line(12, lib+"libc.so.6")
+	f.Real["/proc/3/exe"] = f.Real[bin+"alloc"]
+	f.Text["/proc/3/maps"] = line(10, bin+"alloc") + line(12, lib+"libc.so.6")
+	for _, tc := range []struct {
+		pid    int
+		path   string
+		family attribute.Family
+	}{
+		{1, lib + "libjemalloc.so.2", attribute.FamilyJemalloc},
+		{2, "/proc/2/exe", attribute.FamilyTcmalloc},
+		{3, lib + "libc.so.6", attribute.FamilyGlibc},
+	} {
+		a, err := ForProcessAllocator(f, tc.pid)
+		if err != nil || a.Path != tc.path || a.Family != tc.family {
+			t.Errorf("pid %d: %+v, %v; want %s, %v", tc.pid, a, err, tc.path, tc.family)
+		}
 	}
 }
