@@ -236,7 +236,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
 	s.Warnings = append(s.Warnings, ru.warnings...)
-	if w := noAllocations(&s.Tracker, r.Meta().Cmdline); w != nil {
+	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil {
 		s.Warnings = append(s.Warnings, w)
 	}
 	if opts.Done != nil {
@@ -700,11 +700,18 @@ func isMemsetFamily(name string) bool {
 // the probed allocator is not the one the program calls.
 var ErrNoAllocations = errors.New("no allocator call was recorded")
 
+// EmptyMinPages is how many faults on anonymous memory ([heap] and
+// [anon], 1 MiB of pages) a recording without one allocator call must have
+// to be an empty answer: a program that never allocates (true) still
+// faults a few such pages while its loader starts it.
+const EmptyMinPages = 256
+
 // noAllocations explains a recording whose faults met no allocation
 // because no allocator call was recorded at all, in one line that says
-// what to do; cmdline is the recording's command line.
-func noAllocations(st *attribute.Stats, cmdline []string) error {
-	if st.Faults == 0 || st.Allocations > 0 || st.FailedAllocations > 0 {
+// what to do; classes are its unattributed faults by class, cmdline its
+// command line.
+func noAllocations(st *attribute.Stats, classes map[string]uint64, cmdline []string) error {
+	if st.Allocations > 0 || st.FailedAllocations > 0 || classes["[heap]"]+classes["[anon]"] < EmptyMinPages {
 		return nil
 	}
 	libc := ""

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"golang.org/x/sys/unix"
@@ -536,7 +537,10 @@ func (r *recorder) noteNoAllocations(res *rec.Result, lib string) {
 			calls += e.Samples
 		}
 	}
-	if faults == 0 || calls > 0 {
+	// A program that never allocates (true) faults only what its loader
+	// touches; analyze.EmptyMinPages is the bound on anonymous memory,
+	// which record cannot tell from the rest, so all faults count here.
+	if faults < analyze.EmptyMinPages || calls > 0 {
 		return
 	}
 	if r.opts.libc != "" && len(r.opts.cmd) > 0 {
