@@ -429,13 +429,27 @@ func (t *Tracker) roomAt(sp *space, start, end uint64) bool {
 
 // Mmap records a new mapping [start, start+length) in pid; anon marks
 // anonymous memory, which may hold the block of an allocator call in
-// flight.
+// flight. An anonymous mapping is remembered without the parts that
+// recent anonymous mappings already covered.
 func (t *Tracker) Mmap(pid uint32, time, start, length uint64, anon bool) {
 	if !anon {
 		return
 	}
 	sp := t.space(pid)
-	sp.anon[sp.nAnon%anonRing] = struct{ start, end, time uint64 }{start, start + length, time}
+	// The kernel reports a new mapping merged with adjacent anonymous
+	// ones (mmap_region's vma_merge): the part an earlier mapping in the
+	// ring covers is not new, so it is cut off.
+	s, e := start, start+length
+	for j := 0; j < sp.nAnon && j < anonRing; j++ {
+		m := sp.anon[j]
+		if m.start > s && m.start < e {
+			e = m.start
+		}
+		if m.start <= s && m.end > s && m.end < e {
+			s = m.end
+		}
+	}
+	sp.anon[sp.nAnon%anonRing] = struct{ start, end, time uint64 }{s, e, time}
 	sp.nAnon++
 }
 

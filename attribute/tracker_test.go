@@ -208,13 +208,19 @@ func TestMmapFlagOtherAllocators(t *testing.T) {
 		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 6, Size: 512, Stack: 3})
 		tr.Mmap(pid, 7, 0x7e0000000000, 2<<20, true)
 		tr.Return(&Return{Pid: pid, Tid: tid, Time: 8, Ptr: 0x7e0000000000, HasHdr: hdr.has})
+		// A 10 MiB mapping placed right below the 12 MiB one above is
+		// reported merged with it (22 MiB): only its own 10 MiB count,
+		// so the 8 MiB block in it is mmap.
+		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 9, Size: 8 << 20, Stack: 4})
+		tr.Mmap(pid, 10, 0x7f0000000000-10<<20, 22<<20, true)
+		tr.Return(&Return{Pid: pid, Tid: tid, Time: 11, Ptr: 0x7f0000000000 - 10<<20 + 0xe00, HasHdr: hdr.has})
 		tr.Close()
-		want := []string{"site=1 size=8388608 ptr=0x7f0000200000 flags=mmap", "site=2 size=512 ptr=0x7f0000001000 flags=-", "site=3 size=512 ptr=0x7e0000000000 flags=-"}
+		want := []string{"site=1 size=8388608 ptr=0x7f0000200000 flags=mmap", "site=2 size=512 ptr=0x7f0000001000 flags=-", "site=3 size=512 ptr=0x7e0000000000 flags=-", "site=4 size=8388608 ptr=0x7effff600e00 flags=mmap"}
 		if fmt.Sprint(s.allocs) != fmt.Sprint(want) {
 			t.Errorf("%s: %q, want %q", hdr.name, s.allocs, want)
 		}
-		if st := tr.Stats(); st.MmapByEvent != 3 || st.MmapByHeader != 0 {
-			t.Errorf("%s: decided by event %d, by header %d; want 3, 0", hdr.name, st.MmapByEvent, st.MmapByHeader)
+		if st := tr.Stats(); st.MmapByEvent != 4 || st.MmapByHeader != 0 {
+			t.Errorf("%s: decided by event %d, by header %d; want 4, 0", hdr.name, st.MmapByEvent, st.MmapByHeader)
 		}
 	}
 }
