@@ -73,7 +73,7 @@ const maxInFlight = 8
 const maxPending = 1 << 16
 
 // anonRing is how many recent anonymous mmaps per process are remembered to
-// recognise an mmap'd chunk.
+// recognise a block the allocator's own call mapped.
 const anonRing = 16
 
 // Tracker joins page faults to the allocations whose bytes they touched. Feed
@@ -97,7 +97,7 @@ type Tracker struct {
 
 type space struct {
 	live  *liveSet
-	anon  [anonRing]struct{ start, time uint64 }
+	anon  [anonRing]struct{ start, end, time uint64 }
 	nAnon int
 }
 
@@ -280,16 +280,29 @@ func (t *Tracker) Return(r *Return) {
 		a.Flags |= FlagFast
 	}
 	chunk := r.Ptr - 16 // an mmap'd chunk starts at the page, ptr = page + 16
+	// A chunk header is glibc's and never 0 (a chunk is at least MINSIZE);
+	// for other allocators, which keep none, record writes 0 (the
+	// in-process shim, and the uprobe method as an immediate). A return
+	// without the field is taken as glibc's (perf probe recordings).
+	glibc := r.HasHdr && r.Hdr != 0
+	noHeader := r.HasHdr && r.Hdr == 0
 	switch {
-	case r.HasHdr:
+	case glibc:
 		t.stats.MmapByHeader++
 		if r.Hdr&0x2 != 0 { // IS_MMAPPED
 			a.Flags |= FlagMmap
 		}
 	case t.cfg.AnonMmapEvents:
+		// Any allocator: the call itself created the anonymous
+		// mapping that holds the block, for the block: glibc's chunk
+		// at its start, or a block of at least half of it (the kernel
+		// may report a new mapping merged with its neighbours; a
+		// small block whose call mapped a whole slab or segment, as
+		// jemalloc's and mimalloc's first calls do, is not mmap'd).
 		t.stats.MmapByEvent++
 		for j := 0; j < sp.nAnon && j < anonRing; j++ {
-			if m := sp.anon[j]; m.start == chunk && m.time >= call.Time {
+			m := sp.anon[j]
+			if m.time >= call.Time && r.Ptr >= m.start && r.Ptr < m.end && (m.start == chunk || 2*a.Size >= m.end-m.start) {
 				a.Flags |= FlagMmap
 				break
 			}
@@ -299,11 +312,16 @@ func (t *Tracker) Return(r *Return) {
 	}
 	callocZeroed(a)
 	t.stats.Allocations++
-	// The chunk's size word at ptr-8 is the allocation's own header; the
-	// word before it belongs to the previous chunk's user data unless the
-	// chunk is mmap'd, when the whole page is ours.
-	start := r.Ptr - 8
-	if a.Flags&FlagMmap != 0 {
+	// glibc: the chunk's size word at ptr-8 is the allocation's own
+	// header; the word before it belongs to the previous chunk's user
+	// data unless the chunk is mmap'd, when the whole page is ours. Other
+	// allocators' blocks are only their bytes (jemalloc's slab regions
+	// touch).
+	start := r.Ptr
+	if !noHeader {
+		start = r.Ptr - 8
+	}
+	if glibc && a.Flags&FlagMmap != 0 {
 		start = chunk
 	}
 	if t.cfg.MaxLive > 0 && t.nlive >= t.cfg.MaxLive && !t.roomAt(sp, start, r.Ptr+a.Size) {
@@ -326,10 +344,13 @@ func (t *Tracker) Return(r *Return) {
 	// tcache setup) were taken serving this call too: they go to it,
 	// marked as the allocator's own memory, unless they touched a live
 	// allocation.
-	inChunkEnd := r.Ptr + ChunkSize(a.Size, r.Hdr, r.HasHdr)
+	inChunk, inChunkEnd := chunk, r.Ptr+ChunkSize(a.Size, r.Hdr, r.HasHdr)
+	if noHeader {
+		inChunk, inChunkEnd = r.Ptr, r.Ptr+a.Size
+	}
 	for i := range pend {
 		f := &pend[i]
-		if f.Addr >= chunk && f.Addr < inChunkEnd {
+		if f.Addr >= inChunk && f.Addr < inChunkEnd {
 			f.InFlight = true
 			t.stats.InFlight++
 			t.credit(a, f, false)
@@ -412,14 +433,29 @@ func (t *Tracker) roomAt(sp *space, start, end uint64) bool {
 	return sp.live.Find(start) != nil || sp.live.Find(end-1) != nil
 }
 
-// Mmap records a new mapping in pid; anon marks anonymous memory, whose
-// start may be an mmap'd chunk.
-func (t *Tracker) Mmap(pid uint32, time, start uint64, anon bool) {
+// Mmap records a new mapping [start, start+length) in pid; anon marks
+// anonymous memory, which may hold the block of an allocator call in
+// flight. An anonymous mapping is remembered without the parts that
+// recent anonymous mappings already covered.
+func (t *Tracker) Mmap(pid uint32, time, start, length uint64, anon bool) {
 	if !anon {
 		return
 	}
 	sp := t.space(pid)
-	sp.anon[sp.nAnon%anonRing] = struct{ start, time uint64 }{start, time}
+	// The kernel reports a new mapping merged with adjacent anonymous
+	// ones (mmap_region's vma_merge): the part an earlier mapping in the
+	// ring covers is not new, so it is cut off.
+	s, e := start, start+length
+	for j := 0; j < sp.nAnon && j < anonRing; j++ {
+		m := sp.anon[j]
+		if m.start > s && m.start < e {
+			e = m.start
+		}
+		if m.start <= s && m.end > s && m.end < e {
+			s = m.end
+		}
+	}
+	sp.anon[sp.nAnon%anonRing] = struct{ start, end, time uint64 }{s, e, time}
 	sp.nAnon++
 }
 

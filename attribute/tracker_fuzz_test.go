@@ -95,7 +95,7 @@ func FuzzTracker(f *testing.F) {
 			case 3:
 				tr.Free(&Free{Pid: pid, Tid: tid, Time: now, Ptr: v})
 			case 4:
-				tr.Mmap(pid, now, v, op&0x10 != 0)
+				tr.Mmap(pid, now, v, v>>32, op&0x10 != 0)
 			case 5:
 				tr.Fork(pid, uint32(v%4))
 			case 6:

@@ -162,9 +162,9 @@ func TestMmapFlagSources(t *testing.T) {
 	// mmap at the same start does not count.
 	s = newRecSink()
 	tr = NewTracker(DefaultConfig(), s, nil)
-	tr.Mmap(pid, 1, 0x7f0000100000, true)
+	tr.Mmap(pid, 1, 0x7f0000100000, 1<<20+4096, true)
 	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 2, Size: 1 << 20, Stack: 1})
-	tr.Mmap(pid, 3, 0x7f0000000000, true)
+	tr.Mmap(pid, 3, 0x7f0000000000, 1<<20+4096, true)
 	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Ptr: 0x7f0000000010})
 	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 5, Size: 1 << 20, Stack: 2})
 	tr.Return(&Return{Pid: pid, Tid: tid, Time: 6, Ptr: 0x7f0000100010})
@@ -186,6 +186,45 @@ func TestMmapFlagSources(t *testing.T) {
 	}
 }
 
+// An allocator without glibc's header (jemalloc: record writes hdr 0;
+// a perf probe recording may have no hdr field): a block is mmap'd when the call
+// created the anonymous mapping holding it, wherever in it the block sits
+// (jemalloc returns an 8 MiB block inside a larger mapping, not at its
+// page + 16). A block in a mapping made before the call is not, nor a
+// small block whose call mapped a whole slab (jemalloc's first 512 B
+// call maps 2 MiB).
+func TestMmapFlagOtherAllocators(t *testing.T) {
+	for _, hdr := range []struct {
+		name string
+		has  bool
+	}{{"hdr 0 (record: no header)", true}, {"no hdr field", false}} {
+		s := newRecSink()
+		tr := NewTracker(DefaultConfig(), s, nil)
+		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Size: 8 << 20, Stack: 1})
+		tr.Mmap(pid, 2, 0x7f0000000000, 12<<20, true)
+		tr.Return(&Return{Pid: pid, Tid: tid, Time: 3, Ptr: 0x7f0000200000, HasHdr: hdr.has})
+		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 4, Size: 512, Stack: 2})
+		tr.Return(&Return{Pid: pid, Tid: tid, Time: 5, Ptr: 0x7f0000001000, HasHdr: hdr.has})
+		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 6, Size: 512, Stack: 3})
+		tr.Mmap(pid, 7, 0x7e0000000000, 2<<20, true)
+		tr.Return(&Return{Pid: pid, Tid: tid, Time: 8, Ptr: 0x7e0000000000, HasHdr: hdr.has})
+		// A 10 MiB mapping placed right below the 12 MiB one above is
+		// reported merged with it (22 MiB): only its own 10 MiB count,
+		// so the 8 MiB block in it is mmap.
+		tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 9, Size: 8 << 20, Stack: 4})
+		tr.Mmap(pid, 10, 0x7f0000000000-10<<20, 22<<20, true)
+		tr.Return(&Return{Pid: pid, Tid: tid, Time: 11, Ptr: 0x7f0000000000 - 10<<20 + 0xe00, HasHdr: hdr.has})
+		tr.Close()
+		want := []string{"site=1 size=8388608 ptr=0x7f0000200000 flags=mmap", "site=2 size=512 ptr=0x7f0000001000 flags=-", "site=3 size=512 ptr=0x7e0000000000 flags=-", "site=4 size=8388608 ptr=0x7effff600e00 flags=mmap"}
+		if fmt.Sprint(s.allocs) != fmt.Sprint(want) {
+			t.Errorf("%s: %q, want %q", hdr.name, s.allocs, want)
+		}
+		if st := tr.Stats(); st.MmapByEvent != 4 || st.MmapByHeader != 0 {
+			t.Errorf("%s: decided by event %d, by header %d; want 4, 0", hdr.name, st.MmapByEvent, st.MmapByHeader)
+		}
+	}
+}
+
 // glibc writes an mmap'd chunk's header inside malloc: that fault is taken
 // before the return and must land on the new chunk without deciding the zero
 // flag; the first fault after the return (memset's) decides it.
@@ -193,7 +232,7 @@ func TestInFlightFaultAndZero(t *testing.T) {
 	s := newRecSink()
 	tr := NewTracker(DefaultConfig(), s, nil)
 	tr.Entry(&Entry{Pid: pid, Tid: tid, Time: 1, Size: 3 * 4096, Stack: 1})
-	tr.Mmap(pid, 2, 0x7f0000000000, true)
+	tr.Mmap(pid, 2, 0x7f0000000000, 3*4096+4096, true)
 	fault(tr, 3, 0x7f0000000000, false) // prev_size write at ptr-16
 	tr.Return(&Return{Pid: pid, Tid: tid, Time: 4, Ptr: 0x7f0000000010})
 	fault(tr, 5, 0x7f0000001000, true) // memset

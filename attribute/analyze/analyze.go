@@ -7,6 +7,7 @@ package analyze
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -290,6 +291,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
 	s.Warnings = append(s.Warnings, ru.warnings...)
+	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil {
+		s.Warnings = append(s.Warnings, w)
+	}
 	if opts.Done != nil {
 		opts.Done()
 	}
@@ -492,7 +496,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
-		ru.tr.Mmap(r.Pid, r.Time, r.Addr, anon)
+		ru.tr.Mmap(r.Pid, r.Time, r.Addr, r.Len, anon)
 	case *perfdata.Comm:
 		if r.Exec {
 			ru.tr.Exec(r.Pid)
@@ -794,4 +798,36 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 	}
 	rs.Churn = report.TopBy(p, report.SampleFaults, 5, ru.opts.RawSites, report.IsRefault)
 	return rs
+}
+
+// ErrNoAllocations says a recording has faults but not one allocator call:
+// the probed allocator is not the one the program calls.
+var ErrNoAllocations = errors.New("no allocator call was recorded")
+
+// EmptyMinPages is how many faults on anonymous memory ([heap] and
+// [anon], 1 MiB of pages) a recording without one allocator call must have
+// to be an empty answer: a program that never allocates (true) still
+// faults a few such pages while its loader starts it.
+const EmptyMinPages = 256
+
+// noAllocations explains a recording whose faults met no allocation
+// because no allocator call was recorded at all, in one line that says
+// what to do; classes are its unattributed faults by class, cmdline its
+// command line.
+func noAllocations(st *attribute.Stats, classes map[string]uint64, cmdline []string) error {
+	if st.Allocations > 0 || st.FailedAllocations > 0 || classes["[heap]"]+classes["[anon]"] < EmptyMinPages {
+		return nil
+	}
+	libc := ""
+	for i, a := range cmdline {
+		if v, ok := strings.CutPrefix(a, "--libc="); ok {
+			libc = v
+		} else if a == "--libc" && i+1 < len(cmdline) {
+			libc = cmdline[i+1]
+		}
+	}
+	if libc != "" {
+		return fmt.Errorf("%w (%d faults): this recording probed %s (--libc), which the program's malloc does not bind to; record again without --libc (record finds the allocator the program uses and names it)", ErrNoAllocations, st.Faults, libc)
+	}
+	return fmt.Errorf("%w (%d faults): the probed allocator is not the one the program calls (a statically linked or stripped allocator?); record again with faultline record, which names the allocator it probed, or name its library with --libc", ErrNoAllocations, st.Faults)
 }

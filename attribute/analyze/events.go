@@ -134,6 +134,19 @@ var allocNames = map[string]attribute.AllocKind{
 
 var freeNames = map[string]bool{"free": true, "__libc_free": true, "cfree": true, "__free": true}
 
+// Every family's entry points are recorded under the event names of
+// attribute.EntryPoints.
+func init() {
+	for i := range attribute.EntryPoints {
+		e := &attribute.EntryPoints[i]
+		if e.Role == attribute.EntryFree {
+			freeNames[e.Event] = true
+		} else {
+			allocNames[e.Event] = e.Kind
+		}
+	}
+}
+
 // CallSuffix ends the name of an event that records a whole allocator
 // call in one sample (RoleAllocCall), as "__return" ends a return probe's.
 const CallSuffix = "__call"

@@ -71,8 +71,8 @@ type Stacks interface {
 	Stack(id attribute.StackID) []Location
 }
 
-// IsAllocator reports whether a function name is an allocator entry point,
-// whose frames are dropped from allocation stacks so the leaf is the caller.
+// IsAllocator reports whether a function name is an allocator entry point
+// (of any family in attribute.EntryPoints), whose frames are dropped from allocation stacks so the leaf is the caller.
 func IsAllocator(name string) bool {
 	switch name {
 	case "malloc", "__libc_malloc", "__GI___libc_malloc", "__malloc",
@@ -88,7 +88,9 @@ func IsAllocator(name string) bool {
 		"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t":
 		return true
 	}
-	return false
+	// Every family's entry points (tc_malloc, mi_malloc, mallocx, ...),
+	// by symbol: a stack names a function by one of its aliases.
+	return attribute.IsEntrySymbol(name)
 }
 
 type sampleKey struct {

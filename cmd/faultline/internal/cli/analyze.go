@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -260,10 +261,24 @@ func runAnalyze(env *Env, args []string) error {
 		res.Summary.WriteText(w)
 		fmt.Fprintf(w, "\nNext: go tool pprof -top %s   (or -http=: for a flame graph)\n", f.out)
 	}
+	// A profile with faults and no allocation is not an answer: say why
+	// and fail, once (not also as a warning).
+	var empty error
+	var warnings []error
+	for _, w := range res.Summary.Warnings {
+		if errors.Is(w, analyze.ErrNoAllocations) {
+			empty = w
+			continue
+		}
+		warnings = append(warnings, w)
+	}
 	if !f.quiet {
-		nt.add(res.Summary.Warnings...)
+		nt.add(warnings...)
 		nt.drop(res.Summary.WarningsDropped)
 		nt.write(env.Stderr, f.verbose)
+	}
+	if empty != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("analyze: wrote %s, but %v", f.out, empty)}
 	}
 	return nil
 }

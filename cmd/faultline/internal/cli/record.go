@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"golang.org/x/sys/unix"
@@ -39,15 +40,20 @@ How allocator calls are seen (--method):
           malloc__return, free and the compact malloc_short and
           malloc__call (a whole call in one sample), with the fields below.
   uprobe  a uprobe on every allocator entry and return: a trap per call.
-          Used for -p, -a, --libc, and statically linked or setuid programs
-          or ones that define malloc themselves (record says why).
+          Used for -p, -a, --libc, statically linked or setuid programs,
+          ones that define malloc themselves, and (as root) ones whose
+          allocator is jemalloc, tcmalloc or mimalloc, whose own entry
+          points (operator new, mallocx, tc_new, ...) bypass the shim
+          (record says why).
 
 What is recorded (the uprobe method's events; the in-process ones carry the
 same fields):
 
-  - every call of libc's allocator entry points (malloc, calloc, realloc,
-    reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc)
-    and free, with their arguments, returned pointer and chunk header, and
+  - every call of the allocator's entry points (malloc, calloc, realloc,
+    reallocarray, posix_memalign, aligned_alloc/memalign, valloc, pvalloc,
+    free, and jemalloc's, tcmalloc's and mimalloc's own, operator new and
+    delete among them), with their arguments, returned pointer and (glibc)
+    chunk header, and
     every user page fault with its address: no stacks, so they are cheap and
     one ring per CPU (-m) holds them without loss. On x86-64 the allocating
     entries also carry the top of the stack (fields sp, bp and s0..s15, the
@@ -72,9 +78,12 @@ record does the setup for you:
     /sys/kernel/tracing); in-process, any user may record where
     kernel.perf_event_paranoid is 2 or less;
   - mounts tracefs when it is not mounted (and leaves it mounted);
-  - finds the libc the target really loads (CMD's ELF dependencies, or
-    /proc/PID/maps for -p) and refuses a path with whitespace or control
-    characters, which would change what is written to uprobe_events;
+  - finds the allocator CMD's malloc binds to, as the dynamic linker does
+    (the program itself, then LD_PRELOAD, then its DT_NEEDED libraries),
+    says which (glibc, jemalloc, tcmalloc, mimalloc) and where, or the
+    libc of /proc/PID/maps for -p, and refuses a path with whitespace or
+    control characters, which would change what is written to
+    uprobe_events;
   - adds its probes in a group of its own, faultline_PID (PID is record's),
     never touches others' probes, removes its own on every exit (also on
     Ctrl-C, SIGTERM, SIGHUP and errors), and removes groups left by a killed
@@ -227,7 +236,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.IntVarP(&o.pid, "pid", "p", 0, "record the running process `PID` and its threads (its libc from /proc/PID/maps)")
 	fs.BoolVarP(&o.all, "all-cpus", "a", false, "record every process (system-wide)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after `D` (e.g. 30s, 2m); CMD is then sent SIGINT; without it -p and -a run until Ctrl-C and CMD until it exits")
-	fs.StringSliceVar(&probes, "probe", []string{"all"}, "probe only the allocator functions in `LIST`, comma-separated, of malloc, calloc, realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc, or all (malloc is always probed; calloc as __libc_calloc)")
+	fs.StringSliceVar(&probes, "probe", []string{"all"}, "probe only the allocator functions in `LIST`, comma-separated, of malloc, calloc, realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc, an allocator family's own (op_new, mallocx, tc_new, mi_zalloc, ...), or all (malloc is always probed; calloc as __libc_calloc; a family's own only where the allocator is of that family)")
 	fs.IntVar(&o.stackSize, "stack-size", 8192, "user stack `BYTES` copied per stack sample, at most 65528; smaller is cheaper but unwinds less deep")
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
@@ -238,7 +247,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
-	fs.StringVar(&o.libc, "libc", "", "probe the C library at `PATH` instead of the one found (implies --method uprobe)")
+	fs.StringVar(&o.libc, "libc", "", "probe the allocator in `PATH` (a library, or a program that links one) instead of the one malloc binds to (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
@@ -392,8 +401,9 @@ type recorder struct {
 	env  *Env
 	opts *recordOptions
 
-	group   string // this run's probe group, faultline_PID
-	tracefs string // directory holding uprobe_events
+	group   string          // this run's probe group, faultline_PID
+	alloc   *libc.Allocator // CMD's allocator, once found
+	tracefs string          // directory holding uprobe_events
 	added   []string
 	notes   notes // warnings, written once at the end unless -q
 }
@@ -475,7 +485,7 @@ func (r *recorder) record() error {
 	if err != nil {
 		return err
 	}
-	r.logf("probing %d functions of %s as %s:*", countEntries(probes), lib, r.group)
+	r.logf("probing %d functions of %s as %s:*", countEntries(probes), r.describeAllocator(lib), r.group)
 	select {
 	case s := <-sigs:
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: interrupted by %v before recording started", s)}
@@ -527,8 +537,44 @@ func (r *recorder) record() error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	r.cacheBuildIDs(res)
+	r.noteNoAllocations(res, lib)
 	r.summarize(res, out)
 	return r.exitStatus(res)
+}
+
+// noteNoAllocations says, in one line, why a recording with faults holds
+// no allocator call, and what to do: lib is the object probed.
+func (r *recorder) noteNoAllocations(res *rec.Result, lib string) {
+	var faults, calls uint64
+	for _, e := range res.Events {
+		switch {
+		case e.Stack:
+		case isFaultEvent(e.Name):
+			faults += e.Samples
+		default:
+			calls += e.Samples
+		}
+	}
+	// A program that never allocates (true) faults only what its loader
+	// touches; analyze.EmptyMinPages is the bound on anonymous memory,
+	// which record cannot tell from the rest, so all faults count here.
+	if faults < analyze.EmptyMinPages || calls > 0 {
+		return
+	}
+	if r.opts.libc != "" && len(r.opts.cmd) > 0 {
+		if p, err := libc.ResolveCommand(r.sys, r.opts.cmd[0]); err == nil {
+			if a, err := libc.FindAllocator(r.sys, p, r.sys.Getenv("LD_PRELOAD")); err == nil && a.Path != lib {
+				r.notes.add(fmt.Errorf("%d faults but no allocator call recorded: malloc in this program is %s; this recording probed %s; record again without --libc", faults, a, lib))
+				return
+			}
+		}
+	}
+	r.notes.add(fmt.Errorf("%d faults but no allocator call recorded: the program never called the malloc of %s (an allocator linked in and stripped, or memory only from mmap?); name the allocator's library with --libc", faults, r.describeAllocator(lib)))
+}
+
+// isFaultEvent reports whether a recorded event is a page-fault event.
+func isFaultEvent(name string) bool {
+	return strings.HasPrefix(name, "page-faults") || strings.HasPrefix(name, "exceptions:page_fault_user")
 }
 
 // catchSignals routes SIGINT, SIGTERM and SIGHUP (a closed terminal) to
@@ -636,8 +682,11 @@ func (r *recorder) ensureTracefs() error {
 	return nil
 }
 
-// findLibc returns the libc the target loads: --libc, the process's
-// (-p), CMD's, or /bin/sh's for -a without a command.
+// findLibc returns the object whose allocator record probes: --libc, the
+// allocator of the process (-p: libc.ForProcessAllocator), the object
+// CMD's malloc binds to
+// (libc.FindAllocator: an LD_PRELOADed allocator, the program itself, a
+// DT_NEEDED library), or /bin/sh's for -a without a command.
 func (r *recorder) findLibc(cmdPath string) (string, error) {
 	if r.opts.libc != "" {
 		if !r.sys.Exists(r.opts.libc) {
@@ -646,11 +695,12 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 		return r.opts.libc, nil
 	}
 	if r.opts.pid > 0 {
-		lib, err := libc.ForProcess(r.sys, r.opts.pid)
+		a, err := libc.ForProcessAllocator(r.sys, r.opts.pid)
 		if err != nil {
 			return "", prereqError("%v", err)
 		}
-		return lib, nil
+		r.alloc = a
+		return a.Path, nil
 	}
 	target := cmdPath
 	if target == "" {
@@ -660,19 +710,24 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 		}
 		target = p
 	}
-	lib, err := libc.ForBinary(r.sys, target)
+	a, err := r.allocator(target)
 	if err != nil {
-		// A statically linked program carries its allocator: probe the
-		// program itself when it has a malloc.
-		if l, lerr := libc.Open(r.sys, target); lerr == nil {
-			if _, _, ok := l.Offset("malloc"); ok {
-				r.logf("%s has its own malloc (statically linked): probing the program itself", target)
-				return target, nil
-			}
-		}
 		return "", prereqError("%v", err)
 	}
-	return lib, nil
+	return a.Path, nil
+}
+
+// allocator finds (once) the allocator the program at path binds malloc
+// to, with the environment CMD inherits from record.
+func (r *recorder) allocator(path string) (*libc.Allocator, error) {
+	if r.alloc == nil {
+		a, err := libc.FindAllocator(r.sys, path, r.sys.Getenv("LD_PRELOAD"))
+		if err != nil {
+			return nil, err
+		}
+		r.alloc = a
+	}
+	return r.alloc, nil
 }
 
 func (r *recorder) thpEnabled() bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -61,7 +62,37 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 	if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
 		return methodUprobes, why, nil
 	}
+	// The shim interposes the C names; an allocator with entry points of
+	// its own (operator new and delete, mallocx, tc_new, mi_zalloc) is
+	// reached past it, so those are probed. Without root (no uprobes)
+	// the shim still sees its C names.
+	if a, err := r.allocator(cmdPath); err == nil && ownEntryPoints(a.Family) {
+		if r.sys.Geteuid() != 0 {
+			r.notes.add(fmt.Errorf("malloc in this program is %s: the in-process shim sees its malloc, calloc, realloc and free but not its own entry points (operator new and delete, ...); run as root to probe those with uprobes", a))
+			return methodInproc, "", nil
+		}
+		return methodUprobes, fmt.Sprintf("malloc in this program is %s, whose own entry points (operator new and delete, ...) do not pass through the shim", a), nil
+	}
 	return methodInproc, "", nil
+}
+
+// ownEntryPoints reports whether a family has entry points besides the C
+// names (attribute.EntryPoints lists them).
+func ownEntryPoints(f attribute.Family) bool {
+	for i := range attribute.EntryPoints {
+		if e := &attribute.EntryPoints[i]; len(e.Families) > 0 && e.For(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeAllocator names the allocator in lib for record's log.
+func (r *recorder) describeAllocator(lib string) string {
+	if r.alloc != nil && r.alloc.Path == lib {
+		return r.alloc.String()
+	}
+	return lib
 }
 
 // recordInproc records CMD with the allocator shim preloaded: no probes,
@@ -82,7 +113,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: true, TopWords: topStackWords, ShimWait: o.shimWait,
+		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(), TopWords: topStackWords, ShimWait: o.shimWait,
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
@@ -94,7 +125,11 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
-	r.logf("recording %s in-process: its allocator calls through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]))
+	alloc := "the C library's malloc"
+	if a, err := r.allocator(cmdPath); err == nil {
+		alloc = a.String()
+	}
+	r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]), alloc)
 	res, err := rec.Record(cfg, out.w)
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
@@ -29,32 +30,39 @@ func probeGroupFor(pid int) string { return probeGroupPrefix + "_" + strconv.Ito
 // allocFunc is an allocator function record can probe.
 type allocFunc struct {
 	name    string   // event name in the group
-	symbols []string // libc symbols to try, in order
+	symbols []string // symbols to try, in order
 	// entry lists the entry arguments by position; ret says whether the
 	// return probe records the pointer (ptr, hdr) or only a status (ret).
 	entry []string
 	ret   string // "ptr", "status" or "" (no return probe)
+	// families that have it (attribute.EntryPoint.For).
+	ep *attribute.EntryPoint
 }
 
-// allocFuncs are the probe-able functions, all probed by default. calloc is
-// probed as __libc_calloc: `perf probe -x libc calloc` attaches twice on
-// glibc 2.36 (libc's own calloc@plt matches the name too); we resolve the symbol ourselves, but keep the real
-// name so the probe is on the function itself. posix_memalign returns a
-// status: its pointer is stored through memptr, which a return probe cannot
-// reach (the argument registers are gone by then), so its calls stay
-// unpaired for analyze.
-var allocFuncs = []allocFunc{
-	{name: "malloc", symbols: []string{"malloc", "__libc_malloc"}, entry: []string{"size"}, ret: "ptr"},
-	{name: "calloc", symbols: []string{"__libc_calloc", "calloc"}, entry: []string{"nmemb", "size"}, ret: "ptr"},
-	{name: "realloc", symbols: []string{"realloc", "__libc_realloc"}, entry: []string{"oldptr", "size"}, ret: "ptr"},
-	{name: "reallocarray", symbols: []string{"reallocarray", "__libc_reallocarray"}, entry: []string{"oldptr", "nmemb", "size"}, ret: "ptr"},
-	{name: "free", symbols: []string{"free", "__libc_free"}, entry: []string{"ptr"}},
-	{name: "memalign", symbols: []string{"memalign", "__libc_memalign"}, entry: []string{"alignment", "size"}, ret: "ptr"},
-	{name: "aligned_alloc", symbols: []string{"aligned_alloc"}, entry: []string{"alignment", "size"}, ret: "ptr"},
-	{name: "posix_memalign", symbols: []string{"posix_memalign", "__posix_memalign"}, entry: []string{"memptr", "alignment", "size"}, ret: "status"},
-	{name: "valloc", symbols: []string{"valloc", "__libc_valloc"}, entry: []string{"size"}, ret: "ptr"},
-	{name: "pvalloc", symbols: []string{"pvalloc", "__libc_pvalloc"}, entry: []string{"size"}, ret: "ptr"},
-}
+// allocFuncs are the probe-able functions, attribute.EntryPoints, all
+// probed by default where the allocator's family has them. calloc is
+// probed as __libc_calloc in glibc: `perf probe -x libc calloc` attaches
+// twice on glibc 2.36 (libc's own calloc@plt matches the name too); we
+// resolve the symbol ourselves, but keep the real name so the probe is on
+// the function itself. posix_memalign returns a status: its pointer is
+// stored through memptr, which a return probe cannot reach (the argument
+// registers are gone by then), so its calls stay unpaired for analyze.
+var allocFuncs = func() []allocFunc {
+	var out []allocFunc
+	for i := range attribute.EntryPoints {
+		e := &attribute.EntryPoints[i]
+		f := allocFunc{name: e.Event, symbols: e.Symbols, entry: e.Args, ep: e}
+		switch {
+		case e.Role == attribute.EntryFree:
+		case e.Status:
+			f.ret = "status"
+		default:
+			f.ret = "ptr"
+		}
+		out = append(out, f)
+	}
+	return out
+}()
 
 func lookupAllocFunc(name string) *allocFunc {
 	for i := range allocFuncs {
@@ -84,9 +92,11 @@ func canonicalProbes(in []string) ([]string, error) {
 		default:
 			var names []string
 			for _, f := range allocFuncs {
-				names = append(names, f.name)
+				if len(f.ep.Families) == 0 {
+					names = append(names, f.name)
+				}
 			}
-			return nil, fmt.Errorf("unknown function %q (want %s or all)", p, strings.Join(names, ", "))
+			return nil, fmt.Errorf("unknown function %q (want %s, an allocator's own such as mallocx, tc_new, mi_zalloc or op_new, or all)", p, strings.Join(names, ", "))
 		}
 	}
 	var out []string
@@ -185,15 +195,26 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 	if !ok {
 		return nil, nil, fmt.Errorf("%s is for %v; record knows the argument registers of x86-64 and arm64 only", path, lib.Machine)
 	}
+	family := lib.Family()
 	byOffset := map[uint64]string{}
 	for _, name := range funcs {
 		fn := lookupAllocFunc(name)
+		if !fn.ep.For(family) {
+			continue
+		}
 		off, _, ok := lib.Offset(fn.symbols...)
 		if !ok {
 			if name == "malloc" {
 				return nil, nil, fmt.Errorf("%s has no malloc symbol; is it a C library?", path)
 			}
-			notes = append(notes, fmt.Errorf("%s has no %s; not probing it", path, name))
+			switch {
+			case len(fn.ep.Families) > 0:
+			case family != attribute.FamilyGlibc:
+				// Not every allocator has glibc's extensions.
+				notes = append(notes, &detailNote{fmt.Errorf("%s (%s) has no %s; not probing it", path, family, name)})
+			default:
+				notes = append(notes, fmt.Errorf("%s has no %s; not probing it", path, name))
+			}
 			continue
 		}
 		if prev, dup := byOffset[off]; dup {
@@ -218,9 +239,16 @@ func probeDefinitions(sys system, path, group string, funcs []string) (defs []pr
 		case "ptr":
 			// hdr is the malloc chunk header in front of the pointer: its
 			// size (hdr &^ 7) and IS_MMAPPED bit (0x2), glibc malloc.c's
-			// mchunk_size.
+			// mchunk_size. Other allocators keep no header there: hdr is
+			// then the immediate 0, which analyze reads as "no header"
+			// (a glibc chunk's size is never 0), as the in-process
+			// shim's.
+			hdr := ` hdr=\0:u64`
+			if family.HasChunkHeader() {
+				hdr = " hdr=-8($retval):u64"
+			}
 			defs = append(defs, probeDef{event: fn.name + "__return",
-				line: fmt.Sprintf("r:%s/%s__return %s ptr=$retval hdr=-8($retval):u64", group, fn.name, loc)})
+				line: fmt.Sprintf("r:%s/%s__return %s ptr=$retval%s", group, fn.name, loc, hdr)})
 		case "status":
 			defs = append(defs, probeDef{event: fn.name + "__return",
 				line: fmt.Sprintf("r:%s/%s__return %s ret=$retval:s32", group, fn.name, loc)})

@@ -170,10 +170,14 @@ func TestRecordFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc"
+	// The C names, then every family's own (probed where the allocator
+	// found is of that family).
+	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc,op_new,"
+	probes := strings.Join(o.probes, ",")
 	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || !o.noTHP || !o.compress ||
 		o.stackMin != 4096 || o.stackEvery != defaultStackEvery || o.faultStacks ||
-		strings.Join(o.cmd, " ") != "sort -n file" || strings.Join(o.probes, ",") != all {
+		strings.Join(o.cmd, " ") != "sort -n file" || !strings.HasPrefix(probes, all) ||
+		!strings.Contains(probes, ",mallocx,") || !strings.Contains(probes, ",tc_new,") || !strings.Contains(probes, ",mi_zalloc,") {
 		t.Errorf("defaults: %+v", o)
 	}
 	// Flags after the command belong to it, even without --.

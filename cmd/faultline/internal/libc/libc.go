@@ -1,8 +1,10 @@
-// Package libc finds the C library a program really loads and the file
-// offsets of its functions, for placing uprobes: from a command's ELF
-// dependencies (PT_INTERP, DT_NEEDED, RUNPATH, LD_LIBRARY_PATH, the ld.so
-// cache) or from a running process's /proc/PID/maps. It runs no ldd: ldd
-// executes the program's loader.
+// Package libc finds the allocator a program really uses — the object its
+// malloc binds to: its C library, a preloaded or needed allocator library,
+// or the program itself — and the file offsets of its functions, for
+// placing uprobes: from a command's ELF dependencies (PT_INTERP,
+// DT_NEEDED, RUNPATH, LD_LIBRARY_PATH, the ld.so cache, LD_PRELOAD) or
+// from a running process's /proc/PID/maps. It runs no ldd: ldd executes
+// the program's loader.
 package libc
 
 import (
@@ -17,6 +19,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/faultline/faultline/attribute"
 )
 
 // System is the outside world the search reads; tests substitute a fake.
@@ -121,49 +125,6 @@ func dynInfo(f *elf.File, path string) *binInfo {
 
 // maxShebang bounds #! chains (a script run by a script ...).
 const maxShebang = 4
-
-// ForBinary returns the libc the program at path loads, following a #!
-// script to its interpreter.
-func ForBinary(sys System, path string) (string, error) {
-	path, err := followShebang(sys, path)
-	if err != nil {
-		return "", err
-	}
-	bi, err := readELF(sys, path, dynInfo)
-	if err != nil {
-		return "", fmt.Errorf("%s: not a program faultline can probe: %w", path, err)
-	}
-	if bi.interp == "" && len(bi.needed) == 0 {
-		return "", fmt.Errorf("%s is statically linked: there is no shared libc whose malloc could be probed", path)
-	}
-	cache := ldCache(sys)
-	seen := map[string]bool{}
-	queue := append([]string{}, bi.needed...)
-	// Breadth first, as the loader orders them; a program that needs libc
-	// only through a library (libstdc++) still finds it.
-	for len(queue) > 0 && len(seen) < 256 {
-		name := queue[0]
-		queue = queue[1:]
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
-		lib := findLib(sys, name, bi, cache)
-		if lib == "" {
-			if IsLibcName(filepath.Base(name)) {
-				return "", fmt.Errorf("%s needs %s but it is not in RUNPATH, LD_LIBRARY_PATH, the ld.so cache or the standard directories; name it with --libc", path, name)
-			}
-			continue
-		}
-		if IsLibcName(filepath.Base(name)) {
-			return canonical(lib), nil
-		}
-		if dep, err := readELF(sys, lib, dynInfo); err == nil {
-			queue = append(queue, dep.needed...)
-		}
-	}
-	return "", fmt.Errorf("%s does not load a libc (needs %s); name one with --libc", path, strings.Join(bi.needed, ", "))
-}
 
 // followShebang returns the program that runs when path is executed: path
 // itself, or for a #! script its interpreter (and so on, a few deep).
@@ -471,6 +432,11 @@ func funcOffsets(f *elf.File, path string) *Lib {
 		}
 	}
 	return lib
+}
+
+// Family names the allocator family of the library's malloc.
+func (l *Lib) Family() attribute.Family {
+	return attribute.FamilyOf(func(s string) bool { _, ok := l.syms[s]; return ok })
 }
 
 // Offset returns the file offset of the first of symbols that exists.

@@ -51,24 +51,24 @@ func (f *fakeSystem) Inode(path string) (uint64, error) {
 
 func (f *fakeSystem) Getenv(key string) string { return f.env[key] }
 
-func TestForBinaryMatchesLdd(t *testing.T) {
+func TestFindAllocatorMatchesLdd(t *testing.T) {
 	want := libctest.SystemLibc(t)
-	got, err := ForBinary(realSys{}, "/bin/true")
+	a, err := FindAllocator(realSys{}, "/bin/true", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want {
-		t.Errorf("ForBinary(/bin/true) = %s, ldd says %s", got, want)
+	if a.Path != want {
+		t.Errorf("FindAllocator(/bin/true) = %s, ldd says %s", a.Path, want)
 	}
 	// A script runs its interpreter's libc.
 	script := filepath.Join(t.TempDir(), "s.sh")
 	os.WriteFile(script, []byte("#!/usr/bin/env sh\necho hi\n"), 0o755)
-	if got, err := ForBinary(realSys{}, script); err != nil || got != want {
-		t.Errorf("ForBinary(script) = %s, %v; want %s", got, err, want)
+	if a, err := FindAllocator(realSys{}, script, ""); err != nil || a.Path != want {
+		t.Errorf("FindAllocator(script) = %+v, %v; want %s", a, err, want)
 	}
 }
 
-func TestForBinarySearchOrder(t *testing.T) {
+func TestFindAllocatorSearchOrder(t *testing.T) {
 	libc := libctest.SystemLibc(t)
 	base := func() *fakeSystem {
 		return &fakeSystem{
@@ -82,31 +82,31 @@ func TestForBinarySearchOrder(t *testing.T) {
 	f.Real["/cache/libc.so.6"] = libc
 	f.env["LD_LIBRARY_PATH"] = "/nowhere:/opt/lib"
 	f.ldconf = "2 libs found in cache `/etc/ld.so.cache'\n\tlibc.so.6 (libc6,x86-64) => /cache/libc.so.6\n"
-	if got, err := ForBinary(f, "/opt/app/prog"); err != nil || got != "/opt/lib/libc.so.6" {
-		t.Errorf("with LD_LIBRARY_PATH: %s, %v", got, err)
+	if a, err := FindAllocator(f, "/opt/app/prog", ""); err != nil || a.Path != "/opt/lib/libc.so.6" {
+		t.Errorf("with LD_LIBRARY_PATH: %+v, %v", a, err)
 	}
 	// Then the cache; a candidate that is not ELF is skipped.
 	f = base()
 	f.Text["/cache32/libc.so.6"] = "not elf"
 	f.Real["/cache/libc.so.6"] = libc
 	f.ldconf = "\tlibc.so.6 (libc6) => /cache32/libc.so.6\n\tlibc.so.6 (libc6,x86-64) => /cache/libc.so.6\n"
-	if got, err := ForBinary(f, "/opt/app/prog"); err != nil || got != "/cache/libc.so.6" {
-		t.Errorf("from the cache: %s, %v", got, err)
+	if a, err := FindAllocator(f, "/opt/app/prog", ""); err != nil || a.Path != "/cache/libc.so.6" {
+		t.Errorf("from the cache: %+v, %v", a, err)
 	}
 	// Nowhere: the error says how to name it.
 	f = base()
-	if _, err := ForBinary(f, "/opt/app/prog"); err == nil || !strings.Contains(err.Error(), "--libc") {
+	if _, err := FindAllocator(f, "/opt/app/prog", ""); err == nil || !strings.Contains(err.Error(), "--libc") {
 		t.Errorf("missing libc: err = %v", err)
 	}
 	// Not a program.
 	f = base()
 	f.Text["/opt/app/data"] = "hello"
-	if _, err := ForBinary(f, "/opt/app/data"); err == nil || !strings.Contains(err.Error(), "not a program") {
+	if _, err := FindAllocator(f, "/opt/app/data", ""); err == nil || !strings.Contains(err.Error(), "not a program") {
 		t.Errorf("non-ELF: err = %v", err)
 	}
 }
 
-func TestForBinaryStatic(t *testing.T) {
+func TestFindAllocatorStatic(t *testing.T) {
 	// A Go program built without cgo has no PT_INTERP and no DT_NEEDED.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
@@ -122,7 +122,7 @@ func TestForBinaryStatic(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Skipf("go build: %v\n%s", err, out)
 	}
-	if _, err := ForBinary(realSys{}, bin); err == nil || !strings.Contains(err.Error(), "statically linked") {
+	if _, err := FindAllocator(realSys{}, bin, ""); err == nil || !strings.Contains(err.Error(), "statically linked") {
 		t.Errorf("static binary: err = %v", err)
 	}
 }
