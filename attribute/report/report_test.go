@@ -73,7 +73,7 @@ func TestByAlloc(t *testing.T) {
 		t.Errorf("attributed %d unattributed %d, want 3 and 1", attributed, unattributed)
 	}
 	// Raw: the leaf's physical function; else the first user frame, the
-	// inlined helper (x.c is the user's source).
+	// inlined helper ("x.c" is the user's source).
 	top := report.TopSites(p, 10, true)
 	if len(top) != 1 || top[0].Faults != 3 || top[0].Allocs != 1 || top[0].Size != 3*4096 || top[0].Name != "grow x.c:7" {
 		t.Errorf("raw top = %+v", top)
