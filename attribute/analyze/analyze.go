@@ -179,7 +179,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	ru.tr.Close()
 	ru.b.Infer(ru.callers.weights)
 	if n := opts.workers(); n > 1 {
-		sess.Prefetch(false, n) // name the stacks' frames on every core
+		sess.NameStacks(false, n) // name the stacks' frames on every core
 	}
 	p := ru.b.Profile(report.NewSymbols(sess))
 	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
