@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sync"
 
 	"github.com/faultline/faultline/perfdata"
@@ -258,7 +259,7 @@ func (s *Table) internStack(ids []LocID) StackID {
 	}
 	sum := h.Sum64()
 	for _, c := range s.stackIndex[sum] {
-		if equalIDs(s.Stack(c), ids) {
+		if slices.Equal(s.Stack(c), ids) {
 			return c
 		}
 	}
@@ -267,18 +268,6 @@ func (s *Table) internStack(ids []LocID) StackID {
 	s.stackOff = append(s.stackOff, uint32(len(s.stackData)))
 	s.stackIndex[sum] = append(s.stackIndex[sum], id)
 	return id
-}
-
-func equalIDs(a, b []LocID) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Stack returns the locations of an interned stack, leaf first. The slice

@@ -1,18 +1,16 @@
 package correlate
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -139,39 +137,7 @@ func TestProfilesGolden(t *testing.T) {
 			t.Errorf("%s: no mapping has a build ID: %v", c.name, p.Mapping)
 		}
 	}
-	if *update {
-		if err := os.WriteFile(goldenPath, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	fh, err := os.Open(goldenPath)
-	if err != nil {
-		t.Fatalf("committed golden file missing: %v (go test -run TestProfilesGolden -update writes it)", err)
-	}
-	defer fh.Close()
-	want := map[string]string{} // NAME -> line
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if name, _, ok := strings.Cut(sc.Text(), " sha256="); ok {
-			want[name] = sc.Text()
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(want) != len(goldenCases) {
-		t.Errorf("%s holds %d profiles, want the %d cases (go test -run TestProfilesGolden -update rewrites it)", goldenPath, len(want), len(goldenCases))
-	}
-	for _, line := range got {
-		name, _, _ := strings.Cut(line, " sha256=")
-		switch w, ok := want[name]; {
-		case !ok:
-			t.Errorf("%s: not in %s (go test -run TestProfilesGolden -update adds it)", name, goldenPath)
-		case w != line:
-			t.Errorf("%s: profile differs from %s (if intended, rewrite it with -update and say why in the commit):\n got %s\nwant %s", name, goldenPath, line, w)
-		}
-	}
+	perftest.CheckGolden(t, goldenPath, got, *update)
 }
 
 func hasBuildID(p *profile.Profile) bool {

@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
@@ -155,7 +156,7 @@ func TestSiteLeaf(t *testing.T) {
 			if l := s.Location[0].Line; len(l) > 0 {
 				leaf = l[0].Function.Name
 			}
-			if leaf != w.leaf || len(s.Location[0].Line) != w.lines || len(s.Location) != w.depth || !equal(s.Label[report.ViaLabel], w.via) {
+			if leaf != w.leaf || len(s.Location[0].Line) != w.lines || len(s.Location) != w.depth || !slices.Equal(s.Label[report.ViaLabel], w.via) {
 				t.Errorf("raw %v, sample %d: leaf %q with %d lines, %d locations, via %q; want %q, %d, %d, %q",
 					raw, i, leaf, len(s.Location[0].Line), len(s.Location), s.Label[report.ViaLabel], w.leaf, w.lines, w.depth, w.via)
 			}
@@ -164,16 +165,4 @@ func TestSiteLeaf(t *testing.T) {
 			t.Errorf("raw %v: sites %+v", raw, got)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

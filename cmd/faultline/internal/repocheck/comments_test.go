@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // upstream lists the files of other projects that comments may cite, each
@@ -63,7 +65,7 @@ var cited = regexp.MustCompile(`(^|[^\w./$-])([\w./-]+\.(?:md|c|h|go|sh|py))\b`)
 // prints it, paths with a placeholder segment (testdata/DIR/gen.sh) or
 // under a shell variable ($WORK/a.c), and URLs.
 func TestCommentsCiteFilesThatExist(t *testing.T) {
-	root := repoRoot(t)
+	root := perftest.Root(t)
 	var files []string
 	all := map[string]bool{}
 	base := map[string]bool{}
@@ -169,24 +171,6 @@ func hasPlaceholder(name string) bool {
 type comment struct {
 	line int
 	text string
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			t.Fatal("no go.mod above the test's directory")
-		}
-		dir = up
-	}
 }
 
 func readFile(t *testing.T, path string) []byte {
