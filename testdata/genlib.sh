@@ -5,6 +5,19 @@
 
 die() { echo "${0##*/}: $*" >&2; exit 1; }
 
+# need_root_and TOOL...: dies unless this runs as root (the generators add
+# uprobes and open perf events) with every TOOL in PATH.
+need_root_and() {
+	[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
+	local t
+	for t in "$@"; do command -v "$t" >/dev/null || die "$t not found"; done
+}
+
+# The recording machine's libc and dynamic loader, at the paths the
+# recordings name and the symfs trees hold them.
+LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
+LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+
 # --- perf probe's probe_libc group -------------------------------------------
 # probe_libc:malloc and probe_libc:malloc__return are shared with other users
 # of this machine, and so may be the calloc/realloc ones: each is created only

@@ -20,12 +20,9 @@ TD=$(cd "$(dirname "$0")" && pwd)
 . "$TD/../genlib.sh"
 ROOT=$(cd "$TD/../.." && pwd)
 BIN=/tmp/faultline-deepstack/bin
-LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
-LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 MAX_TRIES=5
 
-[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
-for t in go gcc readelf python3; do command -v $t >/dev/null || die "$t not found"; done
+need_root_and go gcc readelf python3
 
 WORK=$(mktemp -d /tmp/faultline-deepstack-gen.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

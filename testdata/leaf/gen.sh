@@ -28,16 +28,13 @@ TD=$(cd "$(dirname "$0")" && pwd)
 . "$TD/../genlib.sh"
 ROOT=$(cd "$TD/../.." && pwd)
 BIN=/tmp/faultline-leaf/bin
-LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 LIBSTDCXX=$(readlink -f /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
-LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 MAX_TRIES=5
 # 2048 bytes of stack reach main from every site (the deepest passes
 # through std::string's constructor in libstdc++ and operator new).
 STACK_SIZE=2048
 
-[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
-for t in go g++ readelf; do command -v $t >/dev/null || die "$t not found"; done
+need_root_and go g++ readelf
 
 # --- 1. compile ------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/faultline-leaf-gen.XXXXXX)

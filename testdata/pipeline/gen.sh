@@ -29,13 +29,10 @@ TD=$(cd "$(dirname "$0")" && pwd)
 . "$TD/../genlib.sh"
 ROOT=$(cd "$TD/../.." && pwd)
 BIN=/tmp/faultline-pipeline/bin
-LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
-LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 SH=$(readlink -f /bin/sh)
 MAX_TRIES=5
 
-[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
-for t in go gcc perf readelf python3; do command -v $t >/dev/null || die "$t not found"; done
+need_root_and go gcc perf readelf python3
 
 # --- 1. compile ------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/faultline-pipeline-gen.XXXXXX)
