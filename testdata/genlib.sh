@@ -1,5 +1,6 @@
 # genlib.sh — shell functions shared by the fixture generators (gen.sh,
-# gen-real.sh, gen-mixed.sh, heapgrow/gen.sh, leaf/gen.sh), which source it.
+# gen-real.sh, gen-mixed.sh and heapgrow/, leaf/, deepstack/ and pipeline/
+# gen.sh), which source it.
 # The probe functions want LIBC, TRACEFS and ADDED=(); record_until_no_loss
 # wants MAX_TRIES and a lost_count (this one, or the generator's own).
 
@@ -11,6 +12,17 @@ need_root_and() {
 	[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
 	local t
 	for t in "$@"; do command -v "$t" >/dev/null || die "$t not found"; done
+}
+
+# The repository's root (this file is in its testdata/).
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# note_machine: the lines of GENERATED that say what made a fixture
+# besides its own tools: this checkout's commit, the kernel and glibc.
+note_machine() {
+	echo "faultline: $(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
+	echo "kernel: $(uname -srm)"
+	echo "glibc:  $(ldd --version | head -1)"
 }
 
 # The recording machine's libc and dynamic loader, at the paths the

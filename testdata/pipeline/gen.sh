@@ -27,7 +27,6 @@ export LC_ALL=C
 TD=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../genlib.sh
 . "$TD/../genlib.sh"
-ROOT=$(cd "$TD/../.." && pwd)
 BIN=/tmp/faultline-pipeline/bin
 SH=$(readlink -f /bin/sh)
 MAX_TRIES=5
@@ -90,9 +89,7 @@ install -D -m 0755 "$LDSO" "$TD/symfs$LDSO"
 	echo "gcc:    $(gcc --version | head -1)"
 	echo "go:     $(go version)"
 	echo "perf:   $(perf version)"
-	echo "faultline: $(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
-	echo "kernel: $(uname -srm)"
-	echo "glibc:  $(ldd --version | head -1)"
+	note_machine
 	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/pipeline/src)"
 	echo "produce: $BIN/produce, build id $(buildid_of "$BIN/produce")"
 	echo "consume: $BIN/consume, build id $(buildid_of "$BIN/consume")"
