@@ -110,6 +110,21 @@ lost_count() { # FILE -> number of samples lost (PERF_RECORD_LOST + LOST_SAMPLES
 		     END { print n + 0 }'
 }
 
+# lost_by_info FILE: samples lost, every event (LOST_SAMPLES, as perf report
+# --stats), as `faultline info --json` of the faultline built at
+# $WORK/faultline counts them; generators that record with faultline
+# define lost_count with it.
+lost_by_info() {
+	"$WORK/faultline" info --json "$1" | python3 -c 'import json,sys; print(sum(e["lost"] for e in json.load(sys.stdin)["events"]))'
+}
+
+# symfs_install FILE...: copies each FILE (a binary a recording maps) into
+# $TD/symfs at the path the recording names.
+symfs_install() {
+	local f
+	for f in "$@"; do install -D -m 0755 "$f" "$TD/symfs$f"; done
+}
+
 # errors_on_failure COMMAND...: runs COMMAND with its standard error held
 # back, shown only if COMMAND fails.
 errors_on_failure() {
