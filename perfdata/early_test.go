@@ -3,7 +3,6 @@ package perfdata
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -144,24 +143,11 @@ func (w *bufferAt) WriteAt(p []byte, off int64) (int, error) {
 // block: perf script decodes the raw fields and perf report --stats counts
 // every sample of a complete Early file.
 func TestEarlyFeaturesPerfReads(t *testing.T) {
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not in PATH: cannot check that perf reads files with early features")
-	}
+	perf := lookPerf(t, "files with early features")
 	for _, compress := range []bool{false, true} {
 		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
 			wf := writeTestRecordingWith(t, WriterOptions{Compress: compress, Early: true}, false, 2000)
-			run := func(args ...string) string {
-				t.Helper()
-				c := exec.Command(perf, args...)
-				var stderr bytes.Buffer
-				c.Stderr = &stderr
-				out, err := c.Output()
-				if err != nil {
-					t.Fatalf("perf %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-				}
-				return string(out)
-			}
+			run := func(args ...string) string { return runPerf(t, perf, "", args...) }
 			script := run("script", "-F", "event,trace", "-i", wf.path)
 			if got := strings.Count(script, "\n"); got != wf.mallocs+wf.faults {
 				t.Errorf("perf script printed %d lines, wrote %d samples", got, wf.mallocs+wf.faults)

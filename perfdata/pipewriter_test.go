@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,30 +128,12 @@ func lineDiff(a, b string) string {
 // tracing data nor the COMPRESSED feature (its stats tool leaves both to
 // stubs), and fails on perf record's own -o - output with tracepoints or -z.
 func TestPipeWriterPerfReads(t *testing.T) {
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not in PATH: cannot check that perf reads what the pipe writer writes")
-	}
+	perf := lookPerf(t, "what the pipe writer writes")
 	for _, compress := range []bool{false, true} {
 		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
 			const n = 3000
 			wf := writeTestRecordingMode(t, compress, true, n)
-			run := func(args ...string) string {
-				t.Helper()
-				in, err := os.Open(wf.path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer in.Close()
-				c := exec.Command(perf, args...)
-				var stderr bytes.Buffer
-				c.Stdin, c.Stderr = in, &stderr
-				out, err := c.Output()
-				if err != nil {
-					t.Fatalf("perf %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-				}
-				return string(out)
-			}
+			run := func(args ...string) string { return runPerf(t, perf, wf.path, args...) }
 			script := run("script", "-F", "comm,tid,time,event", "-i", "-")
 			if lines := strings.Count(script, "\n"); lines != wf.mallocs+wf.faults {
 				t.Errorf("perf script printed %d lines, wrote %d samples\n%s", lines, wf.mallocs+wf.faults, firstLines(script, 5))

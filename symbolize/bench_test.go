@@ -51,7 +51,7 @@ func loadSamples(tb testing.TB, path string, cfg symbolize.Config) (*symbolize.S
 	if len(smps) == 0 {
 		tb.Fatalf("%s: no samples with user registers", path)
 	}
-	sess.Settle() // the binaries' background reads allocate too
+	sess.WaitLoaded() // the binaries' background reads allocate too
 	return sess, smps
 }
 

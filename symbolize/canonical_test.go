@@ -11,11 +11,7 @@ import (
 // file-relative address perf script prints unchanged; anonymous memory and
 // a different file range stay apart.
 func TestCanonicalLocations(t *testing.T) {
-	s, err := NewSession(Config{Getenv: func(string) string { return "" }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := bareSession(t)
 	mmap := func(pid uint32, addr, pgoff uint64, file string) {
 		s.Observe(&perfdata.Mmap{RecordCommon: perfdata.RecordCommon{Type: perfdata.RecordMmap2, SampleID: perfdata.SampleID{Pid: pid, Tid: pid}},
 			Pid: pid, Tid: pid, Addr: addr, Len: 0x10000, Pgoff: pgoff, Filename: file, Prot: 5, Ino: 42, Maj: 8, Min: 1})
@@ -43,4 +39,16 @@ func TestCanonicalLocations(t *testing.T) {
 	if x, y := loc(1, 0x7f0000000010), loc(2, 0x7f1000000010); x == y {
 		t.Errorf("anonymous memory of two processes shares location %d", x)
 	}
+}
+
+// bareSession is a session of a recording with no meta data (x86-64, no
+// build IDs) and an empty environment, closed when t ends.
+func bareSession(t *testing.T) *Session {
+	t.Helper()
+	s, err := NewSession(Config{Getenv: func(string) string { return "" }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -11,11 +11,7 @@ import (
 // complete walk of the thread when there was one, else the end of the
 // [stack] mapping (an estimate) — and nothing can be told without either.
 func TestStackNeed(t *testing.T) {
-	s, err := NewSession(Config{Getenv: func(string) string { return "" }}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := bareSession(t)
 	const stackEnd = 0x7ffd_0002_0000
 	s.Maps.Add(1, &Mapping{Start: stackEnd - 0x21000, End: stackEnd, File: "[stack]"})
 	walk := func(tid uint32, sp, endSP uint64, stop unwind.Stop) {

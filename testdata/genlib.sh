@@ -1,9 +1,34 @@
 # genlib.sh — shell functions shared by the fixture generators (gen.sh,
-# gen-real.sh, gen-mixed.sh, heapgrow/gen.sh, leaf/gen.sh), which source it.
+# gen-real.sh, gen-mixed.sh and heapgrow/, leaf/, deepstack/ and pipeline/
+# gen.sh), which source it.
 # The probe functions want LIBC, TRACEFS and ADDED=(); record_until_no_loss
 # wants MAX_TRIES and a lost_count (this one, or the generator's own).
 
 die() { echo "${0##*/}: $*" >&2; exit 1; }
+
+# need_root_and TOOL...: dies unless this runs as root (the generators add
+# uprobes and open perf events) with every TOOL in PATH.
+need_root_and() {
+	[ "$(id -u)" = 0 ] || die "must run as root (uprobes, perf_event_open); try: sudo $0"
+	local t
+	for t in "$@"; do command -v "$t" >/dev/null || die "$t not found"; done
+}
+
+# The repository's root (this file is in its testdata/).
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# note_machine: the lines of GENERATED that say what made a fixture
+# besides its own tools: this checkout's commit, the kernel and glibc.
+note_machine() {
+	echo "faultline: $(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
+	echo "kernel: $(uname -srm)"
+	echo "glibc:  $(ldd --version | head -1)"
+}
+
+# The recording machine's libc and dynamic loader, at the paths the
+# recordings name and the symfs trees hold them.
+LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
+LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 
 # --- perf probe's probe_libc group -------------------------------------------
 # probe_libc:malloc and probe_libc:malloc__return are shared with other users
@@ -83,6 +108,21 @@ lost_count() { # FILE -> number of samples lost (PERF_RECORD_LOST + LOST_SAMPLES
 		awk '/PERF_RECORD_LOST: / { sub(/.*lost:/, ""); n += $1 }
 		     /PERF_RECORD_LOST_SAMPLES: / { sub(/.*lost samples :/, ""); n += $1 }
 		     END { print n + 0 }'
+}
+
+# lost_by_info FILE: samples lost, every event (LOST_SAMPLES, as perf report
+# --stats), as `faultline info --json` of the faultline built at
+# $WORK/faultline counts them; generators that record with faultline
+# define lost_count with it.
+lost_by_info() {
+	"$WORK/faultline" info --json "$1" | python3 -c 'import json,sys; print(sum(e["lost"] for e in json.load(sys.stdin)["events"]))'
+}
+
+# symfs_install FILE...: copies each FILE (a binary a recording maps) into
+# $TD/symfs at the path the recording names.
+symfs_install() {
+	local f
+	for f in "$@"; do install -D -m 0755 "$f" "$TD/symfs$f"; done
 }
 
 # errors_on_failure COMMAND...: runs COMMAND with its standard error held

@@ -6,7 +6,6 @@
 package analyze
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -17,7 +16,6 @@ import (
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
-	"github.com/faultline/faultline/symbolize/binfile"
 	"github.com/google/pprof/profile"
 )
 
@@ -224,10 +222,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	ru.tr.Close()
 	ru.b.Infer(ru.callers.weights)
 	if n := opts.workers(); n > 1 {
-		sess.Prefetch(false, n) // name the stacks' frames on every core
+		sess.NameStacks(false, n) // name the stacks' frames on every core
 	}
-	stacks := &stackAdapter{sess: sess, maps: map[*symbolize.Mapping]*report.Mapping{}}
-	p := ru.b.Profile(stacks)
+	p := ru.b.Profile(report.NewSymbols(sess))
 	p.DurationNanos = int64(r.Stats().LastSample - r.Stats().FirstSample)
 	p.TimeNanos = 0
 	res := &Result{Profile: p}
@@ -723,53 +720,6 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		c.classes[f.Class.String()]++
 	}
 	c.Builder.Fault(f, a)
-}
-
-// stackAdapter resolves the session's stacks for the profile builder.
-type stackAdapter struct {
-	sess *symbolize.Session
-	maps map[*symbolize.Mapping]*report.Mapping
-}
-
-func (a *stackAdapter) mapping(m *symbolize.Mapping) *report.Mapping {
-	if m == nil {
-		return nil
-	}
-	if rm, ok := a.maps[m]; ok {
-		return rm
-	}
-	rm := &report.Mapping{File: m.File, Start: m.Start, Limit: m.End, Offset: m.Pgoff}
-	if len(m.BuildID) > 0 {
-		rm.BuildID = hex.EncodeToString(m.BuildID)
-	} else if b := a.sess.Binary(m); b != nil {
-		rm.BuildID = b.BuildID
-	}
-	a.maps[m] = rm
-	return rm
-}
-
-func (a *stackAdapter) Stack(id attribute.StackID) []report.Location {
-	ids := a.sess.Stack(symbolize.StackID(id))
-	out := make([]report.Location, 0, len(ids))
-	for _, lid := range ids {
-		l := a.sess.Loc(lid)
-		// A return address stands for its call instruction, as perf prints
-		// callers and as the lines are named: pprof's source and
-		// disassembly views then put the samples on the call's line.
-		pc := l.PC
-		if l.Return {
-			pc--
-		}
-		loc := report.Location{Addr: pc, Mapping: a.mapping(l.Map)}
-		for _, f := range a.sess.Lines(lid, false) {
-			if f.Func == binfile.Unknown {
-				continue
-			}
-			loc.Lines = append(loc.Lines, report.Line{Function: f.Func, SystemName: f.System, File: f.File, Line: int64(f.Line)})
-		}
-		out = append(out, loc)
-	}
-	return out
 }
 
 // isMemsetFamily reports whether a function name is memset or one of its

@@ -1,7 +1,6 @@
 package analyze
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -9,10 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +16,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/profiles.golden from this tree's profiles")
@@ -129,45 +126,5 @@ func TestProfilesGolden(t *testing.T) {
 			got = append(got, goldenLine(t, rel, mode, gz))
 		}
 	}
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(goldenPath), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(goldenPath, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	fh, err := os.Open(goldenPath)
-	if err != nil {
-		t.Fatalf("committed golden file missing: %v (go test -run TestProfilesGolden -update writes it)", err)
-	}
-	defer fh.Close()
-	want := map[string]string{} // "RECORDING MODE" -> line
-	sc := bufio.NewScanner(fh)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 3 {
-			want[f[0]+" "+f[1]] = sc.Text()
-		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range got {
-		f := strings.Fields(line)
-		k := f[0] + " " + f[1]
-		w, ok := want[k]
-		delete(want, k)
-		switch {
-		case !ok:
-			t.Errorf("%s: not in %s (a new recording? go test -run TestProfilesGolden -update adds it)", k, goldenPath)
-		case w != line:
-			t.Errorf("%s: profile differs from %s (if intended, rewrite it with go test -run TestProfilesGolden -update and say why in the commit):\n got %s\nwant %s",
-				k, goldenPath, strings.Join(f[2:], " "), strings.Join(strings.Fields(w)[2:], " "))
-		}
-	}
-	gone := slices.Sorted(maps.Keys(want))
-	for _, k := range gone {
-		t.Errorf("%s: in %s but no such recording (go test -run TestProfilesGolden -update drops it)", k, goldenPath)
-	}
+	perftest.CheckGolden(t, goldenPath, got, *update)
 }

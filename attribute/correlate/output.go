@@ -9,7 +9,6 @@ import (
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize"
-	"github.com/faultline/faultline/symbolize/binfile"
 	"github.com/google/pprof/profile"
 )
 
@@ -179,7 +178,25 @@ func Profile(res *Result, sym *Symbolizer) *profile.Profile {
 		PeriodType:        &profile.ValueType{Type: "faults", Unit: "count"},
 		Period:            1,
 	}
-	b := &profBuilder{p: p, sym: sym, maps: map[*symbolize.Mapping]*profile.Mapping{}, locs: map[locKey]*profile.Location{}, funcs: map[funcKey]*profile.Function{}}
+	locs, seen := report.NewLocations(p), map[locKey]*profile.Location{}
+	var syms *report.Symbols
+	if sym != nil && sym.Sess != nil {
+		syms = report.NewSymbols(sym.Sess)
+	}
+	// location resolves the instruction at pc in pid once.
+	location := func(pid uint32, pc uint64) *profile.Location {
+		k := locKey{pid, pc}
+		if l := seen[k]; l != nil {
+			return l
+		}
+		rl := report.Location{Addr: pc}
+		if syms != nil {
+			rl = syms.Location(sym.Sess.Locate(pid, pc))
+		}
+		l := locs.Location(&rl)
+		seen[k] = l
+		return l
+	}
 	type key struct {
 		loc                   *profile.Location
 		kind                  Kind
@@ -195,9 +212,9 @@ func Profile(res *Result, sym *Symbolizer) *profile.Profile {
 			pid = uint32(sym.Pid)
 		}
 		if pr.Kind == MatchNone {
-			k.loc, k.reason = b.location(pid, f.IP), reasonKey[pr.Reason]
+			k.loc, k.reason = location(pid, f.IP), reasonKey[pr.Reason]
 		} else {
-			k.loc, k.access = b.location(pid, pr.Access.IP), accessType(&pr.Access)
+			k.loc, k.access = location(pid, pr.Access.IP), accessType(&pr.Access)
 		}
 		if s := samples[k]; s != nil {
 			s.Value[0]++
@@ -224,58 +241,4 @@ func Profile(res *Result, sym *Symbolizer) *profile.Profile {
 type locKey struct {
 	pid uint32
 	pc  uint64
-}
-
-type funcKey struct{ name, system, file string }
-
-type profBuilder struct {
-	p     *profile.Profile
-	sym   *Symbolizer
-	maps  map[*symbolize.Mapping]*profile.Mapping
-	locs  map[locKey]*profile.Location
-	funcs map[funcKey]*profile.Function
-}
-
-func (b *profBuilder) location(pid uint32, pc uint64) *profile.Location {
-	return report.Intern(b.locs, locKey{pid, pc}, &b.p.Location, func(id uint64) *profile.Location {
-		l := &profile.Location{ID: id, Address: pc}
-		if b.sym == nil || b.sym.Sess == nil {
-			return l
-		}
-		sid := b.sym.Sess.Locate(pid, pc)
-		loc := b.sym.Sess.Loc(sid)
-		l.Mapping = b.mapping(loc.Map)
-		if l.Mapping != nil {
-			// The session shares one mapping per file range among
-			// processes: keep the address in the mapping pprof is given.
-			l.Address = loc.PC
-		}
-		for _, fr := range b.sym.Sess.Lines(sid, true) {
-			if fr.Func == binfile.Unknown {
-				continue
-			}
-			l.Line = append(l.Line, profile.Line{Function: b.function(fr.Func, fr.System, fr.File), Line: int64(fr.Line)})
-		}
-		return l
-	})
-}
-
-func (b *profBuilder) mapping(m *symbolize.Mapping) *profile.Mapping {
-	if m == nil || m.Anon() {
-		return nil
-	}
-	return report.Intern(b.maps, m, &b.p.Mapping, func(id uint64) *profile.Mapping {
-		pm := &profile.Mapping{ID: id, Start: m.Start, Limit: m.End, Offset: m.Pgoff, File: m.File,
-			HasFunctions: true, HasFilenames: true, HasLineNumbers: true, HasInlineFrames: true}
-		if bin := b.sym.Sess.Binary(m); bin != nil {
-			pm.BuildID = bin.BuildID
-		}
-		return pm
-	})
-}
-
-func (b *profBuilder) function(name, system, file string) *profile.Function {
-	return report.Intern(b.funcs, funcKey{name, system, file}, &b.p.Function, func(id uint64) *profile.Function {
-		return &profile.Function{ID: id, Name: name, SystemName: system, Filename: file}
-	})
 }

@@ -10,7 +10,10 @@
 // the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
 // symbolized lines (inlined frames first), so `go tool pprof` shows names
-// without the binaries.
+// without the binaries. Symbols and Locations (locations.go) are the one
+// bridge from symbolized addresses to pprof: every profile faultline
+// writes, analyze's and correlate's, gets its mappings, locations and
+// functions through them.
 package report
 
 import (
@@ -341,12 +344,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		p.SampleType = append(p.SampleType, &profile.ValueType{Type: SampleResidentPeak, Unit: UnitBytes},
 			&profile.ValueType{Type: SampleResidentEnd, Unit: UnitBytes})
 	}
-	pb := &builder{
-		p:     p,
-		maps:  map[Mapping]*profile.Mapping{},
-		locs:  map[locKey]*profile.Location{},
-		funcs: map[funcKey]*profile.Function{},
-	}
+	pb := NewLocations(p)
 	cache := map[attribute.StackID][]*profile.Location{}
 	resolve := func(id attribute.StackID, dropAlloc bool) []*profile.Location {
 		if id == 0 {
@@ -361,7 +359,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		}
 		locs := make([]*profile.Location, 0, len(frames))
 		for i := range frames {
-			locs = append(locs, pb.location(&frames[i]))
+			locs = append(locs, pb.Location(&frames[i]))
 		}
 		if !dropAlloc {
 			cache[id] = locs
@@ -505,124 +503,6 @@ func baseName(p string) string {
 		return p[i+1:]
 	}
 	return p
-}
-
-type locKey struct {
-	addr uint64
-	m    *profile.Mapping
-	// skip: the location's innermost inlined lines left out (siteStack)
-	skip int
-	// unknown-address pseudo locations are keyed by name
-	name string
-}
-
-type funcKey struct{ name, system, file string }
-
-type builder struct {
-	p     *profile.Profile
-	maps  map[Mapping]*profile.Mapping
-	locs  map[locKey]*profile.Location
-	funcs map[funcKey]*profile.Function
-}
-
-// Intern returns the profile entry that seen holds for key k. The first
-// time, it makes the entry with newEntry, giving it the next ID of list
-// (len(list)+1: unique and non-zero, as pprof requires), and adds it to
-// seen and list. Every profile faultline writes dedupes its mappings,
-// locations and functions through it.
-func Intern[K comparable, E any](seen map[K]*E, k K, list *[]*E, newEntry func(id uint64) *E) *E {
-	if e := seen[k]; e != nil {
-		return e
-	}
-	e := newEntry(uint64(len(*list) + 1))
-	seen[k] = e
-	*list = append(*list, e)
-	return e
-}
-
-func (b *builder) mapping(m *Mapping) *profile.Mapping {
-	if m == nil {
-		return nil
-	}
-	return Intern(b.maps, *m, &b.p.Mapping, func(id uint64) *profile.Mapping {
-		return &profile.Mapping{
-			ID:              id,
-			Start:           m.Start,
-			Limit:           m.Limit,
-			Offset:          m.Offset,
-			File:            m.File,
-			BuildID:         m.BuildID,
-			HasFunctions:    true,
-			HasFilenames:    true,
-			HasLineNumbers:  true,
-			HasInlineFrames: true,
-		}
-	})
-}
-
-func (b *builder) function(name, system, file string) *profile.Function {
-	return Intern(b.funcs, funcKey{name, system, file}, &b.p.Function, func(id uint64) *profile.Function {
-		// Function.Name as pprof's symbolizer shows names (no parameters,
-		// no template arguments), the full name in SystemName.
-		if system == "" {
-			system = name
-		}
-		return &profile.Function{ID: id, Name: FunctionName(name, system), SystemName: system, Filename: file}
-	})
-}
-
-func (b *builder) location(l *Location) *profile.Location {
-	m := b.mapping(l.Mapping)
-	return Intern(b.locs, locKey{addr: l.Addr, m: m}, &b.p.Location, func(id uint64) *profile.Location {
-		loc := &profile.Location{ID: id, Address: l.Addr, Mapping: m}
-		// pprof lists a location's lines caller-last: the innermost
-		// inlined function first, which is our order too.
-		for _, ln := range l.Lines {
-			loc.Line = append(loc.Line, profile.Line{Function: b.function(ln.Function, ln.SystemName, ln.File), Line: ln.Line})
-		}
-		return loc
-	})
-}
-
-// siteStack cuts an allocation's stack to start at its site frame
-// (UserFrame): the locations below it go, and the site's location keeps
-// only the lines from the site frame out, so pprof's flat column shows the
-// site. via is the library function the site called (UserFrame's via); a
-// stack that needs no cut comes back as it is, with via "".
-func (b *builder) siteStack(locs []*profile.Location) ([]*profile.Location, string) {
-	frames := SiteFrames(locs)
-	i, via := UserFrame(frames)
-	if i == 0 {
-		return locs, ""
-	}
-	f := frames[i]
-	li := 0
-	for locs[li] != f.Loc {
-		li++
-	}
-	skip := 0
-	if f.Line != nil {
-		for &f.Loc.Line[skip] != f.Line {
-			skip++
-		}
-	}
-	out := make([]*profile.Location, 0, len(locs)-li)
-	if skip == 0 {
-		return append(out, locs[li:]...), via
-	}
-	loc := locs[li]
-	cut := Intern(b.locs, locKey{addr: loc.Address, m: loc.Mapping, skip: skip}, &b.p.Location, func(id uint64) *profile.Location {
-		return &profile.Location{ID: id, Address: loc.Address, Mapping: loc.Mapping, Line: append([]profile.Line(nil), loc.Line[skip:]...)}
-	})
-	return append(append(out, cut), locs[li+1:]...), via
-}
-
-// classLocation is the pseudo leaf naming what an unattributed fault
-// touched: a location with no mapping whose function is the class.
-func (b *builder) classLocation(class string) *profile.Location {
-	return Intern(b.locs, locKey{name: class}, &b.p.Location, func(id uint64) *profile.Location {
-		return &profile.Location{ID: id, Line: []profile.Line{{Function: b.function(class, class, "")}}}
-	})
 }
 
 // SiteTotals is one allocation site's totals for the summary.

@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
@@ -73,7 +74,7 @@ func TestByAlloc(t *testing.T) {
 		t.Errorf("attributed %d unattributed %d, want 3 and 1", attributed, unattributed)
 	}
 	// Raw: the leaf's physical function; else the first user frame, the
-	// inlined helper (x.c is the user's source).
+	// inlined helper ("x.c" is the user's source).
 	top := report.TopSites(p, 10, true)
 	if len(top) != 1 || top[0].Faults != 3 || top[0].Allocs != 1 || top[0].Size != 3*4096 || top[0].Name != "grow x.c:7" {
 		t.Errorf("raw top = %+v", top)
@@ -155,7 +156,7 @@ func TestSiteLeaf(t *testing.T) {
 			if l := s.Location[0].Line; len(l) > 0 {
 				leaf = l[0].Function.Name
 			}
-			if leaf != w.leaf || len(s.Location[0].Line) != w.lines || len(s.Location) != w.depth || !equal(s.Label[report.ViaLabel], w.via) {
+			if leaf != w.leaf || len(s.Location[0].Line) != w.lines || len(s.Location) != w.depth || !slices.Equal(s.Label[report.ViaLabel], w.via) {
 				t.Errorf("raw %v, sample %d: leaf %q with %d lines, %d locations, via %q; want %q, %d, %d, %q",
 					raw, i, leaf, len(s.Location[0].Line), len(s.Location), s.Label[report.ViaLabel], w.leaf, w.lines, w.depth, w.via)
 			}
@@ -164,16 +165,4 @@ func TestSiteLeaf(t *testing.T) {
 			t.Errorf("raw %v: sites %+v", raw, got)
 		}
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

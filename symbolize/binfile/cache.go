@@ -72,10 +72,10 @@ func (c *Cache) Open(k Key) (*Binary, error) {
 	return e.b, e.err
 }
 
-// Settle waits until the background work of every Binary opened so far
+// WaitLoaded waits until the background work of every Binary opened so far
 // (symbol tables, inflating debug sections; see newBinary) is done, so
 // that what follows runs alone: for measurements.
-func (c *Cache) Settle() {
+func (c *Cache) WaitLoaded() {
 	c.mu.Lock()
 	var es []*cacheEntry
 	for _, e := range c.m {

@@ -93,7 +93,7 @@
 // the debug sections are inflated in the background (two goroutines for
 // all binaries, in the order they were opened), and Symbolize waits for
 // what it needs or reads it itself, so unwinding (which needs only program
-// headers and CFI) does not wait for naming. Cache.Settle waits for the
+// headers and CFI) does not wait for naming. Cache.WaitLoaded waits for the
 // background, for measurements. Names follow
 // DW_AT_abstract_origin and DW_AT_specification, preferring the linkage
 // name (demangled: C++ and Rust) like addr2line -f -C; each inlined level's

@@ -138,7 +138,7 @@ func (c *lineCursor) uleb() uint64 {
 }
 
 // skipForm skips one attribute value exactly as debug/dwarf's readLNCT
-// reads it (Go 1.26 line.go); false for a form readLNCT does not decode.
+// reads it (Go 1.26 debug/dwarf/line.go); false for a form readLNCT does not decode.
 func (c *lineCursor) skipForm(form uint64, dwarf64 bool) bool {
 	switch form {
 	case 0x08: // DW_FORM_string

@@ -37,7 +37,7 @@ trap 'rm -rf "$WORK"' EXIT
 FL=$WORK/faultline
 rm -rf "$RUN" && mkdir -p "$RUN/bin" "$RUN/profiles"
 FLAGS=(-O2 -g -ffile-prefix-map="$TD/src"=. -ffile-prefix-map="$WORK/moved"=.)
-# moved/alloc.c: the same file name, so only the lines move
+# $WORK/moved/alloc.c: the same file name, so only the lines move
 mkdir -p "$WORK/moved"
 sed '/MOVE-HERE/a\		/* one line added: every allocation below moves down */' "$TD/src/alloc.c" >"$WORK/moved/alloc.c"
 (set -x

@@ -49,29 +49,38 @@ func Build(tb testing.TB, start, stride uint64, dir string, samples []Sample) *p
 	}
 	m := &profile.Mapping{ID: 1, Start: start, Limit: start + 0x100000, File: dir + "/prog", HasFunctions: true, HasFilenames: true, HasLineNumbers: true}
 	p.Mapping = []*profile.Mapping{m}
+	// Functions by name and locations by frame, each made once with the
+	// next ID of its list.
 	funcs := map[string]*profile.Function{}
 	locs := map[Frame]*profile.Location{}
 	function := func(name, file string) *profile.Function {
-		return report.Intern(funcs, name, &p.Function, func(id uint64) *profile.Function {
-			return &profile.Function{ID: id, Name: name, SystemName: name, Filename: file}
-		})
+		if f := funcs[name]; f != nil {
+			return f
+		}
+		f := &profile.Function{ID: uint64(len(p.Function) + 1), Name: name, SystemName: name, Filename: file}
+		funcs[name] = f
+		p.Function = append(p.Function, f)
+		return f
 	}
 	location := func(f Frame, class bool) *profile.Location {
-		return report.Intern(locs, f, &p.Location, func(id uint64) *profile.Location {
-			l := &profile.Location{ID: id}
-			if class {
-				// report.Builder's class location: no mapping, no address.
-				l.Line = []profile.Line{{Function: function(f.Func, "")}}
-				return l
-			}
+		if l := locs[f]; l != nil {
+			return l
+		}
+		l := &profile.Location{ID: uint64(len(p.Location) + 1)}
+		if class {
+			// report.Builder's class location: no mapping, no address.
+			l.Line = []profile.Line{{Function: function(f.Func, "")}}
+		} else {
 			file := f.File
 			if !filepath.IsAbs(file) { // system headers stay where they are
 				file = filepath.Join(dir, file)
 			}
-			l.Mapping, l.Address = m, start+0x1000+id*stride
+			l.Mapping, l.Address = m, start+0x1000+l.ID*stride
 			l.Line = []profile.Line{{Function: function(f.Func, file), Line: f.Line}}
-			return l
-		})
+		}
+		locs[f] = l
+		p.Location = append(p.Location, l)
+		return l
 	}
 	for _, s := range samples {
 		ps := &profile.Sample{Value: append([]int64(nil), s.Values[:]...), Label: map[string][]string{}}

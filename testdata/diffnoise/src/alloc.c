@@ -24,7 +24,7 @@ static struct node *make_list(int count)
 {
 	struct node *head = NULL;
 	for (int i = 0; i < count; i++) {
-		/* MOVE-HERE: gen.sh adds a comment line below this one for moved.c */
+		/* MOVE-HERE: gen.sh adds a comment line below this one in the moved copy */
 		struct node *n = malloc(sizeof *n);
 		if (n == NULL)
 			exit(1);

@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
 // Issue 23 item 6: BASE and NEW that measure faults in different units
@@ -17,14 +16,7 @@ import (
 func TestDiffUnitsAndSampleTypes(t *testing.T) {
 	dir := t.TempDir()
 	base, head := synthPair(t, dir)
-	p, err := os.ReadFile(head)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hp, err := profile.ParseData(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hp := reporttest.Read(t, head)
 
 	bytesHead := filepath.Join(dir, "bytes.pb.gz")
 	hb := hp.Copy()
@@ -48,14 +40,7 @@ func TestDiffUnitsAndSampleTypes(t *testing.T) {
 	if code != ExitRegression || !strings.Contains(stdout, "REGRESSION") || strings.Contains(stderr, "0x") {
 		t.Errorf("different sample types: exit %d\n%s\n%s", code, stdout, stderr)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := profile.ParseData(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := reporttest.Read(t, out)
 	if len(d.SampleType) != 2 || d.SampleType[0].Type != "faults" || d.SampleType[1].Type != "allocs" {
 		t.Errorf("diff profile types %v, want faults and allocs", d.SampleType)
 	}
