@@ -11,22 +11,23 @@ import (
 
 // The compressed data section (WriterOptions.Compress). The writer gathers
 // whole records into chunks of at most compressedChunk bytes; each chunk
-// becomes one zstd frame of its own (single segment, no checksum),
-// compressed by a pool of encoder goroutines while the caller goes on
-// writing records, and the frames are written in order as COMPRESSED
-// records.
+// becomes one zstd frame of its own (no checksum, a window of zblock
+// bytes, so blocks of at most zblock), compressed by a pool of encoder
+// goroutines while the caller goes on writing records, and the frames are
+// written in order, one COMPRESSED record per block.
 //
 // perf decompresses the COMPRESSED records one at a time with one
 // streaming decoder, which moves from one frame to the next by itself,
 // and it fails on a record that yields no bytes ("Couldn't decompress
 // data") — which a record holding only the middle of a compressed block
-// would. So a frame is cut into records only at its block boundaries, and
-// every record holds at least one block's end. A block that does not fit
-// one record (a 128 KiB block that compresses less than 2:1) makes the
-// chunk be compressed again in pieces of at most zpieceMax bytes, each a
-// frame of one block that fits a record; a piece that is one record too
-// large even so is written as it is, uncompressed, which perf and Reader
-// read among COMPRESSED records as perf's own FINISHED_ROUND records.
+// would. A record per block makes every record yield bytes, and a file cut
+// short (a recorder killed) loses at most the block it cuts. A block that
+// does not fit one record (it cannot with zblock-byte blocks, but the
+// encoder is not ours) makes the chunk be compressed again in pieces of
+// at most zpieceMax bytes, each a frame of one block that fits a record;
+// a piece that is one record too large even so is written as it is,
+// uncompressed, which perf and Reader read among COMPRESSED records as
+// perf's own FINISHED_ROUND records.
 //
 // With WriterOptions.KeepUp a chunk that would wait behind zlag others for
 // an encoder is written uncompressed instead: a recorder that must not
@@ -37,8 +38,9 @@ const (
 	// record into a buffer of compressMmapLen, which must hold a record's
 	// output (at most a chunk) and the unfinished record carried over.
 	compressedChunk = 256 << 10
-	// zchunkMin is the size of the first chunks.
-	zchunkMin = 32 << 10
+	// zblock is the zstd window, and so the largest block: the records of
+	// one COMPRESSED record (see above).
+	zblock = 32 << 10
 	// zpieceMax is the largest input of a fallback frame: one block, which
 	// even stored raw (zpieceMax + 3 bytes) with its frame header fits
 	// maxCompressedPayload.
@@ -84,7 +86,7 @@ type zpipe struct {
 func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
 	z := &zpipe{w: w, workers: min(2, runtime.GOMAXPROCS(0)), keepUp: keepUp,
 		opts: []zstd.EOption{zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
-			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithSingleSegment(true)}}
+			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithWindowSize(zblock)}}
 	// An encoder that cannot be made fails here, not in a goroutine.
 	if _, err := zstd.NewWriter(nil, z.opts...); err != nil {
 		return nil, fmt.Errorf("perfdata: zstd: %w", err)
@@ -103,7 +105,7 @@ func (z *zpipe) newJob() *zjob {
 // the record would take it past compressedChunk.
 func (z *zpipe) add(head, body []byte) error {
 	n := len(head) + len(body)
-	if len(z.cur.in) > 0 && len(z.cur.in)+n > z.chunkLimit() {
+	if len(z.cur.in) > 0 && len(z.cur.in)+n > compressedChunk {
 		if err := z.handOff(); err != nil {
 			return err
 		}
@@ -111,14 +113,6 @@ func (z *zpipe) add(head, body []byte) error {
 	z.cur.in = append(z.cur.in, head...)
 	z.cur.in = append(z.cur.in, body...)
 	return nil
-}
-
-// chunkLimit is the size of the chunk being gathered: a 64th of what was
-// written so far, between zchunkMin and compressedChunk, so that a file
-// cut short (a recorder killed) loses at most a few percent of its
-// records with the frame it cuts.
-func (z *zpipe) chunkLimit() int {
-	return int(min(max(z.w.rawBytes/64, zchunkMin), compressedChunk))
 }
 
 // handOff queues the current chunk and takes an empty one.
@@ -256,17 +250,17 @@ func appendCompressed(enc *zstd.Encoder, in, out, scratch []byte) ([]byte, int64
 	return out, zbytes, zin, scratch
 }
 
-// appendFrameRecords appends frame as COMPRESSED records cut at the ends of
-// its blocks, each as large as fits. It reports false (out unchanged)
-// when a block does not fit a record or the frame does not parse.
+// appendFrameRecords appends frame as COMPRESSED records, one per block
+// (the frame header goes with the first). It reports false (out
+// unchanged) when a block does not fit a record or the frame does not
+// parse.
 func appendFrameRecords(out, frame []byte) ([]byte, int64, bool) {
 	at := zstdFrameHeaderSize(frame)
 	if at < 0 {
 		return out, 0, false
 	}
 	start := len(out)
-	rec := 0  // where the record being built starts in frame
-	fits := 0 // the last block end in frame that fits it
+	rec := 0 // where the next record starts in frame
 	for last := false; !last; {
 		if at+3 > len(frame) {
 			return out[:start], 0, false
@@ -285,21 +279,16 @@ func appendFrameRecords(out, frame []byte) ([]byte, int64, bool) {
 			return out[:start], 0, false
 		}
 		if end-rec > maxCompressedPayload {
-			if fits == rec {
-				return out[:start], 0, false // this block alone is too big
-			}
-			out = appendCompressedRecord(out, frame[rec:fits])
-			rec = fits
-			if end-rec > maxCompressedPayload {
-				return out[:start], 0, false
-			}
+			return out[:start], 0, false // this block alone is too big
 		}
-		fits, at = end, end
+		// One record per block: a file cut short loses at most the
+		// block it cuts (zblock bytes of records).
+		out = appendCompressedRecord(out, frame[rec:end])
+		rec, at = end, end
 	}
 	if at != len(frame) {
 		return out[:start], 0, false // a checksum or trailing bytes: not ours
 	}
-	out = appendCompressedRecord(out, frame[rec:])
 	return out, int64(len(frame)), true
 }
 

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // writeMixedEntropy writes a compressed recording of malloc samples whose
@@ -178,8 +180,67 @@ func TestFrameRecordsCutAtBlocks(t *testing.T) {
 			t.Errorf("COMPRESSED record %d ends inside a block (stream offset %d)", i, e)
 		}
 	}
-	if comp == 0 || raw == 0 {
-		t.Errorf("%d COMPRESSED and %d uncompressed records: the test wants both paths taken", comp, raw)
+	if comp == 0 {
+		t.Errorf("no COMPRESSED record")
+	}
+	_ = raw
+}
+
+// TestCompressedFallback: a frame with a block too big for one record
+// (an encoder with 128 KiB blocks on random bytes) is written as smaller
+// frames, and a record too big for any as it is; every COMPRESSED record
+// fits the u16 size field, and what the records hold, decompressed in
+// order, is the input.
+func TestCompressedFallback(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var in []byte
+	for _, n := range []int{24, 40000, 65528, 48, 30000, 30000, 30000, 80} {
+		rec := make([]byte, n&^7)
+		for k := 8; k < len(rec); k++ {
+			rec[k] = byte(rng.Uint32())
+		}
+		binary.LittleEndian.PutUint32(rec, uint32(RecordSample))
+		binary.LittleEndian.PutUint16(rec[6:], uint16(len(rec)))
+		in = append(in, rec...)
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderCRC(false), zstd.WithWindowSize(1<<17))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, zbytes, zin, _ := appendCompressed(enc, in, nil, nil)
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, stream []byte
+	var raw, comp int
+	flush := func() {
+		if len(stream) > 0 {
+			b, err := dec.DecodeAll(stream, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, stream = append(got, b...), nil
+		}
+	}
+	for off := 0; off < len(out); {
+		size := int(binary.LittleEndian.Uint16(out[off+6:]))
+		if RecordType(binary.LittleEndian.Uint32(out[off:])) == RecordCompressed {
+			comp++
+			stream = append(stream, out[off+8:off+size]...)
+		} else {
+			flush()
+			raw++
+			got = append(got, out[off:off+size]...)
+		}
+		off += size
+	}
+	flush()
+	if !bytes.Equal(got, in) {
+		t.Fatalf("the records hold %d bytes that differ from the %d written", len(got), len(in))
+	}
+	if comp == 0 || raw == 0 || zin+int64(raw) == 0 || zbytes == 0 {
+		t.Errorf("%d COMPRESSED and %d raw records: the test wants both", comp, raw)
 	}
 }
 
