@@ -19,6 +19,13 @@ import (
 // that project's source. A comment that names any other file must name one
 // in this repository.
 var upstream = map[string]string{
+	"include/trace/events/syscalls.h":         "Linux",
+	"elf/rtld.c":                              "glibc",
+	"include/jemalloc/jemalloc_protos.h":      "jemalloc",
+	"gperftools/tcmalloc.h":                   "gperftools",
+	"libc_override_gcc_and_weak.h":            "gperftools (src/)",
+	"include/mimalloc.h":                      "mimalloc",
+	"alloc-override.c":                        "mimalloc (src/)",
 	"include/uapi/linux/perf_event.h":         "Linux",
 	"perf_event.h":                            "Linux (include/uapi/linux/perf_event.h)",
 	"include/uapi/linux/fs.h":                 "Linux",
