@@ -600,8 +600,17 @@ func (ru *run) entryOf(in *eventInfo, smp *perfdata.Sample) *attribute.Entry {
 	if in.oldPtr != nil {
 		e.OldPtr, _ = in.oldPtr.Uint64(smp.Raw)
 	}
+	if in.zeroFlag != nil {
+		if f, _ := in.zeroFlag.Uint64(smp.Raw); f&mallocxZero != 0 {
+			e.Kind = attribute.KindCalloc // zeroed, as calloc's
+		}
+	}
 	return e
 }
+
+// mallocxZero is jemalloc's MALLOCX_ZERO flag, as its public header
+// defines it.
+const mallocxZero = 0x40
 
 // faultOf reads a fault sample's address and access (no stack).
 func (ru *run) faultOf(in *eventInfo, smp *perfdata.Sample) *attribute.Fault {

@@ -1,6 +1,7 @@
 package analyze
 
 import (
+	"encoding/binary"
 	"testing"
 
 	"github.com/faultline/faultline/attribute"
@@ -44,6 +45,32 @@ func TestClassifyInprocEvents(t *testing.T) {
 		}
 		if c.role == RoleAllocCall && (in.size == nil || in.ptr == nil || in.retIP == nil || in.hdr == nil) {
 			t.Errorf("%s: fields %+v", c.ev.Name, in)
+		}
+	}
+}
+
+// TestMallocxZero: a mallocx whose flags carry MALLOCX_ZERO (0x40, as
+// jemalloc's public header defines it) allocates zeroed memory, as calloc does; one
+// without it, plain memory.
+func TestMallocxZero(t *testing.T) {
+	ev := &perfdata.Event{Name: "probe_app:mallocx", Attr: perfdata.Attr{Type: perfdata.TypeTracepoint},
+		Format: &perfdata.TraceFormat{System: "probe_app", Name: "mallocx", Fields: []perfdata.TraceField{
+			{Name: "__probe_ip", Offset: 8, Size: 8}, {Name: "size", Offset: 16, Size: 8}, {Name: "flags", Offset: 24, Size: 8}}}}
+	in, err := classify(ev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ru run
+	for _, c := range []struct {
+		flags uint64
+		want  attribute.AllocKind
+	}{{0x40, attribute.KindCalloc}, {0x40 | 4, attribute.KindCalloc}, {4, attribute.KindMalloc}, {0, attribute.KindMalloc}} {
+		raw := make([]byte, 32)
+		binary.LittleEndian.PutUint64(raw[16:], 100)
+		binary.LittleEndian.PutUint64(raw[24:], c.flags)
+		e := ru.entryOf(in, &perfdata.Sample{Raw: raw})
+		if e.Kind != c.want || e.Size != 100 {
+			t.Errorf("flags %#x: kind %v size %d, want %v 100", c.flags, e.Kind, e.Size, c.want)
 		}
 	}
 }

@@ -49,6 +49,9 @@ type eventInfo struct {
 	kind attribute.AllocKind
 
 	size, nmemb, oldPtr *perfdata.TraceField // entry
+	// zeroFlag: jemalloc's mallocx flags argument, whose MALLOCX_ZERO
+	// bit asks for zeroed memory (as calloc does).
+	zeroFlag *perfdata.TraceField
 	ptr, retIP, hdr     *perfdata.TraceField // return (ptr also for free)
 	address, errorCode  *perfdata.TraceField // tracepoint faults
 	faultFromAddr       bool                 // software fault event: sample ADDR (needs -d)
@@ -276,6 +279,9 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 			}
 		default:
 			in.size = field(ev, "size", "bytes", "arg1")
+			if fn == "mallocx" || fn == "je_mallocx" {
+				in.zeroFlag = field(ev, "flags", "arg2")
+			}
 		}
 		in.topStackFields()
 		if in.size == nil {
