@@ -51,10 +51,10 @@ type eventInfo struct {
 	size, nmemb, oldPtr *perfdata.TraceField // entry
 	// zeroFlag: jemalloc's mallocx flags argument, whose MALLOCX_ZERO
 	// bit asks for zeroed memory (as calloc does).
-	zeroFlag *perfdata.TraceField
-	ptr, retIP, hdr     *perfdata.TraceField // return (ptr also for free)
-	address, errorCode  *perfdata.TraceField // tracepoint faults
-	faultFromAddr       bool                 // software fault event: sample ADDR (needs -d)
+	zeroFlag           *perfdata.TraceField
+	ptr, retIP, hdr    *perfdata.TraceField // return (ptr also for free)
+	address, errorCode *perfdata.TraceField // tracepoint faults
+	faultFromAddr      bool                 // software fault event: sample ADDR (needs -d)
 	// guess marks a tracepoint whose format the recording lacks (cut
 	// before its TRACING_DATA feature): its role is inferred from its
 	// first sample (guess.go).
