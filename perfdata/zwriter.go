@@ -135,7 +135,7 @@ func (z *zpipe) handOff() error {
 	case j := <-z.free:
 		z.cur = j
 	default:
-		if z.jobs < zqueue+z.workers+1 {
+		if z.jobs < z.capacity() {
 			z.cur = z.newJob()
 		} else {
 			z.cur = <-z.free
@@ -145,9 +145,13 @@ func (z *zpipe) handOff() error {
 	return nil
 }
 
+// capacity is how many chunks the pipeline holds at most: those queued,
+// one per encoder, and the one being gathered.
+func (z *zpipe) capacity() int { return zqueue + z.workers + 1 }
+
 func (z *zpipe) start() {
 	z.started = true
-	n := zqueue + z.workers + 1
+	n := z.capacity()
 	z.work = make(chan *zjob, n)
 	z.order = make(chan *zjob, n)
 	z.free = make(chan *zjob, n)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/attribute/report"
-	"github.com/google/pprof/profile"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
 // TestRecordLiveEveryAllocator records testdata/alloc/src/alloc.c with
@@ -79,15 +79,7 @@ func TestRecordLiveEveryAllocator(t *testing.T) {
 			if _, aerr, code := runMain(t, nil, "analyze", "-q", "-o", pb, data); code != ExitOK {
 				t.Fatalf("analyze: exit %d\n%s", code, aerr)
 			}
-			f, err := os.Open(pb)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			p, err := profile.Parse(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			p := reporttest.Read(t, pb)
 			type site struct {
 				allocs, faults int64
 				mmap           bool

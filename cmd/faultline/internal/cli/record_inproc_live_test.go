@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
-	"github.com/google/pprof/profile"
 )
 
 // requireInproc skips a test of the in-process method where it cannot
@@ -233,21 +233,8 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 // path.
 func profileTotal(t *testing.T, path, typ string) int64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := -1
-	for k, st := range p.SampleType {
-		if st.Type == typ {
-			i = k
-		}
-	}
+	p := reporttest.Read(t, path)
+	i := report.ValueIndex(p, typ)
 	if i < 0 {
 		t.Fatalf("%s: no sample type %s", path, typ)
 	}

@@ -286,7 +286,7 @@ func TestCitations(t *testing.T) {
 		text string
 		want []string
 	}{
-		{"// see NOTES.md and ../shared/STYLE.md.", []string{"NOTES.md", "../shared/STYLE.md"}},
+		{"// see RULES.md and ../other/GUIDE.md.", []string{"RULES.md", "../other/GUIDE.md"}},
 		{"// (include/uapi/linux/perf_event.h), gen.sh's note", []string{"include/uapi/linux/perf_event.h", "gen.sh"}},
 		{`// named "x.c" in the fake stack, <stdio.h>, ` + "`a.go`", nil},
 		{"//\tread_input io.c:12 ← main", nil},
