@@ -10,6 +10,7 @@ package libc
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -289,9 +290,18 @@ func defaultDirs(bin *binInfo) []string {
 	return append(dirs, "/lib", "/usr/lib")
 }
 
-// ldCache reads the ld.so cache through `ldconfig -p`; without ldconfig the
+// ldCacheFile is where ld.so reads its cache.
+const ldCacheFile = "/etc/ld.so.cache"
+
+// ldCache reads the ld.so cache: the file itself, or where its format is
+// not one ParseLdCache knows, through `ldconfig -p`; without either the
 // search goes on without it.
 func ldCache(sys System) map[string][]string {
+	if data, err := sys.ReadFile(ldCacheFile); err == nil {
+		if m, err := ParseLdCache(data); err == nil {
+			return m
+		}
+	}
 	for _, name := range []string{"ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"} {
 		p, err := sys.LookPath(name)
 		if err != nil {
@@ -304,6 +314,79 @@ func ldCache(sys System) map[string][]string {
 		return ParseLdconfig(string(out))
 	}
 	return nil
+}
+
+// The ld.so cache's formats, as glibc's sysdeps/generic/dl-cache.h lays
+// them out. The new format ("glibc-ld.so.cache1.1") is a 48-byte header
+// (magic and version, nlibs, len_strings, an endianness byte, the
+// extension offset) and nlibs 24-byte entries (flags, key, value,
+// osversion, hwcap); key and value are offsets of NUL-terminated strings
+// from the header's start. Caches of glibc before 2.32 may begin with the
+// old format ("ld.so-1.7.0", nlibs, 12-byte entries), the new one
+// following at the next multiple of 8.
+const (
+	ldCacheNewMagic   = "glibc-ld.so.cache1.1"
+	ldCacheNewHeader  = 48
+	ldCacheNewEntry   = 24
+	ldCacheOldMagic   = "ld.so-1.7.0"
+	ldCacheOldHeader  = 16
+	ldCacheOldEntry   = 12
+	ldCacheLittle     = 2 // the endianness byte: little-endian
+	ldCacheEndianByte = 28
+)
+
+// ParseLdCache parses an ld.so cache file into library name → paths in
+// cache order (every architecture: the caller checks each candidate's
+// class and machine), as ParseLdconfig does `ldconfig -p`'s listing. A
+// format it does not know (big-endian, or a layout it cannot bound) is an
+// error.
+func ParseLdCache(data []byte) (map[string][]string, error) {
+	le := binary.LittleEndian
+	if bytes.HasPrefix(data, []byte(ldCacheOldMagic)) {
+		if len(data) < ldCacheOldHeader {
+			return nil, fmt.Errorf("ld.so cache: %d bytes, shorter than its header", len(data))
+		}
+		n := uint64(le.Uint32(data[12:]))
+		off := (ldCacheOldHeader + n*ldCacheOldEntry + 7) &^ 7
+		if off > uint64(len(data)) {
+			return nil, fmt.Errorf("ld.so cache: %d old-format entries overrun its %d bytes", n, len(data))
+		}
+		data = data[off:]
+	}
+	if !bytes.HasPrefix(data, []byte(ldCacheNewMagic)) {
+		return nil, errors.New("ld.so cache: no glibc-ld.so.cache1.1 header")
+	}
+	if len(data) < ldCacheNewHeader {
+		return nil, fmt.Errorf("ld.so cache: %d bytes, shorter than its header", len(data))
+	}
+	if e := data[ldCacheEndianByte]; e != 0 && e != ldCacheLittle {
+		return nil, fmt.Errorf("ld.so cache: endianness %d, not little-endian", e)
+	}
+	n := uint64(le.Uint32(data[20:]))
+	if ldCacheNewHeader+n*ldCacheNewEntry > uint64(len(data)) {
+		return nil, fmt.Errorf("ld.so cache: %d entries overrun its %d bytes", n, len(data))
+	}
+	str := func(off uint32) (string, bool) {
+		if uint64(off) >= uint64(len(data)) {
+			return "", false
+		}
+		end := bytes.IndexByte(data[off:], 0)
+		if end < 0 {
+			return "", false
+		}
+		return string(data[off : int(off)+end]), true
+	}
+	m := map[string][]string{}
+	for i := range n {
+		e := data[ldCacheNewHeader+i*ldCacheNewEntry:]
+		key, ok1 := str(le.Uint32(e[4:]))
+		value, ok2 := str(le.Uint32(e[8:]))
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("ld.so cache: entry %d names a string outside the file", i)
+		}
+		m[key] = append(m[key], value)
+	}
+	return m, nil
 }
 
 // ParseLdconfig parses `ldconfig -p` output, whose lines read

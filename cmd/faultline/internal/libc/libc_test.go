@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -237,3 +238,47 @@ func (realSys) Exists(path string) bool {
 }
 func (realSys) Inode(path string) (uint64, error) { return 0, errors.New("unused") }
 func (realSys) Getenv(key string) string          { return os.Getenv(key) }
+
+// TestParseLdCache reads this machine's ld.so cache and compares it with
+// what ldconfig (an independent reader of the same file) lists.
+func TestParseLdCache(t *testing.T) {
+	data, err := os.ReadFile(ldCacheFile)
+	if err != nil {
+		t.Skipf("no ld.so cache here: %v", err)
+	}
+	ldconfig, err := exec.LookPath("ldconfig")
+	if err != nil {
+		ldconfig = "/sbin/ldconfig"
+	}
+	out, err := exec.Command(ldconfig, "-p").Output()
+	if err != nil {
+		t.Skipf("ldconfig -p: %v", err)
+	}
+	got, err := ParseLdCache(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ParseLdconfig(string(out))
+	if len(want) == 0 {
+		t.Fatalf("ldconfig -p listed nothing:\n%s", out)
+	}
+	if !reflect.DeepEqual(got, want) {
+		for k, v := range want {
+			if !reflect.DeepEqual(got[k], v) {
+				t.Errorf("%s: parsed %q, ldconfig -p lists %q", k, got[k], v)
+			}
+		}
+		t.Errorf("parsed %d names, ldconfig -p lists %d", len(got), len(want))
+	}
+	// A prefix shorter than the header and entries is refused, never
+	// parsed or a panic.
+	entries := 0
+	for _, v := range want {
+		entries += len(v)
+	}
+	for n := 0; n < ldCacheNewHeader+entries*ldCacheNewEntry && n < len(data); n += 1 + n/64 {
+		if _, err := ParseLdCache(data[:n]); err == nil {
+			t.Fatalf("a %d-byte prefix of the %d-byte cache parsed", n, len(data))
+		}
+	}
+}
