@@ -168,8 +168,9 @@ type recordOptions struct {
 	libc        string
 	method      string
 	shimWait    time.Duration
-	// mmapPagesSet: -m was given (else the in-process method may lower it)
-	mmapPagesSet bool
+	// mmapPagesSet, stackPagesSet: -m, --stack-mmap-pages were given
+	// (else the in-process method lowers them)
+	mmapPagesSet, stackPagesSet bool
 	quiet        bool
 	verbose      bool
 	cmd          []string
@@ -242,8 +243,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
 	fs.BoolVar(&o.faultStacks, "fault-stacks", false, "also take a stack at 1 in --stack-every page faults (for analyze --by touch)")
 	fs.BoolVar(&o.noMapCalls, "no-map-calls", false, "do not record the memory-map calls (mmap, munmap, mremap, madvise, brk; syscall tracepoints): without them analyze sees no releases, no re-faults, and the program's own mappings stay [anon]")
-	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", defaultMmapPages, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB)")
-	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two)")
+	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", defaultMmapPages, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB); the in-process method, whose calls bypass it, takes 1024 unless given")
+	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two); the in-process method takes 512 unless given")
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
 	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
@@ -264,6 +265,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	}
 	o.cmd = fs.Args()
 	o.mmapPagesSet = fs.Changed("mmap-pages")
+	o.stackPagesSet = fs.Changed("stack-mmap-pages")
 	if o.noCompress {
 		o.compress = false
 	}

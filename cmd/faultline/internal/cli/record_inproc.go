@@ -31,6 +31,17 @@ const (
 // root: 512 KiB, what perf_event_mlock_kb allows by default.
 const unprivilegedPages = 128
 
+// inprocPages and inprocStackPages are the kernel's rings per CPU for the
+// in-process method, which carry only the faults and the memory-map calls
+// (the allocator calls go through the shim's rings): 4 MiB and 2 MiB. A
+// fault sample is about 64 bytes, so the ring holds some 60000 faults
+// between two drains (5 ms apart at the most); a bigger ring costs every
+// recording the time the kernel takes to allocate and map it.
+const (
+	inprocPages      = 1024
+	inprocStackPages = 512
+)
+
 // chooseMethod picks the recording method for this run, and says why.
 func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) {
 	o := r.opts
@@ -99,6 +110,12 @@ func (r *recorder) describeAllocator(lib string) string {
 // no tracefs; the kernel's events are its page faults and its mappings.
 func (r *recorder) recordInproc(cmdPath string) error {
 	o := r.opts
+	if !o.mmapPagesSet {
+		o.mmapPages = min(o.mmapPages, inprocPages)
+	}
+	if !o.stackPagesSet {
+		o.stackPages = min(o.stackPages, inprocStackPages)
+	}
 	if r.sys.Geteuid() != 0 && !o.mmapPagesSet {
 		// The kernel's ring holds only faults and mappings here; a user
 		// may lock perf_event_mlock_kb (516 KiB by default) per CPU.
