@@ -171,9 +171,9 @@ type recordOptions struct {
 	// mmapPagesSet, stackPagesSet: -m, --stack-mmap-pages were given
 	// (else the in-process method lowers them)
 	mmapPagesSet, stackPagesSet bool
-	quiet        bool
-	verbose      bool
-	cmd          []string
+	quiet                       bool
+	verbose                     bool
+	cmd                         []string
 
 	noBuildIDCache  bool
 	buildIDCacheMax int // MB
