@@ -138,6 +138,79 @@ func TestRecordInprocLiveLifecycle(t *testing.T) {
 	}
 }
 
+// TestRecordInprocLiveOperatorNew records testdata/record/src/cxxnew.cpp
+// (every path of operator new: 0 bytes, new[], nothrow, bad_alloc, a
+// new-handler) both ways. The shim stands in for libstdc++'s operator new
+// and new[]: the program runs as it does without it (its own checks pass,
+// exit 0), the malloc calls are the uprobe method's size for size (the
+// counts cxxnew.cpp's comment derives), and the calls made straight from
+// main are written without stack words (malloc_short or malloc__call), the
+// program's return address being their site.
+func TestRecordInprocLiveOperatorNew(t *testing.T) {
+	progs := requireInproc(t)
+	dir := t.TempDir()
+	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
+	prog := filepath.Join(progs, "cxxnew")
+	if code, stderr := runRecordMain("-q", "-o", in, "--", prog); code != ExitOK {
+		t.Fatalf("in-process: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", prog); code != ExitOK {
+		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
+	}
+	ci, si, _ := callCounts(t, in)
+	cu, su, _ := callCounts(t, up)
+	if ci["malloc"] != cu["malloc"] || ci["free"] != cu["free"] {
+		t.Errorf("in-process %d mallocs and %d frees, uprobes %d and %d", ci["malloc"], ci["free"], cu["malloc"], cu["free"])
+	}
+	const news = 100 // cxxnew.cpp's NEWS
+	for size, want := range map[uint64]uint64{1: 3 * news, 40: news, 48: news, 56: news, 64: news, 1 << 62: 5 * news} {
+		if got, gotUp := sum(si[size]), sum(su[size]); got != want || gotUp != want {
+			t.Errorf("malloc(%d): in-process %d calls, uprobes %d; cxxnew.cpp makes %d", size, got, gotUp, want)
+		}
+	}
+	// new char[40] and new s48 are made from main: their return address
+	// is the program's, so no stack words, but for the 1 in 61 that carry
+	// a stack (written as the entry with its words, and its stack sample).
+	short, stacked := map[uint64]uint64{}, map[uint64]uint64{}
+	rd, err := perfdata.Open(in, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for rd.Next() {
+		smp, ok := rd.Record().(*perfdata.Sample)
+		if !ok || smp.Event == nil || smp.Event.Format == nil {
+			continue
+		}
+		f := smp.Event.Format.Field("size")
+		if f == nil {
+			continue
+		}
+		size, _ := f.Uint64(smp.Raw)
+		switch name := smp.Event.Format.Name; {
+		case smp.Event.Attr.SampleType&perfdata.SampleStackUser != 0:
+			stacked[size]++
+		case name == "malloc__call" || name == "malloc_short":
+			short[size]++
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []uint64{40, 48} {
+		if short[size]+stacked[size] != news || short[size] < news/2 {
+			t.Errorf("malloc(%d) from main: %d of %d calls written without stack words, %d with a stack", size, short[size], news, stacked[size])
+		}
+	}
+}
+
+func sum(m map[uint32]uint64) (n uint64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
 // siteFaults runs analyze on a recording and reads its site table: faults
 // per site text.
 func summarySites(t *testing.T, data string) map[string]int64 {

@@ -68,7 +68,16 @@ static struct {
 	int (*posix_memalign)(void **, size_t, size_t);
 	void *(*valloc)(size_t);
 	void *(*pvalloc)(size_t);
+	/* libstdc++'s operator new and new[], and what they call. */
+	void *(*op_new)(size_t);
+	void *(*op_new_array)(size_t);
+	void (*(*get_new_handler)(void))(void);    /* std::get_new_handler */
+	__attribute__((noreturn)) void (*throw_bad_alloc)(void); /* std::__throw_bad_alloc */
 } real;
+
+/* The next operator new is libstdc++'s, which allocates with malloc: the
+ * shim's own (below) may stand in for it. */
+static int std_new;
 
 /* Until `real` is resolved (dlsym may allocate), calls are served from
  * this arena and never freed. */
@@ -144,6 +153,10 @@ static void resolve(void)
 	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
 	real.valloc = dlsym(RTLD_NEXT, "valloc");
 	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	real.op_new = dlsym(RTLD_NEXT, "_Znwm");
+	real.op_new_array = dlsym(RTLD_NEXT, "_Znam");
+	real.get_new_handler = dlsym(RTLD_NEXT, "_ZSt15get_new_handlerv");
+	real.throw_bad_alloc = dlsym(RTLD_NEXT, "_ZSt17__throw_bad_allocv");
 	/* Chunk headers are glibc's: another allocator (preloaded after the
 	 * shim, say) keeps no header there, and reading the word before its
 	 * block could fault a page the program never touches. */
@@ -152,6 +165,15 @@ static void resolve(void)
 		const char *base = strrchr(info.dli_fname, '/');
 		base = base ? base + 1 : info.dli_fname;
 		glibc = strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0;
+	}
+	/* Only libstdc++'s operator new is replaced: another (tcmalloc's,
+	 * jemalloc's) allocates on its own paths and is left to run. */
+	if (real.op_new && real.op_new_array && real.get_new_handler &&
+	    real.throw_bad_alloc &&
+	    dladdr((void *)real.op_new, &info) && info.dli_fname) {
+		const char *base = strrchr(info.dli_fname, '/');
+		base = base ? base + 1 : info.dli_fname;
+		std_new = strncmp(base, "libstdc++.so", 12) == 0;
 	}
 }
 
@@ -779,6 +801,56 @@ __attribute__((visibility("default"))) void free(void *p)
 }
 
 /*
+ * operator new. libstdc++'s (new_op.cc) calls malloc (through the PLT)
+ * with the size, 1 for 0, and while malloc fails calls the new-handler,
+ * or throws bad_alloc when there is none; new[] calls operator new. The
+ * shim stands in for both, doing the same with libstdc++'s own
+ * get_new_handler and __throw_bad_alloc, and records each malloc call as
+ * libstdc++ would make it — but with the registers and return address at
+ * operator new's entry: the call's return address is then the program's
+ * call site, which the recorder writes without stack words, and a stack
+ * taken here unwinds from malloc straight to that site. bad_alloc unwinds
+ * through the shim (its stubs carry CFI, and it holds nothing across the
+ * throw). The nothrow forms are libstdc++'s: they call operator new inside
+ * a try block, which a C function cannot mimic (they reach the shim's).
+ */
+static void *op_new(size_t n, const struct saved *s)
+{
+	for (;;) {
+		void *p = fl_malloc(n ? n : 1, s);
+		if (likely(p != NULL))
+			return p;
+		void (*h)(void) = real.get_new_handler();
+		if (!h)
+			real.throw_bad_alloc();
+		h();
+	}
+}
+
+/* new_ready reports whether the shim stands in for operator new: not
+ * before resolve, nor for another library's operator new. */
+static int new_ready(void)
+{
+	if (unlikely(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2))
+		init();
+	return std_new;
+}
+
+HIDDEN void *fl_op_new(size_t n, const struct saved *s)
+{
+	if (unlikely(!new_ready()))
+		return real.op_new ? real.op_new(n) : boot_alloc(n ? n : 1, 16);
+	return op_new(n, s);
+}
+
+HIDDEN void *fl_op_new_array(size_t n, const struct saved *s)
+{
+	if (unlikely(!new_ready()))
+		return real.op_new_array ? real.op_new_array(n) : boot_alloc(n ? n : 1, 16);
+	return op_new(n, s);
+}
+
+/*
  * Entry stubs: save the callee-saved registers (what DWARF unwinding of
  * the callers needs) below the return address and pass their address as
  * the argument after the function's own. 72 bytes keep the stack 16-byte
@@ -814,4 +886,6 @@ __asm__(".text\n"
 	STUB(aligned_alloc, fl_aligned_alloc, "%rdx")
 	STUB(posix_memalign, fl_posix_memalign, "%rcx")
 	STUB(valloc, fl_valloc, "%rsi")
-	STUB(pvalloc, fl_pvalloc, "%rsi"));
+	STUB(pvalloc, fl_pvalloc, "%rsi")
+	STUB(_Znwm, fl_op_new, "%rsi")
+	STUB(_Znam, fl_op_new_array, "%rsi"));
