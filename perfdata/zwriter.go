@@ -29,6 +29,10 @@ import (
 // uncompressed, which perf and Reader read among COMPRESSED records as
 // perf's own FINISHED_ROUND records.
 //
+// The frames' literals are stored without entropy coding: records are
+// mostly matches of earlier records, so Huffman coding the few literals
+// saves little and would take about half the encoder's time.
+//
 // With WriterOptions.KeepUp a chunk that would wait behind zlag others for
 // an encoder is written uncompressed instead: a recorder that must not
 // fall behind the program it records trades file size for time.
@@ -86,7 +90,8 @@ type zpipe struct {
 func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
 	z := &zpipe{w: w, workers: min(2, runtime.GOMAXPROCS(0)), keepUp: keepUp,
 		opts: []zstd.EOption{zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
-			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithWindowSize(zblock)}}
+			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithWindowSize(zblock),
+			zstd.WithNoEntropyCompression(true)}}
 	// An encoder that cannot be made fails here, not in a goroutine.
 	if _, err := zstd.NewWriter(nil, z.opts...); err != nil {
 		return nil, fmt.Errorf("perfdata: zstd: %w", err)
