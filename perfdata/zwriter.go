@@ -82,6 +82,9 @@ type zpipe struct {
 	started bool
 	stopped bool
 	keepUp  bool
+	// enc is the first encoder: the first worker's, or finish's own when
+	// every record fits one chunk (no goroutines for a short recording).
+	enc *zstd.Encoder
 
 	mu  sync.Mutex
 	err error // the first write error of the output goroutine
@@ -93,9 +96,11 @@ func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
 			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithWindowSize(zblock),
 			zstd.WithNoEntropyCompression(true)}}
 	// An encoder that cannot be made fails here, not in a goroutine.
-	if _, err := zstd.NewWriter(nil, z.opts...); err != nil {
+	enc, err := zstd.NewWriter(nil, z.opts...)
+	if err != nil {
 		return nil, fmt.Errorf("perfdata: zstd: %w", err)
 	}
+	z.enc = enc
 	z.cur = z.newJob()
 	return z, nil
 }
@@ -162,7 +167,10 @@ func (z *zpipe) start() {
 	z.free = make(chan *zjob, n)
 	z.done = make(chan struct{})
 	for i := 0; i < z.workers; i++ {
-		enc, _ := zstd.NewWriter(nil, z.opts...) // checked by newZpipe
+		enc := z.enc
+		if i > 0 {
+			enc, _ = zstd.NewWriter(nil, z.opts...) // checked by newZpipe
+		}
 		go func() {
 			for j := range z.work {
 				j.out, j.zbytes, j.zin, j.frame = appendCompressed(enc, j.in, j.out[:0], j.frame)
@@ -180,11 +188,7 @@ func (z *zpipe) output() {
 	for j := range z.order {
 		<-j.ready
 		if z.failed() == nil {
-			n, err := z.w.bw.Write(j.out)
-			z.w.pos += int64(n)
-			z.w.zbytes += j.zbytes
-			z.w.zin += j.zin
-			if err != nil {
+			if err := z.emit(j); err != nil {
 				z.mu.Lock()
 				z.err = err
 				z.mu.Unlock()
@@ -192,6 +196,15 @@ func (z *zpipe) output() {
 		}
 		z.free <- j
 	}
+}
+
+// emit writes a compressed chunk's records to the Writer's target.
+func (z *zpipe) emit(j *zjob) error {
+	n, err := z.w.bw.Write(j.out)
+	z.w.pos += int64(n)
+	z.w.zbytes += j.zbytes
+	z.w.zin += j.zin
+	return err
 }
 
 func (z *zpipe) failed() error {
@@ -205,6 +218,15 @@ func (z *zpipe) failed() error {
 
 // finish compresses and writes what is left and stops the goroutines.
 func (z *zpipe) finish() error {
+	if !z.started {
+		// One chunk in all: compressed here, as a worker would.
+		j := z.cur
+		if len(j.in) == 0 {
+			return nil
+		}
+		j.out, j.zbytes, j.zin, j.frame = appendCompressed(z.enc, j.in, j.out[:0], j.frame)
+		return z.emit(j)
+	}
 	if len(z.cur.in) > 0 {
 		if err := z.handOff(); err != nil {
 			z.stop()
