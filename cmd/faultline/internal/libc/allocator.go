@@ -42,29 +42,31 @@ type defines struct {
 // .symtab. The family is read from both: a program linked with a static
 // allocator exports malloc but keeps mallocx or tc_malloc local.
 func definesMalloc(f *elf.File, static bool) defines {
-	have := map[string]bool{}
-	add := func(syms []elf.Symbol) {
-		for _, s := range syms {
-			t := elf.ST_TYPE(s.Info)
-			if s.Section == elf.SHN_UNDEF || (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) {
-				continue
+	dyn := dynDefines(f)
+	// .symtab is read only where it counts: a static program, or a
+	// family's marks kept local (the dynamic table lacks them).
+	var local map[string]bool
+	symtab := func() map[string]bool {
+		if local == nil {
+			local = map[string]bool{}
+			if syms, err := f.Symbols(); err == nil {
+				for _, s := range syms {
+					if definedFunc(s.Info, s.Section) {
+						name, _, _ := strings.Cut(s.Name, "@")
+						local[name] = true
+					}
+				}
 			}
-			name, _, _ := strings.Cut(s.Name, "@")
-			have[name] = true
 		}
+		return local
 	}
-	if syms, err := f.DynamicSymbols(); err == nil {
-		add(syms)
-	}
-	d := defines{malloc: have["malloc"]}
-	if syms, err := f.Symbols(); err == nil {
-		add(syms)
-	}
+	has := func(name string) bool { return dyn(name) || symtab()[name] }
+	d := defines{malloc: dyn("malloc")}
 	if static {
-		d.malloc = have["malloc"]
+		d.malloc = has("malloc")
 	}
 	if d.malloc {
-		d.family = attribute.FamilyOf(func(s string) bool { return have[s] })
+		d.family = attribute.FamilyOf(has)
 	}
 	return d
 }

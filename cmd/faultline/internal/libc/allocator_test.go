@@ -1,8 +1,10 @@
 package libc
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -121,4 +123,56 @@ func TestForProcessAllocator(t *testing.T) {
 			t.Errorf("pid %d: %+v, %v; want %s, %v", tc.pid, a, err, tc.path, tc.family)
 		}
 	}
+}
+
+// TestGnuHashLookup checks the .gnu.hash lookup against debug/elf's
+// reading of every dynamic symbol: for each defined function of the
+// committed allocator libraries (testdata/alloc/symfs) and of this
+// machine's C and C++ libraries, and for names no object defines.
+func TestGnuHashLookup(t *testing.T) {
+	paths, _ := filepath.Glob("../../../../testdata/alloc/symfs/*/*/*/*.so*")
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libm.so.6"} {
+		if _, err := os.Stat(p); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	if len(paths) == 0 {
+		t.Fatal("no libraries to check: the committed testdata/alloc/symfs is missing")
+	}
+	checked := 0
+	for _, p := range paths {
+		f, err := elf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		look, ok := gnuHashLookup(f)
+		if !ok {
+			f.Close()
+			continue
+		}
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]bool{}
+		for _, s := range syms {
+			want[s.Name] = want[s.Name] || definedFunc(s.Info, s.Section)
+		}
+		for name, defined := range want {
+			if look(name) != defined {
+				t.Errorf("%s: %s: lookup %v, debug/elf %v", p, name, look(name), defined)
+			}
+		}
+		for _, name := range []string{"", "no_such_function", "mallocx_", "malloc_no"} {
+			if look(name) {
+				t.Errorf("%s: %q found", p, name)
+			}
+		}
+		checked++
+		f.Close()
+	}
+	if checked == 0 {
+		t.Fatalf("none of %v has a .gnu.hash section", paths)
+	}
+	t.Logf("%d objects checked", checked)
 }

@@ -21,6 +21,8 @@ import (
 var upstream = map[string]string{
 	"include/trace/events/syscalls.h":         "Linux",
 	"elf/rtld.c":                              "glibc",
+	"elf/dl-lookup.c":                         "glibc",
+	"sysdeps/generic/dl-cache.h":              "glibc",
 	"include/jemalloc/jemalloc_protos.h":      "jemalloc",
 	"gperftools/tcmalloc.h":                   "gperftools",
 	"libc_override_gcc_and_weak.h":            "gperftools (src/)",
