@@ -119,6 +119,7 @@ type procMaps struct {
 	// system directory (report.IsSystemFile), whose calls to the
 	// allocator need the top words for analyze to find the caller.
 	code []codeRange
+	last *codeRange // userCode's last hit, in code
 }
 
 type codeRange struct {
@@ -132,6 +133,7 @@ func (m *procMaps) clone() *procMaps {
 
 // addCode notes an executable mapping, replacing what it overlaps.
 func (m *procMaps) addCode(r codeRange) {
+	m.last = nil
 	out := m.code[:0]
 	for _, c := range m.code {
 		if c.hi <= r.lo || c.lo >= r.hi {
@@ -145,11 +147,18 @@ func (m *procMaps) addCode(r codeRange) {
 // userCode reports whether pc is in an executable mapping outside the
 // system's libraries.
 func (m *procMaps) userCode(pc uint64) bool {
+	if l := m.last; l != nil && pc >= l.lo && pc < l.hi {
+		return !l.system // most calls come from where the last one did
+	}
 	i, found := slices.BinarySearchFunc(m.code, pc, func(c codeRange, pc uint64) int { return cmp.Compare(c.lo, pc) })
 	if !found {
 		i--
 	}
-	return i >= 0 && pc < m.code[i].hi && !m.code[i].system
+	if i < 0 || pc >= m.code[i].hi {
+		return false
+	}
+	m.last = &m.code[i]
+	return !m.last.system
 }
 
 func (ip *inproc) procMaps(pid uint32) *procMaps {
@@ -602,6 +611,8 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	head := g.Head()
 	total, released := 0, 0
 	defer g.Release()
+	// The mappings change only between drains (writeKernel).
+	maps := ip.maps[g.Pid()]
 	for {
 		if total-released >= releaseEvery {
 			// Room for the owner while the rest is drained: everything
@@ -620,7 +631,8 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
-		if rec.Kind == shim.KindEntry && s.shortEntry(g.Pid(), &rec) {
+		short := rec.Kind == shim.KindEntry && s.shortEntry(maps, &rec)
+		if short {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
 			next, ok, err := g.Peek(head)
@@ -638,7 +650,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				continue
 			}
 		}
-		n, err := s.writeShim(owner{g.Pid(), g.Tid()}, &rec)
+		n, err := s.writeShim(owner{g.Pid(), g.Tid()}, &rec, short)
 		total += n
 		if err != nil {
 			return total, err
@@ -668,16 +680,15 @@ func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
 // allocating call without a stack, made from the program's own code (the
 // return address in an executable mapping outside the system's
 // libraries), where the return address alone is the site.
-func (s *session) shortEntry(pid uint32, rec *shim.Record) bool {
-	if rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
+func (s *session) shortEntry(m *procMaps, rec *shim.Record) bool {
+	if m == nil || rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		return false
 	}
 	w, ok := rec.Words(s.inproc.words)
 	if !ok || len(w) < 8 {
 		return false
 	}
-	m := s.inproc.maps[pid]
-	return m != nil && m.userCode(binary.NativeEndian.Uint64(w))
+	return m.userCode(binary.NativeEndian.Uint64(w))
 }
 
 // writeCall writes an entry and its return as one fn__call sample, at
@@ -711,8 +722,9 @@ func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 // owner is the thread a shim record comes from.
 type owner struct{ pid, tid uint32 }
 
-// writeShim writes one shim record as a sample (two for a sampled entry).
-func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
+// writeShim writes one shim record as a sample (two for a sampled entry);
+// short: an entry written without its top words (shortEntry).
+func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) {
 	ip := s.inproc
 	s.stamp(rec.Time)
 	if rec.Time > s.lastT {
@@ -722,11 +734,10 @@ func (s *session) writeShim(g owner, rec *shim.Record) (int, error) {
 		s.firstT = rec.Time
 	}
 	var sp *spec
-	short := false
 	switch rec.Kind {
 	case shim.KindEntry:
 		sp = ip.entry[rec.Func]
-		if short = s.shortEntry(g.pid, rec); short {
+		if short {
 			sp = ip.short[rec.Func]
 		}
 	case shim.KindReturn:

@@ -150,7 +150,8 @@ func TestInprocWriteAllocs(t *testing.T) {
 	g := owner{7, 8}
 	run := func() {
 		for _, r := range []*shim.Record{&user1, &deep, &ret, &free} {
-			if _, err := s.writeShim(g, r); err != nil {
+			short := r.Kind == shim.KindEntry && s.shortEntry(s.inproc.maps[g.pid], r)
+			if _, err := s.writeShim(g, r, short); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -164,7 +165,7 @@ func TestInprocWriteAllocs(t *testing.T) {
 	}
 	// A return of free (no such event) from a corrupt ring is an error.
 	bad := shim.Record{Kind: shim.KindReturn, Func: shim.FuncFree, Time: 14, Body: retBody}
-	if _, err := s.writeShim(g, &bad); !errors.Is(err, shim.ErrCorrupt) {
+	if _, err := s.writeShim(g, &bad, false); !errors.Is(err, shim.ErrCorrupt) {
 		t.Errorf("a return of free: %v, want ErrCorrupt", err)
 	}
 	if *s.perSpec[s.inproc.short[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.entry[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.call[shim.FuncMalloc]] == 0 {
