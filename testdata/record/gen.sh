@@ -21,4 +21,7 @@ $CC $flags -o "$out/rounds" "$here/src/rounds.c"
 $CXX $flags -pthread -o "$out/containers" "$here/src/containers.cpp"
 $CC $flags -pthread -o "$out/lifecycle" "$here/src/lifecycle.c"
 $CXX $flags -o "$out/cxxnew" "$here/src/cxxnew.cpp"
+$CXX $flags -fPIC -shared -o "$out/libcxxplugin.so" "$here/src/cxxplugin.cpp"
+$CXX $flags -fPIC -shared -static-libstdc++ -o "$out/libcxxplugin-static.so" "$here/src/cxxplugin.cpp"
+$CC $flags -o "$out/dlopener" "$here/src/dlopener.c" -ldl
 echo "$out"

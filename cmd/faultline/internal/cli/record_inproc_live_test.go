@@ -204,6 +204,46 @@ func TestRecordInprocLiveOperatorNew(t *testing.T) {
 	}
 }
 
+// TestRecordInprocLiveDlopenCxx records testdata/record/src/dlopener.c
+// loading cxxplugin.cpp with dlopen — against the shared libstdc++, and
+// with libstdc++ linked into the library — both ways. The library's calls
+// of operator new bind to the shim's, whose next definition RTLD_NEXT
+// cannot see (the library is not in the global scope): the program still
+// runs as without the shim (exit 0: its bad_alloc is caught), and its
+// malloc calls are the uprobe method's size for size (cxxplugin.cpp's 50
+// of 100 and 50 of 24 bytes, one refused).
+func TestRecordInprocLiveDlopenCxx(t *testing.T) {
+	progs := requireInproc(t)
+	for _, lib := range []string{"libcxxplugin.so", "libcxxplugin-static.so"} {
+		t.Run(lib, func(t *testing.T) {
+			dir := t.TempDir()
+			in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
+			argv := []string{filepath.Join(progs, "dlopener"), filepath.Join(progs, lib)}
+			if code, stderr := runRecordMain(append([]string{"-q", "--method", "inproc", "-o", in, "--"}, argv...)...); code != ExitOK {
+				t.Fatalf("in-process: exit %d\n%s", code, stderr)
+			}
+			if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "-o", up, "--"}, argv...)...); code != ExitOK {
+				t.Fatalf("uprobes: exit %d\n%s", code, stderr)
+			}
+			_, si, _ := callCounts(t, in)
+			_, su, _ := callCounts(t, up)
+			for size, want := range map[uint64]uint64{100: 50, 24: 50, 1 << 62: 1} {
+				if got := sum(si[size]); got != want {
+					t.Errorf("malloc(%d): %d calls in-process, cxxplugin.cpp makes %d", size, got, want)
+				}
+			}
+			for size, m := range su {
+				if sum(si[size]) != sum(m) {
+					t.Errorf("malloc(%d): in-process %d calls, uprobes %d", size, sum(si[size]), sum(m))
+				}
+			}
+			if len(si) != len(su) {
+				t.Errorf("in-process malloc sizes %d, uprobes %d", len(si), len(su))
+			}
+		})
+	}
+}
+
 func sum(m map[uint32]uint64) (n uint64) {
 	for _, v := range m {
 		n += v

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -141,6 +142,80 @@ static void after_fork_child(void)
 	__atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
 }
 
+/* loaded_objects collects the names of the loaded objects (not the
+ * program, which defines no operator new when the shim's is called). */
+struct loaded {
+	int n;
+	const char *name[256];
+};
+
+static int collect_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	struct loaded *l = data;
+	if (info->dlpi_name && info->dlpi_name[0] && l->n < 256)
+		l->name[l->n++] = info->dlpi_name;
+	return 0;
+}
+
+/* loaded_new finds an operator new in a loaded object other than the
+ * shim, through a handle of that object (*h, kept open): its own scope,
+ * which dlsym(RTLD_NEXT) does not search for an object dlopen loaded. */
+static void *loaded_new(void **h)
+{
+	struct loaded l;
+	Dl_info self;
+	if (!dladdr((void *)loaded_new, &self))
+		return NULL;
+	l.n = 0;
+	dl_iterate_phdr(collect_loaded, &l);
+	for (int i = 0; i < l.n; i++) {
+		void *o = dlopen(l.name[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (!o)
+			continue;
+		Dl_info at;
+		void *nw = dlsym(o, "_Znwm");
+		if (nw && dladdr(nw, &at) && at.dli_fbase != self.dli_fbase) {
+			*h = o;
+			return nw;
+		}
+		dlclose(o);
+	}
+	return NULL;
+}
+
+/* resolve_new finds the operator new the program would have called: the
+ * next definition, or for a library that dlopen brought in later (not in
+ * the global scope RTLD_NEXT searches, though its calls bind to the
+ * shim's operator new) the one its own scope holds, the object kept
+ * loaded.
+ * Only libstdc++'s operator new is stood in for (std_new); another
+ * (libc++'s, tcmalloc's) is called as it is. Called at init and, while
+ * none is found, again at a call of operator new. */
+static void resolve_new(void)
+{
+	void *h = RTLD_NEXT;
+	void *nw = dlsym(RTLD_NEXT, "_Znwm");
+	if (!nw)
+		nw = loaded_new(&h);
+	if (!nw)
+		return;
+	real.op_new_array = dlsym(h, "_Znam");
+	real.get_new_handler = dlsym(h, "_ZSt15get_new_handlerv");
+	real.throw_bad_alloc = dlsym(h, "_ZSt17__throw_bad_allocv");
+	Dl_info info;
+	int std = 0;
+	if (real.op_new_array && real.get_new_handler && real.throw_bad_alloc &&
+	    dladdr(nw, &info) && info.dli_fname) {
+		const char *base = strrchr(info.dli_fname, '/');
+		base = base ? base + 1 : info.dli_fname;
+		std = strncmp(base, "libstdc++.so", 12) == 0;
+	}
+	__atomic_store_n(&std_new, std, __ATOMIC_RELAXED);
+	/* Last: a call that sees op_new set sees the rest. */
+	__atomic_store_n(&real.op_new, (void *(*)(size_t))nw, __ATOMIC_RELEASE);
+}
+
 static void resolve(void)
 {
 	real.malloc = dlsym(RTLD_NEXT, "malloc");
@@ -153,10 +228,6 @@ static void resolve(void)
 	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
 	real.valloc = dlsym(RTLD_NEXT, "valloc");
 	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-	real.op_new = dlsym(RTLD_NEXT, "_Znwm");
-	real.op_new_array = dlsym(RTLD_NEXT, "_Znam");
-	real.get_new_handler = dlsym(RTLD_NEXT, "_ZSt15get_new_handlerv");
-	real.throw_bad_alloc = dlsym(RTLD_NEXT, "_ZSt17__throw_bad_allocv");
 	/* Chunk headers are glibc's: another allocator (preloaded after the
 	 * shim, say) keeps no header there, and reading the word before its
 	 * block could fault a page the program never touches. */
@@ -166,15 +237,7 @@ static void resolve(void)
 		base = base ? base + 1 : info.dli_fname;
 		glibc = strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0;
 	}
-	/* Only libstdc++'s operator new is replaced: another (tcmalloc's,
-	 * jemalloc's) allocates on its own paths and is left to run. */
-	if (real.op_new && real.op_new_array && real.get_new_handler &&
-	    real.throw_bad_alloc &&
-	    dladdr((void *)real.op_new, &info) && info.dli_fname) {
-		const char *base = strrchr(info.dli_fname, '/');
-		base = base ? base + 1 : info.dli_fname;
-		std_new = strncmp(base, "libstdc++.so", 12) == 0;
-	}
+	resolve_new();
 }
 
 /* attach maps the recorder's region named by FL_ENV. */
@@ -827,26 +890,50 @@ static void *op_new(size_t n, const struct saved *s)
 	}
 }
 
-/* new_ready reports whether the shim stands in for operator new: not
- * before resolve, nor for another library's operator new. */
+/* new_ready reports whether the shim stands in for operator new; when it
+ * does not, the next operator new (real.op_new, real.op_new_array) runs,
+ * or, while no C++ runtime can be found (a call during the shim's own
+ * init), the boot arena serves. */
 static int new_ready(void)
 {
 	if (unlikely(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2))
 		init();
-	return std_new;
+	if (unlikely(!__atomic_load_n(&real.op_new, __ATOMIC_ACQUIRE)) && !ts.depth) {
+		ts.depth++;
+		resolve_new();
+		ts.depth--;
+	}
+	return __atomic_load_n(&std_new, __ATOMIC_RELAXED);
+}
+
+/* no_new serves an operator new call when no loaded object defines one
+ * but the shim (a call from the shim's own init, or a runtime that cannot
+ * be found): malloc, and abort where operator new would throw. */
+static void *no_new(size_t n, const struct saved *s)
+{
+	if (ts.depth)
+		return boot_alloc(n ? n : 1, 16);
+	void *p = fl_malloc(n ? n : 1, s);
+	if (!p)
+		abort();
+	return p;
 }
 
 HIDDEN void *fl_op_new(size_t n, const struct saved *s)
 {
-	if (unlikely(!new_ready()))
-		return real.op_new ? real.op_new(n) : boot_alloc(n ? n : 1, 16);
+	if (unlikely(!new_ready())) {
+		void *(*next)(size_t) = __atomic_load_n(&real.op_new, __ATOMIC_ACQUIRE);
+		return next ? next(n) : no_new(n, s);
+	}
 	return op_new(n, s);
 }
 
 HIDDEN void *fl_op_new_array(size_t n, const struct saved *s)
 {
-	if (unlikely(!new_ready()))
-		return real.op_new_array ? real.op_new_array(n) : boot_alloc(n ? n : 1, 16);
+	if (unlikely(!new_ready())) {
+		void *(*next)(size_t) = __atomic_load_n(&real.op_new, __ATOMIC_ACQUIRE) ? real.op_new_array : NULL;
+		return next ? next(n) : no_new(n, s);
+	}
 	return op_new(n, s);
 }
 
