@@ -148,15 +148,7 @@ func TestRecordInprocLiveLifecycle(t *testing.T) {
 // program's return address being their site.
 func TestRecordInprocLiveOperatorNew(t *testing.T) {
 	progs := requireInproc(t)
-	dir := t.TempDir()
-	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
-	prog := filepath.Join(progs, "cxxnew")
-	if code, stderr := runRecordMain("-q", "-o", in, "--", prog); code != ExitOK {
-		t.Fatalf("in-process: exit %d\n%s", code, stderr)
-	}
-	if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", prog); code != ExitOK {
-		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
-	}
+	in, up := recordBothWays(t, filepath.Join(progs, "cxxnew"))
 	ci, si, _ := callCounts(t, in)
 	cu, su, _ := callCounts(t, up)
 	if ci["malloc"] != cu["malloc"] || ci["free"] != cu["free"] {
@@ -216,15 +208,7 @@ func TestRecordInprocLiveDlopenCxx(t *testing.T) {
 	progs := requireInproc(t)
 	for _, lib := range []string{"libcxxplugin.so", "libcxxplugin-static.so"} {
 		t.Run(lib, func(t *testing.T) {
-			dir := t.TempDir()
-			in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
-			argv := []string{filepath.Join(progs, "dlopener"), filepath.Join(progs, lib)}
-			if code, stderr := runRecordMain(append([]string{"-q", "--method", "inproc", "-o", in, "--"}, argv...)...); code != ExitOK {
-				t.Fatalf("in-process: exit %d\n%s", code, stderr)
-			}
-			if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "-o", up, "--"}, argv...)...); code != ExitOK {
-				t.Fatalf("uprobes: exit %d\n%s", code, stderr)
-			}
+			in, up := recordBothWays(t, filepath.Join(progs, "dlopener"), filepath.Join(progs, lib))
 			_, si, _ := callCounts(t, in)
 			_, su, _ := callCounts(t, up)
 			for size, want := range map[uint64]uint64{100: 50, 24: 50, 1 << 62: 1} {
@@ -242,6 +226,21 @@ func TestRecordInprocLiveDlopenCxx(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordBothWays records argv with the in-process method (the default)
+// and with uprobes, -q, into a test directory: the two recordings.
+func recordBothWays(t *testing.T, argv ...string) (in, up string) {
+	t.Helper()
+	dir := t.TempDir()
+	in, up = filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
+	if code, stderr := runRecordMain(append([]string{"-q", "--method", "inproc", "-o", in, "--"}, argv...)...); code != ExitOK {
+		t.Fatalf("in-process: exit %d\n%s", code, stderr)
+	}
+	if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "-o", up, "--"}, argv...)...); code != ExitOK {
+		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
+	}
+	return in, up
 }
 
 func sum(m map[uint32]uint64) (n uint64) {
@@ -286,16 +285,9 @@ func summarySites(t *testing.T, data string) map[string]int64 {
 // every call: the default one's sites are the same.
 func TestRecordInprocLiveContainers(t *testing.T) {
 	progs := requireInproc(t)
-	dir := t.TempDir()
-	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
 	prog := filepath.Join(progs, "containers")
-	if code, stderr := runRecordMain("-q", "-o", in, "--", prog); code != ExitOK {
-		t.Fatalf("in-process: exit %d\n%s", code, stderr)
-	}
-	if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", prog); code != ExitOK {
-		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
-	}
-	every := filepath.Join(dir, "every.data")
+	in, up := recordBothWays(t, prog)
+	every := filepath.Join(t.TempDir(), "every.data")
 	if code, stderr := runRecordMain("-q", "--stack-every", "1", "-o", every, "--", prog); code != ExitOK {
 		t.Fatalf("in-process, a stack for every call: exit %d\n%s", code, stderr)
 	}
