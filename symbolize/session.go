@@ -8,7 +8,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
 )
 

@@ -4,7 +4,7 @@ import (
 	"sync"
 
 	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
 )
 

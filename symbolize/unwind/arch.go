@@ -3,7 +3,7 @@ package unwind
 import (
 	"fmt"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // Arch selects the register layout of samples and CFI.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 type benchSample struct {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // TestUnwindExpressionBudget: CFI that attaches a looping DWARF expression

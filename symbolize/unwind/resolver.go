@@ -4,7 +4,7 @@ import (
 	"debug/elf"
 	"sort"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // Mapping is one executable mapping for Mappings.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // The shared fixtures (testdata/README.md): perf recordings of the fixture

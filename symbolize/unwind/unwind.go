@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // DefaultMaxDepth is the frame cap of an Unwinder whose MaxDepth is zero.

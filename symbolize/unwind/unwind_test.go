@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // symtab is a tiny ELF symbolizer for tests.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 func TestRegsFromPerf(t *testing.T) {
