@@ -167,8 +167,8 @@ var EntryPoints = []EntryPoint{
 	{Event: "mi_zalloc_aligned", Symbols: []string{"mi_zalloc_aligned"}, Args: []string{"size", "alignment"}, Kind: KindCalloc, Families: mi},
 }
 
-// LookupEntry returns the entry point recorded under event name ev.
-func LookupEntry(ev string) *EntryPoint {
+// lookupEntry returns the entry point recorded under event name ev.
+func lookupEntry(ev string) *EntryPoint {
 	return entryByEvent[ev]
 }
 
