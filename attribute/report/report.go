@@ -434,7 +434,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			s.Label[AccessLabel] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label[AllocSiteLabel] = []string{SiteName(allocStack(k.allocSite), false)}
+			s.Label[AllocSiteLabel] = []string{siteName(allocStack(k.allocSite), false)}
 		}
 		if k.class != "" {
 			s.Label[ClassLabel] = []string{k.class}
