@@ -2,7 +2,6 @@ package symbolize
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/faultline/faultline/perfdata"
 )
@@ -63,13 +62,3 @@ func (s *Procs) Observe(rec perfdata.Record) {
 // Region says what an address of pid lies in now: the mapping's file or
 // its special name, "" when unmapped.
 func (s *Procs) Region(pid uint32, addr uint64) *Mapping { return s.Maps.find(pid, addr) }
-
-// pids returns the processes seen, sorted.
-func (s *Procs) pids() []uint32 {
-	var out []uint32
-	for p := range s.Maps.procs {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}

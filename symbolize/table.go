@@ -279,9 +279,6 @@ func (s *Table) Stack(id StackID) []LocID {
 	return s.stackData[s.stackOff[id]:s.stackOff[id+1]]
 }
 
-// numStacks returns how many distinct stacks were interned.
-func (s *Table) numStacks() int { return len(s.stackOff) - 2 }
-
 // Loc returns an interned location.
 func (s *Table) Loc(id LocID) *Loc { return &s.locs[id] }
 
