@@ -167,21 +167,15 @@ var EntryPoints = []EntryPoint{
 	{Event: "mi_zalloc_aligned", Symbols: []string{"mi_zalloc_aligned"}, Args: []string{"size", "alignment"}, Kind: KindCalloc, Families: mi},
 }
 
-// LookupEntry returns the entry point recorded under event name ev.
-func LookupEntry(ev string) *EntryPoint {
-	return entryByEvent[ev]
-}
-
-var entryByEvent, entryBySymbol = func() (ev, sym map[string]*EntryPoint) {
-	ev, sym = map[string]*EntryPoint{}, map[string]*EntryPoint{}
+var entryBySymbol = func() map[string]*EntryPoint {
+	sym := map[string]*EntryPoint{}
 	for i := range EntryPoints {
 		e := &EntryPoints[i]
-		ev[e.Event] = e
 		for _, s := range e.Symbols {
 			sym[s] = e
 		}
 	}
-	return ev, sym
+	return sym
 }()
 
 // IsEntrySymbol reports whether sym (a symbol, not an event name) is one

@@ -86,7 +86,7 @@ type Tracker struct {
 	threads map[uint32]*thread
 	spare   []*Allocation // recycled allocations
 	stats   Stats
-	nlive   int // live allocations in all spaces: Live() without the walk
+	nlive   int // live allocations in all spaces: liveCount() without the walk
 
 	// OnCredit, when set, is called for each fault an allocation explains
 	// at the fault's place in the stream, before the fault may be held for
@@ -135,8 +135,8 @@ func NewTracker(cfg Config, sink Sink, regions Regions) *Tracker {
 // Stats returns the counts so far.
 func (t *Tracker) Stats() Stats { return t.stats }
 
-// Live returns the number of live allocations across all processes.
-func (t *Tracker) Live() int {
+// liveCount returns the number of live allocations across all processes.
+func (t *Tracker) liveCount() int {
 	n := 0
 	for _, s := range t.spaces {
 		n += s.live.Len()
@@ -344,7 +344,7 @@ func (t *Tracker) Return(r *Return) {
 	// tcache setup) were taken serving this call too: they go to it,
 	// marked as the allocator's own memory, unless they touched a live
 	// allocation.
-	inChunk, inChunkEnd := chunk, r.Ptr+ChunkSize(a.Size, r.Hdr, r.HasHdr)
+	inChunk, inChunkEnd := chunk, r.Ptr+chunkSize(a.Size, r.Hdr, r.HasHdr)
 	if noHeader {
 		inChunk, inChunkEnd = r.Ptr, r.Ptr+a.Size
 	}
@@ -373,13 +373,13 @@ func (t *Tracker) Return(r *Return) {
 	}
 }
 
-// ChunkSize is the size glibc's chunk for a request of size bytes spans on
+// chunkSize is the size glibc's chunk for a request of size bytes spans on
 // x86-64, from its header (hdr & ~7) when the return probe recorded it,
 // else as glibc rounds a request: request2size, max(MINSIZE=32,
 // (size + SIZE_SZ + MALLOC_ALIGN_MASK) & ~MALLOC_ALIGN_MASK). A header
 // smaller than the request cannot be this chunk's (events were lost): the
 // request then decides.
-func ChunkSize(size, hdr uint64, hasHdr bool) uint64 {
+func chunkSize(size, hdr uint64, hasHdr bool) uint64 {
 	if hasHdr {
 		if cs := hdr &^ 7; cs >= size+8 && cs-size < 1<<30 {
 			return cs

@@ -105,7 +105,7 @@ func FuzzTracker(f *testing.F) {
 			default:
 				now += v & 0xffffff // a gap in time
 			}
-			if n := tr.Live(); n != tr.nlive || (cfg.MaxLive > 0 && n > cfg.MaxLive) {
+			if n := tr.liveCount(); n != tr.nlive || (cfg.MaxLive > 0 && n > cfg.MaxLive) {
 				t.Fatalf("live %d, counted %d, cap %d", n, tr.nlive, cfg.MaxLive)
 			}
 		}
@@ -124,7 +124,7 @@ func FuzzTracker(f *testing.F) {
 		if sink.allocs != st.Allocations {
 			t.Fatalf("sink saw %d allocations, tracker created %d", sink.allocs, st.Allocations)
 		}
-		if n := tr.Live(); n != 0 {
+		if n := tr.liveCount(); n != 0 {
 			t.Fatalf("%d allocations live after Close", n)
 		}
 	})
@@ -150,7 +150,7 @@ func TestMaxLive(t *testing.T) {
 	alloc(30, 0x605010, 4096, 3) // over the cap: untracked
 	fault(40, 0x605100)          // on the untracked allocation: unattributed
 	fault(41, 0x601100)          // on the first: attributed
-	if n := tr.Live(); n != 2 {
+	if n := tr.liveCount(); n != 2 {
 		t.Errorf("live %d, want 2", n)
 	}
 	tr.Free(&Free{Pid: 1, Tid: 1, Time: 50, Ptr: 0x603010})

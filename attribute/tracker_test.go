@@ -118,8 +118,8 @@ func TestAdjacentChunksStayLive(t *testing.T) {
 	tr := NewTracker(DefaultConfig(), s, nil)
 	alloc(tr, 1, KindMalloc, 24, 0x600010, 1) // chunk 32 bytes: [0x600000, 0x600020)
 	alloc(tr, 2, KindMalloc, 24, 0x600030, 2) // next chunk at 0x600020
-	if tr.Live() != 2 {
-		t.Fatalf("live = %d, want 2", tr.Live())
+	if tr.liveCount() != 2 {
+		t.Fatalf("live = %d, want 2", tr.liveCount())
 	}
 	fault(tr, 3, 0x600010+20, false) // last usable bytes of the first
 	fault(tr, 4, 0x600030, false)
@@ -508,7 +508,7 @@ func TestChunkSize(t *testing.T) {
 		{1 << 20, 0x101002, true, 0x101000}, // mmap'd: the page-rounded mapping
 		{4096, 0x21, true, 4112},            // a header too small for the request: not this chunk's
 	} {
-		if got := ChunkSize(c.size, c.hdr, c.has); got != c.want {
+		if got := chunkSize(c.size, c.hdr, c.has); got != c.want {
 			t.Errorf("ChunkSize(%d, %#x, %v) = %d, want %d", c.size, c.hdr, c.has, got, c.want)
 		}
 	}
@@ -549,8 +549,8 @@ func TestFreeEndsAllocation(t *testing.T) {
 		t.Errorf("unattributed by class %v, want [heap] 2 (freed, not reused), [anon] 1", s.class)
 	}
 	st := tr.Stats()
-	if st.Frees != 3 || st.UnknownFrees != 1 || st.Evicted != 0 || tr.Live() != 0 {
-		t.Errorf("frees %d unknown %d evicted %d live %d, want 3 1 0 0", st.Frees, st.UnknownFrees, st.Evicted, tr.Live())
+	if st.Frees != 3 || st.UnknownFrees != 1 || st.Evicted != 0 || tr.liveCount() != 0 {
+		t.Errorf("frees %d unknown %d evicted %d live %d, want 3 1 0 0", st.Frees, st.UnknownFrees, st.Evicted, tr.liveCount())
 	}
 }
 

@@ -142,11 +142,13 @@ var ErrNotPerfData = errors.New("not a perf.data file")
 
 // FormatError reports bad input at a file offset.
 type FormatError struct {
-	Offset int64
-	Msg    string
-	Err    error
+	Offset int64  // file offset of the bad input
+	Msg    string // what is wrong
+	Err    error  // the underlying cause, or nil
 }
 
+// Error returns Msg, the offset in hex and the cause, as
+// "msg (at 0x1a8): cause".
 func (e *FormatError) Error() string {
 	s := fmt.Sprintf("%s (at 0x%x)", e.Msg, e.Offset)
 	if e.Err != nil {

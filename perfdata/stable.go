@@ -3,8 +3,8 @@ package perfdata
 // Stable reports whether the byte slices of the current record (a
 // sample's Raw and Stack) stay valid until Close, not just until the next
 // call to Next: true for records read from a file mapping, whose pages are
-// only ever dropped from the page tables (resident.go), never unmapped
-// before Close; false for pipes and decompressed data, whose buffers are
+// only ever dropped from the page tables, never unmapped before Close;
+// false for pipes and decompressed data, whose buffers are
 // reused. (The record struct itself and its decoded slices, such as Regs
 // and Callchain, are reused either way.) Pipelines use it to hand stacks
 // to other goroutines without copying them.
@@ -21,8 +21,8 @@ const maxHeldGranules = 64
 // goroutine calling Next) as a function to call once no record delivered
 // so far is read any more; it may be called from any goroutine. (A page
 // read after its release is faulted back in and stays resident: the
-// file's size in RSS.) Releases come every granules 2 MiB granules read
-// (maxGranules when 0). No-op for input that is not a mapping.
+// file's size in RSS.) Releases come every granules 2 MiB granules read:
+// 8 when granules is 0, at most 64. No-op for input that is not a mapping.
 // DeferDrops(0, nil) restores the default.
 func (r *Reader) DeferDrops(granules int, deferTo func(drop func())) {
 	r.src.res.limit = min(max(granules, 0), maxHeldGranules)

@@ -17,8 +17,8 @@ type TraceSystem struct {
 }
 
 // BuildTracingData builds the TRACING_DATA feature as perf's
-// tracing_data_get writes it (see the layout at the top of tracefmt.go):
-// headerPage and headerEvent are tracefs's events/header_page and
+// tracing_data_get writes it (tools/perf/util/trace-event-info.c), for
+// WriterFeatures.TracingData and WriterOptions.TracingData: headerPage and headerEvent are tracefs's events/header_page and
 // events/header_event; no ftrace-internal formats, kallsyms, printk formats
 // or saved cmdlines. Integers are in this machine's byte order.
 func BuildTracingData(pageSize uint32, headerPage, headerEvent []byte, systems []TraceSystem) []byte {

@@ -67,13 +67,16 @@ type WriterOptions struct {
 	Level int
 	// KeepUp: with Compress, a chunk of records that would wait for the
 	// compressor behind several others is written uncompressed, so that
-	// WriteRecord never waits for compression (zwriter.go). SetKeepUp
-	// changes it while writing.
+	// WriteRecord never waits for compression; UncompressedBytes tells
+	// how much was. SetKeepUp changes it while writing.
 	KeepUp bool
 	// Early also stores TracingData and the event names before the data
 	// section, and a header that reads as "not finished" until Finish, so
-	// that a file cut short still decodes (early.go).
-	Early       bool
+	// that a file cut short still decodes, with its tracepoint formats
+	// and event names.
+	Early bool
+	// TracingData is the tracing data Early stores (BuildTracingData's
+	// output).
 	TracingData []byte
 }
 

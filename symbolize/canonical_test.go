@@ -23,14 +23,14 @@ func TestCanonicalLocations(t *testing.T) {
 	mmap(2, 0x7f1000000000, 0, "//anon")
 
 	loc := func(pid uint32, pc uint64) LocID {
-		p, m := s.canonical(pc, s.Maps.Find(pid, pc))
+		p, m := s.canonical(pc, s.Maps.find(pid, pc))
 		return s.intern(Loc{PC: p, Map: m, Return: true})
 	}
 	a, b := loc(1, 0x555500000123), loc(2, 0x563400000123)
 	if a != b {
 		t.Errorf("cc1+0x1123 in two processes: locations %d and %d, want one", a, b)
 	}
-	if got := s.Loc(b).RelAddr(); got != 0x1123 {
+	if got := s.Loc(b).relAddr(); got != 0x1123 {
 		t.Errorf("RelAddr = %#x, want 0x1123 (PC - start + pgoff, as perf script prints)", got)
 	}
 	if c := loc(3, 0x563400000123); c == a {

@@ -4,9 +4,9 @@
 // recording over its time-ordered records (Observe: MMAP/MMAP2, COMM with
 // exec, FORK, EXIT). The Session itself, the unwinding front end, unwinds
 // each sample's user stack from its registers and stack copy (Unwind, using
-// package unwind over the binaries' CFI from package cfi, and a uprobe
-// return trampoline's real return address); Walkers under a Prewalker do
-// the same on other goroutines. Its Table interns the stacks and names each
+// package unwind over the binaries' CFI, and a uprobe return trampoline's
+// real return address); a Pipeline (NewPipeline) does the same on other
+// goroutines. Its Table interns the stacks and names each
 // unique location once (Lines, package binfile: ELF symbols and DWARF with
 // inline chains, debug files found the way perf finds them).
 // ScriptWriter prints samples in perf script's layout.

@@ -30,8 +30,8 @@ func (m *Mapping) Anon() bool {
 		strings.HasPrefix(m.File, "/anon_hugepage") || strings.HasPrefix(m.File, "/memfd:")
 }
 
-// Special reports names like [vdso], [stack], [heap], [uprobes] that are not files.
-func (m *Mapping) Special() bool {
+// special reports names like [vdso], [stack], [heap], [uprobes] that are not files.
+func (m *Mapping) special() bool {
 	return strings.HasPrefix(m.File, "[")
 }
 
@@ -55,8 +55,8 @@ type procMaps struct {
 	last *Mapping   // the mapping Find returned last
 }
 
-// NewMaps returns an empty process table.
-func NewMaps() *Maps { return &Maps{procs: make(map[uint32]*procMaps)} }
+// newMaps returns an empty process table.
+func newMaps() *Maps { return &Maps{procs: make(map[uint32]*procMaps)} }
 
 func (m *Maps) proc(pid uint32) *procMaps {
 	p := m.procs[pid]
@@ -111,8 +111,8 @@ func (m *Maps) Add(pid uint32, nm *Mapping) {
 	p.maps = append(p.maps[:i], append(repl, p.maps[j:]...)...)
 }
 
-// Find returns pid's mapping containing addr, or nil.
-func (m *Maps) Find(pid uint32, addr uint64) *Mapping {
+// find returns pid's mapping containing addr, or nil.
+func (m *Maps) find(pid uint32, addr uint64) *Mapping {
 	p := m.lastProc
 	if p == nil || m.lastPid != pid {
 		p = m.procs[pid]
@@ -133,8 +133,8 @@ func (m *Maps) Find(pid uint32, addr uint64) *Mapping {
 	return nil
 }
 
-// Fork gives child a copy of pid's maps. A new thread (child == pid) shares them.
-func (m *Maps) Fork(pid, child uint32) {
+// fork gives child a copy of pid's maps. A new thread (child == pid) shares them.
+func (m *Maps) fork(pid, child uint32) {
 	if pid == child {
 		return
 	}
@@ -148,14 +148,14 @@ func (m *Maps) Fork(pid, child uint32) {
 	m.procs[child] = &procMaps{maps: append([]*Mapping(nil), src.maps...)}
 }
 
-// Exec clears pid's maps: the new program's mappings follow as new records.
-func (m *Maps) Exec(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
+// exec clears pid's maps: the new program's mappings follow as new records.
+func (m *Maps) exec(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
 
-// Exit forgets pid.
-func (m *Maps) Exit(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
+// exit forgets pid.
+func (m *Maps) exit(pid uint32) { m.lastProc = nil; m.gen++; delete(m.procs, pid) }
 
-// Each calls fn for every mapping of pid in address order.
-func (m *Maps) Each(pid uint32, fn func(*Mapping)) {
+// each calls fn for every mapping of pid in address order.
+func (m *Maps) each(pid uint32, fn func(*Mapping)) {
 	if p := m.procs[pid]; p != nil {
 		for _, mp := range p.maps {
 			fn(mp)

@@ -13,7 +13,7 @@ import (
 // perfdata.Reader, with the stack walks of the samples the caller chooses
 // done ahead on other goroutines:
 //
-//	reader goroutine: decode, time order, Prewalker.Prepare ─┬→ walkers: Walker.Walk, a batch each
+//	reader goroutine: decode, time order, prewalker.Prepare ─┬→ walkers: walker.Walk, a batch each
 //	                                                         └→ caller: Next, in batch order, once
 //	                                                            the batch's walks are done
 //
@@ -51,7 +51,7 @@ type Pipeline struct {
 
 	cur *pipeBatch
 	pos int
-	own *Walker // the caller's, for batches no walker goroutine took
+	own *walker // the caller's, for batches no walker goroutine took
 }
 
 const (
@@ -110,7 +110,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	for range nb {
 		p.free <- &pipeBatch{items: make([]pipeItem, batchItems), walks: make([]Walk, batchWalks), walked: make(chan struct{}, 1)}
 	}
-	pre, walkers := s.NewPrewalker(n)
+	pre, walkers := s.newPrewalker(n)
 	p.own = walkers[0]
 	for _, wk := range walkers[1:] {
 		p.done.Add(1)
@@ -135,7 +135,7 @@ func (s *Session) NewPipeline(r *perfdata.Reader, n int, walks func(*perfdata.Sa
 	return p
 }
 
-func walkBatch(wk *Walker, b *pipeBatch) {
+func walkBatch(wk *walker, b *pipeBatch) {
 	for i := range b.nwalks {
 		if i+1 < b.nwalks {
 			// The next walk reads its stack from the top: ask for it.
@@ -169,7 +169,7 @@ func stage(name string, f func()) {
 // feed is the reader goroutine: it cuts the records into batches, prepares
 // the walks, and sends each batch to a walker and, in order, to the
 // caller.
-func (p *Pipeline) feed(pre *Prewalker) {
+func (p *Pipeline) feed(pre *prewalker) {
 	var b *pipeBatch
 	// send passes b on; the channels hold every batch there is, so it
 	// never blocks.
@@ -188,7 +188,7 @@ func (p *Pipeline) feed(pre *Prewalker) {
 		b = nil
 	}
 	r := p.r
-	// Walkers read stacks and the caller reads payloads from the mapped
+	// walkers read stacks and the caller reads payloads from the mapped
 	// file after Next moved on: pages are released once every record
 	// delivered so far was consumed, by the caller as it consumes the
 	// last batch sent, so the reader, the stage that bounds a parallel

@@ -2,7 +2,6 @@ package symbolize
 
 import (
 	"fmt"
-	"sort"
 
 	"github.com/faultline/faultline/perfdata"
 )
@@ -17,7 +16,7 @@ type Procs struct {
 }
 
 func newProcs() *Procs {
-	return &Procs{Maps: NewMaps(), comms: map[uint32]string{}, noComm: map[uint32]string{}}
+	return &Procs{Maps: newMaps(), comms: map[uint32]string{}, noComm: map[uint32]string{}}
 }
 
 // Comm returns the command name of pid as of the current record.
@@ -45,14 +44,14 @@ func (s *Procs) Observe(rec perfdata.Record) {
 		s.Maps.Add(r.Pid, mappingOf(r))
 	case *perfdata.Comm:
 		if r.Exec {
-			s.Maps.Exec(r.Pid)
+			s.Maps.exec(r.Pid)
 		}
 		if r.Pid == r.Tid || s.comms[r.Pid] == "" {
 			s.comms[r.Pid] = r.Comm
 		}
 	case *perfdata.Fork:
 		if r.Pid != r.Ppid {
-			s.Maps.Fork(r.Ppid, r.Pid)
+			s.Maps.fork(r.Ppid, r.Pid)
 			if c, ok := s.comms[r.Ppid]; ok {
 				s.comms[r.Pid] = c
 			}
@@ -62,14 +61,4 @@ func (s *Procs) Observe(rec perfdata.Record) {
 
 // Region says what an address of pid lies in now: the mapping's file or
 // its special name, "" when unmapped.
-func (s *Procs) Region(pid uint32, addr uint64) *Mapping { return s.Maps.Find(pid, addr) }
-
-// Pids returns the processes seen, sorted.
-func (s *Procs) Pids() []uint32 {
-	var out []uint32
-	for p := range s.Maps.procs {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
+func (s *Procs) Region(pid uint32, addr uint64) *Mapping { return s.Maps.find(pid, addr) }

@@ -56,7 +56,7 @@ func (w *ScriptWriter) Format(smp *perfdata.Sample, stack StackID) []byte {
 		// perf (libdw) names and prints a return address by its call
 		// instruction, PC-1, as addr2line wants too.
 		lines := w.S.Lines(id, false)
-		addr := l.RelAddr()
+		addr := l.relAddr()
 		if l.Return {
 			addr--
 		}
@@ -70,7 +70,7 @@ func (w *ScriptWriter) Format(smp *perfdata.Sample, stack StackID) []byte {
 		if sym == "" {
 			sym = last.Func
 		}
-		b = appendFrame(b, addr, sym, l.DSO())
+		b = appendFrame(b, addr, sym, l.dso())
 	}
 	b = append(b, '\n')
 	w.buf = b
@@ -111,7 +111,7 @@ func (w *ScriptWriter) appendPayload(b []byte, smp *perfdata.Sample) []byte {
 	ev := smp.Event
 	if ev == nil || ev.Format == nil || len(smp.Raw) == 0 {
 		b = padLeft(b, strconv.AppendUint(nil, smp.Addr, 16), 16)
-		if m := w.S.Maps.Find(smp.Pid, smp.Addr); m != nil {
+		if m := w.S.Maps.find(smp.Pid, smp.Addr); m != nil {
 			b = append(b, " ("...)
 			b = append(b, m.File...)
 			b = append(b, ')')

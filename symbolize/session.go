@@ -8,7 +8,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
 )
 
@@ -51,7 +51,7 @@ type UnwindStats struct {
 	// ran (a *binfile.MismatchError): left unnamed, not unwound by its CFI.
 	Refused uint64
 	// Need says how deep a copy the walks that stopped at the end of
-	// their copied stack needed (stackneed.go).
+	// their copied stack needed.
 	Need StackNeed
 }
 
@@ -196,7 +196,7 @@ func (r *resolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
 
 // lookup is unwind.Resolver's Lookup over maps.
 func (s *Session) lookup(maps *Maps, pid uint32, pc uint64) (*cfi.Table, uint64, bool) {
-	m := maps.Find(pid, pc)
+	m := maps.find(pid, pc)
 	if m == nil {
 		return nil, 0, false
 	}
@@ -242,7 +242,7 @@ func (tt trampTable) noteEntry(maps *Maps, pid, tid uint32, sp uint64, stack []b
 	}
 	ret := binary.LittleEndian.Uint64(stack)
 	k := sp + 8
-	if m := maps.Find(pid, ret); m != nil && m.File == "[uprobes]" {
+	if m := maps.find(pid, ret); m != nil && m.File == "[uprobes]" {
 		// A probed function tail-called this one (realloc(NULL, n) jumps
 		// into malloc): the slot already holds the trampoline, and the
 		// entry noted for the outer call has the real return address.
@@ -348,7 +348,7 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 		}
 	}
 	for _, f := range w.frames {
-		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		pc, m := s.canonical(f.PC, s.Maps.find(pid, f.PC))
 		if m != nil && m.Exec && s.mapInfo(m).refused {
 			refused++
 		}
@@ -368,7 +368,7 @@ func (s *Session) Intern(w *Walk, kernel bool) StackID {
 // (the return probe's __probe_ret_ip); equal return addresses in the same
 // binary give the same StackID, in any process.
 func (s *Session) CallerStack(pid uint32, ret uint64) StackID {
-	pc, m := s.canonical(ret, s.Maps.Find(pid, ret))
+	pc, m := s.canonical(ret, s.Maps.find(pid, ret))
 	if m != nil && m.Exec && s.mapInfo(m).refused {
 		s.stats.Refused++
 	}
@@ -413,7 +413,7 @@ func (s *Session) UnwindTop(pid, tid uint32, ip, sp, bp uint64, hasBP bool, stac
 	s.top, _ = s.unw.Unwind(regs, sp, stack, &s.res, nil, s.top[:0])
 	s.ids = s.ids[:0]
 	for _, f := range s.top {
-		pc, m := s.canonical(f.PC, s.Maps.Find(pid, f.PC))
+		pc, m := s.canonical(f.PC, s.Maps.find(pid, f.PC))
 		s.ids = append(s.ids, s.intern(Loc{PC: pc, Map: m, Return: f.Return, Kind: f.Kind}))
 	}
 	return s.ids
@@ -433,6 +433,6 @@ func (s *Session) CallerStackOf(id LocID) StackID {
 // callers that have single instruction addresses rather than stacks (the
 // access log of correlate). It is not a return address: Lines names pc itself.
 func (s *Session) Locate(pid uint32, pc uint64) LocID {
-	pc, m := s.canonical(pc, s.Maps.Find(pid, pc))
+	pc, m := s.canonical(pc, s.Maps.find(pid, pc))
 	return s.intern(Loc{PC: pc, Map: m})
 }

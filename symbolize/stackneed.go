@@ -108,7 +108,7 @@ func (s *Session) noteDepth(w *Walk) {
 		top := uint64(0)
 		if t := s.tops[threadKey(w.Pid, w.Tid)]; t != nil && t.top > w.sp {
 			top = t.top
-		} else if m := s.Maps.Above(w.Pid, w.sp); m != nil && (m.Start <= w.sp || strings.HasPrefix(m.File, "[stack")) {
+		} else if m := s.Maps.above(w.Pid, w.sp); m != nil && (m.Start <= w.sp || strings.HasPrefix(m.File, "[stack")) {
 			top = m.End
 			n.Estimated++
 		}
@@ -122,9 +122,9 @@ func (s *Session) noteDepth(w *Walk) {
 	}
 }
 
-// Above returns pid's mapping containing addr or, when none does, the
+// above returns pid's mapping containing addr or, when none does, the
 // lowest one above it; nil when there is none.
-func (m *Maps) Above(pid uint32, addr uint64) *Mapping {
+func (m *Maps) above(pid uint32, addr uint64) *Mapping {
 	p := m.procs[pid]
 	if p == nil {
 		return nil

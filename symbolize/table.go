@@ -10,7 +10,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/binfile"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
 	"golang.org/x/sys/unix"
 )
@@ -102,7 +102,7 @@ func newTable(loc binfile.Locator) *Table {
 }
 
 // AddBuildIDs records build IDs by path (the BUILD_ID feature, or pipe
-// mode's HEADER_BUILD_ID records as they arrive). Not while Walkers walk.
+// mode's HEADER_BUILD_ID records as they arrive). Not while walkers walk.
 func (s *Table) AddBuildIDs(ids []perfdata.BuildID) {
 	for _, b := range ids {
 		if len(b.ID) > 0 && b.Filename != "" {
@@ -114,11 +114,11 @@ func (s *Table) AddBuildIDs(ids []perfdata.BuildID) {
 	}
 }
 
-// WaitLoaded waits until the binaries opened so far are read in full: their
+// waitLoaded waits until the binaries opened so far are read in full: their
 // background work (symbol tables, debug sections; see binfile). Nothing
 // needs it for results; a measurement of what follows (allocations, time)
 // does.
-func (s *Table) WaitLoaded() { s.cache.WaitLoaded() }
+func (s *Table) waitLoaded() { s.cache.WaitLoaded() }
 
 // Close releases the opened binaries.
 func (s *Table) Close() error { return s.cache.Close() }
@@ -212,7 +212,7 @@ type mapIdentity struct {
 // range: the first mapping seen of it. Every process that runs a program
 // (each cc1 of a build) then shares its locations, stacks and cached
 // lines, so they grow with the code run, not with the number of processes
-// in the recording. The address relative to the file (Loc.RelAddr), which
+// in the recording. The address relative to the file (Loc.relAddr), which
 // perf script prints and symbolization uses, does not change. Anonymous
 // and special mappings other than [vdso] stay per process.
 func (s *Table) canonical(pc uint64, m *Mapping) (uint64, *Mapping) {
@@ -221,7 +221,7 @@ func (s *Table) canonical(pc uint64, m *Mapping) (uint64, *Mapping) {
 	}
 	c := m.canon
 	if c == nil {
-		if m.Anon() || (m.Special() && m.File != "[vdso]") {
+		if m.Anon() || (m.special() && m.File != "[vdso]") {
 			c = m
 		} else {
 			k := mapIdentity{file: m.File, buildID: string(m.BuildID), ino: m.Ino, dev: uint64(m.Maj)<<32 | uint64(m.Min), pgoff: m.Pgoff, len: m.End - m.Start}
@@ -278,9 +278,6 @@ func (s *Table) Stack(id StackID) []LocID {
 	}
 	return s.stackData[s.stackOff[id]:s.stackOff[id+1]]
 }
-
-// NumStacks returns how many distinct stacks were interned.
-func (s *Table) NumStacks() int { return len(s.stackOff) - 2 }
 
 // Loc returns an interned location.
 func (s *Table) Loc(id LocID) *Loc { return &s.locs[id] }
@@ -400,18 +397,18 @@ func (s *Table) NameStacks(exact bool, n int) {
 	}
 }
 
-// RelAddr is the address perf script prints for a location: the file
+// relAddr is the address perf script prints for a location: the file
 // offset (PC - start + pgoff) for file mappings, the PC itself otherwise.
-func (l *Loc) RelAddr() uint64 {
+func (l *Loc) relAddr() uint64 {
 	if l.Map == nil || l.Kernel || l.Map.Anon() {
 		return l.PC
 	}
 	return l.PC - l.Map.Start + l.Map.Pgoff
 }
 
-// DSO names the location's mapping as perf does: the recorded path,
+// dso names the location's mapping as perf does: the recorded path,
 // "[kernel.kallsyms]" for kernel frames, "[unknown]" when unmapped.
-func (l *Loc) DSO() string {
+func (l *Loc) dso() string {
 	switch {
 	case l.Kernel:
 		return "[kernel.kallsyms]"

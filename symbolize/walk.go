@@ -4,28 +4,28 @@ import (
 	"sync"
 
 	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 	"github.com/faultline/faultline/symbolize/unwind"
 )
 
 // Parallel unwinding. A stack walk has three parts with different needs:
 //
-//   - preparing it (Prewalker.Prepare) reads the sample and the return
+//   - preparing it (prewalker.Prepare) reads the sample and the return
 //     addresses noted at uprobe entries, which depend on every earlier
 //     sample of the thread: it runs in record order;
-//   - walking it (Walker.Walk), the costly part (CFI lookup and stepping),
+//   - walking it (walker.Walk), the costly part (CFI lookup and stepping),
 //     needs only the process's code mappings at the sample's time and
 //     runs on any goroutine;
 //   - interning it (Session.Intern) hands out location and stack IDs in
 //     first-seen order: it runs in record order again.
 //
 // So the IDs, and every profile built from them, are the same for any
-// number of walkers. Each Walker has its own replica of the code mappings
+// number of walkers. Each walker has its own replica of the code mappings
 // and its own CFI row cache, so walks share nothing but the opened
 // binaries, which are loaded under Session.infoMu. A replica follows the
-// recording through the Prewalker's log of mapping changes: each prepared
+// recording through the prewalker's log of mapping changes: each prepared
 // walk carries the log's length at its sample (Walk.version) and the
-// Walker applies the changes up to there before walking it, so a walk
+// walker applies the changes up to there before walking it, so a walk
 // sees the mappings of its sample's time without the reader ever waiting
 // for running walks: a mapping change is never a barrier.
 
@@ -44,7 +44,7 @@ type Walk struct {
 	// entry: a pipeline's walk of a uprobe entry sample, whose return
 	// address Session.Intern notes again, in order, for UnwindTop.
 	entry bool
-	// version is the Prewalker's log length when the walk was prepared.
+	// version is the prewalker's log length when the walk was prepared.
 	version int
 
 	frames []unwind.Frame
@@ -119,18 +119,18 @@ func (w *Walk) walkFrames(u *unwind.Unwinder, res unwind.Resolver) {
 	w.stop = unwind.StopNoRegs
 }
 
-// Prewalker prepares walks in record order for a set of Walkers. Not safe
-// for concurrent use (its Walkers are, each on one goroutine).
-type Prewalker struct {
+// prewalker prepares walks in record order for a set of walkers. Not safe
+// for concurrent use (its walkers are, each on one goroutine).
+type prewalker struct {
 	s      *Session
 	own    *Maps // its own copy (Maps.Find caches the last hit)
 	tramps trampTable
 	entry  map[*perfdata.Event]bool
 
-	mu      sync.Mutex // guards log, base and every Walker's applied
+	mu      sync.Mutex // guards log, base and every walker's applied
 	log     []mapChange
 	base    int // the version of log[0]
-	walkers []*Walker
+	walkers []*walker
 	// trimAt, settleAt: logTrim and logSettle (smaller in tests).
 	trimAt, settleAt int
 }
@@ -148,17 +148,17 @@ const (
 	changeFork
 )
 
-// Log lengths: trimmed (up to the slowest Walker) past logTrim entries;
-// past logSettle a Walker that lags that far is caught up at a barrier.
+// Log lengths: trimmed (up to the slowest walker) past logTrim entries;
+// past logSettle a walker that lags that far is caught up at a barrier.
 const (
 	logTrim   = 4096
 	logSettle = 1 << 16
 )
 
-// Walker walks prepared stacks on its own goroutine.
-type Walker struct {
+// walker walks prepared stacks on its own goroutine.
+type walker struct {
 	s       *Session
-	pre     *Prewalker
+	pre     *prewalker
 	maps    *Maps
 	applied int // the log version maps reflects
 	unw     *unwind.Unwinder
@@ -166,16 +166,16 @@ type Walker struct {
 	res     walkResolver
 }
 
-// NewPrewalker returns a Prewalker and n Walkers for the session's
+// newPrewalker returns a prewalker and n walkers for the session's
 // recording. The session must not Unwind while they are used (it keeps
 // interning their walks with Intern, and following the records with
 // Observe).
-func (s *Session) NewPrewalker(n int) (*Prewalker, []*Walker) {
-	p := &Prewalker{s: s, own: NewMaps(), tramps: trampTable{}, entry: map[*perfdata.Event]bool{},
+func (s *Session) newPrewalker(n int) (*prewalker, []*walker) {
+	p := &prewalker{s: s, own: newMaps(), tramps: trampTable{}, entry: map[*perfdata.Event]bool{},
 		trimAt: logTrim, settleAt: logSettle}
-	ws := make([]*Walker, n)
+	ws := make([]*walker, n)
 	for i := range ws {
-		w := &Walker{s: s, pre: p, maps: NewMaps(), unw: unwind.New(s.arch)}
+		w := &walker{s: s, pre: p, maps: newMaps(), unw: unwind.New(s.arch)}
 		w.unw.Rows = &w.rows
 		w.res.wk = w
 		ws[i] = w
@@ -184,12 +184,12 @@ func (s *Session) NewPrewalker(n int) (*Prewalker, []*Walker) {
 	return p, ws
 }
 
-// Changes reports whether rec changes what Walkers see, so that the
+// Changes reports whether rec changes what walkers see, so that the
 // caller must Observe it. Anonymous data mappings (most MMAP records of a
 // recording made with -d) do not, unless they land on a mapping the
 // walkers know: to an unwinder an anonymous mapping and no mapping are
 // the same (no code).
-func (p *Prewalker) Changes(rec perfdata.Record) bool {
+func (p *prewalker) Changes(rec perfdata.Record) bool {
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
 		if r.Pid == perfdata.KernelPid {
@@ -209,9 +209,9 @@ func (p *Prewalker) Changes(rec perfdata.Record) bool {
 }
 
 // Observe applies a record for which Changes is true: walks prepared from
-// now on see it. It reports whether the log grew so long behind a Walker
+// now on see it. It reports whether the log grew so long behind a walker
 // that the caller should wait until no walk runs and call Settle.
-func (p *Prewalker) Observe(rec perfdata.Record) (settle bool) {
+func (p *prewalker) Observe(rec perfdata.Record) (settle bool) {
 	var c mapChange
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
@@ -250,9 +250,9 @@ func (p *Prewalker) Observe(rec perfdata.Record) (settle bool) {
 	return len(p.log) >= p.settleAt
 }
 
-// Settle catches every Walker up with the log and empties it. Call it only
+// Settle catches every walker up with the log and empties it. Call it only
 // while no walk runs.
-func (p *Prewalker) Settle() {
+func (p *prewalker) Settle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, w := range p.walkers {
@@ -268,14 +268,14 @@ func (c *mapChange) apply(m *Maps) {
 		nm := c.m // each replica its own: Maps may keep and change it
 		m.Add(c.pid, &nm)
 	case changeExec:
-		m.Exec(c.pid)
+		m.exec(c.pid)
 	case changeFork:
-		m.Fork(c.ppid, c.pid)
+		m.fork(c.ppid, c.pid)
 	}
 }
 
 // catchUp applies the logged changes up to version v to the replica.
-func (wk *Walker) catchUp(v int) {
+func (wk *walker) catchUp(v int) {
 	if wk.applied >= v {
 		return
 	}
@@ -284,7 +284,7 @@ func (wk *Walker) catchUp(v int) {
 	wk.pre.mu.Unlock()
 }
 
-func (wk *Walker) catchUpLocked(v int) {
+func (wk *walker) catchUpLocked(v int) {
 	p := wk.pre
 	for ; wk.applied < v; wk.applied++ {
 		p.log[wk.applied-p.base].apply(wk.maps)
@@ -294,7 +294,7 @@ func (wk *Walker) catchUpLocked(v int) {
 // Prepare fills w for smp, in record order, copying what the reader
 // reuses: the decoded callchain always, the stack bytes when copyStack is
 // set (perfdata.Reader.Stable says when they must be).
-func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, copyStack bool) {
+func (p *prewalker) Prepare(smp *perfdata.Sample, w *Walk, copyStack bool) {
 	w.prepare(smp, true, p.s.arch)
 	w.version = p.base + len(p.log) // p.mu guards them against walkers, which only read
 	if copyStack && w.stack != nil {
@@ -308,7 +308,7 @@ func (p *Prewalker) Prepare(smp *perfdata.Sample, w *Walk, copyStack bool) {
 	w.tramps = append(w.tramps[:0], p.tramps[w.Tid]...)
 }
 
-func (p *Prewalker) isEntryProbe(ev *perfdata.Event) bool {
+func (p *prewalker) isEntryProbe(ev *perfdata.Event) bool {
 	if ev == nil {
 		return false
 	}
@@ -321,16 +321,16 @@ func (p *Prewalker) isEntryProbe(ev *perfdata.Event) bool {
 }
 
 // Walk walks a prepared stack.
-func (wk *Walker) Walk(w *Walk) {
+func (wk *walker) Walk(w *Walk) {
 	wk.catchUp(w.version)
 	wk.res.pid, wk.res.w = w.Pid, w
 	w.walk(wk.unw, &wk.res)
 }
 
-// walkResolver is resolver over a Walker's replica and a walk's noted
+// walkResolver is resolver over a walker's replica and a walk's noted
 // return addresses.
 type walkResolver struct {
-	wk  *Walker
+	wk  *walker
 	pid uint32
 	w   *Walk
 }

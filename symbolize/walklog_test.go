@@ -14,7 +14,7 @@ import (
 // Walker to the latest mappings.
 func TestPrewalkerLog(t *testing.T) {
 	s := &Session{}
-	pre, ws := s.NewPrewalker(2)
+	pre, ws := s.newPrewalker(2)
 	pre.trimAt, pre.settleAt = 8, 40
 	fast, slow := ws[0], ws[1]
 	const pid = 7
@@ -25,7 +25,7 @@ func TestPrewalkerLog(t *testing.T) {
 	var want []view
 	look := func(m *Maps) (v view) {
 		for pg := range v {
-			if x := m.Find(pid, uint64(pg)*4096+8); x != nil {
+			if x := m.find(pid, uint64(pg)*4096+8); x != nil {
 				v[pg] = x.File
 			}
 		}

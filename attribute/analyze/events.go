@@ -21,7 +21,7 @@ const (
 	RoleFault                   // a page fault: page-faults:u, minor/major-faults, exceptions:page_fault_user
 	// RoleStack: a second instance of an entry probe (or fault event) that
 	// carries stacks for some of its hits; each sample lends its stack to
-	// the range event's sample of the same hit (stacks.go).
+	// the range event's sample of the same hit.
 	RoleStack
 	// RoleAllocCall: one sample for a whole call, entry and return, at
 	// the return's time (faultline record's in-process method writes
@@ -29,7 +29,7 @@ const (
 	// the entry's fields and the return's.
 	RoleAllocCall
 	// RoleSysEnter and RoleSysExit: a memory-map call's syscall
-	// tracepoint (mmap, munmap, mremap, madvise, brk; memmap.go).
+	// tracepoint (mmap, munmap, mremap, madvise, brk).
 	RoleSysEnter
 	RoleSysExit
 	// RoleRSS: faultline record's faultline:rss, the program's own peak
@@ -89,7 +89,7 @@ type eventInfo struct {
 // fetch arguments (TopStackSP=%sp TopStackBP=%bp s0=+0(%sp) s1=+8(%sp) …).
 // For a call recorded without a stack they are enough to unwind through
 // the allocator's thin wrappers (operator new and its variants) to the
-// first caller outside them: the call's exact leaf (stacks.go).
+// first caller outside them: the call's exact leaf.
 const (
 	TopStackSP = "sp"
 	TopStackBP = "bp"

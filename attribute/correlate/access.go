@@ -16,7 +16,7 @@ type Access struct {
 	Line  int64  // 1-based line number in the access log
 	Tid   uint32 // 0 when the log has no thread ids
 	Write bool
-	// 40 bytes: the matcher keeps seven per fault (MaxFaults).
+	// 40 bytes: the matcher keeps seven per fault (maxFaults).
 }
 
 // AccessLayout says which optional columns an access log has. The first
@@ -54,9 +54,9 @@ func (e *FormatError) Error() string {
 // longer line is not an access log.
 const maxLine = 4096
 
-// AccessReader streams an access log. The Access returned by Access is
+// accessReader streams an access log. The Access returned by Access is
 // reused by the next call to Next.
-type AccessReader struct {
+type accessReader struct {
 	br      *bufio.Reader
 	line    int64
 	off     int64
@@ -71,22 +71,22 @@ type AccessReader struct {
 	Bytes int64
 }
 
-// NewAccessReader starts reading an access log.
-func NewAccessReader(r io.Reader) *AccessReader {
-	return &AccessReader{br: bufio.NewReaderSize(r, 1<<20)}
+// newAccessReader starts reading an access log.
+func newAccessReader(r io.Reader) *accessReader {
+	return &accessReader{br: bufio.NewReaderSize(r, 1<<20)}
 }
 
 // Layout returns the log's columns, known after the first access.
-func (r *AccessReader) Layout() AccessLayout { return r.layout }
+func (r *accessReader) Layout() AccessLayout { return r.layout }
 
 // Access returns the current access.
-func (r *AccessReader) Access() *Access { return &r.cur }
+func (r *accessReader) Access() *Access { return &r.cur }
 
 // Err returns the first error, nil at a clean end of input.
-func (r *AccessReader) Err() error { return r.err }
+func (r *accessReader) Err() error { return r.err }
 
 // Next advances to the next access; false at the end of input or on error.
-func (r *AccessReader) Next() bool {
+func (r *accessReader) Next() bool {
 	for r.err == nil {
 		b, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
@@ -129,7 +129,7 @@ func (r *AccessReader) Next() bool {
 
 // parse reads one access line into r.cur; it returns a message on failure.
 // It allocates nothing.
-func (r *AccessReader) parse(b []byte) string {
+func (r *accessReader) parse(b []byte) string {
 	var hasTime, hasTid bool
 	var a Access
 	// Leading columns: a time (has a '.') and a thread id, each optionally

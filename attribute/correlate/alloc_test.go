@@ -40,7 +40,7 @@ func TestAccessReaderAllocs(t *testing.T) {
 	acc := repeatLog(t, 20)
 	var n int
 	allocs := testing.AllocsPerRun(3, func() {
-		ar := NewAccessReader(bytes.NewReader(acc))
+		ar := newAccessReader(bytes.NewReader(acc))
 		n = 0
 		for ar.Next() {
 			n++
@@ -57,7 +57,7 @@ func BenchmarkAccessReader(b *testing.B) {
 	b.SetBytes(int64(len(acc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		ar := NewAccessReader(bytes.NewReader(acc))
+		ar := newAccessReader(bytes.NewReader(acc))
 		for ar.Next() {
 		}
 	}
@@ -84,7 +84,7 @@ func FuzzAccessLog(f *testing.F) {
 	f.Add(fixture(f, "access.plain.log")[:300])
 	f.Add([]byte("1.5: 7: 0x10: R 0x20 8 0x0\n#eof\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ar := NewAccessReader(bytes.NewReader(b))
+		ar := newAccessReader(bytes.NewReader(b))
 		var sb strings.Builder
 		for ar.Next() {
 			a := ar.Access()

@@ -27,7 +27,7 @@ func TestAccessLayouts(t *testing.T) {
 		tid      uint32
 	}
 	read := func(name string) ([]row, AccessLayout) {
-		ar := NewAccessReader(bytes.NewReader(fixture(t, name)))
+		ar := newAccessReader(bytes.NewReader(fixture(t, name)))
 		var out []row
 		for ar.Next() {
 			a := ar.Access()
@@ -272,7 +272,7 @@ func TestThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, byReason := res.Counts()
+	_, byReason := res.counts()
 	if byReason[ReasonThread] != len(res.Pairs) {
 		t.Errorf("--threads match with Pin thread ids: %d of %d faults on an uncovered thread", byReason[ReasonThread], len(res.Pairs))
 	}
@@ -287,7 +287,7 @@ func TestBadInput(t *testing.T) {
 		{"1.2.3: 0x1: R 0x2\n", "bad time"},
 		{"0x" + strings.Repeat("1", 5000) + ": R 0x2\n", "longer than"},
 	} {
-		ar := NewAccessReader(strings.NewReader(tc.in))
+		ar := newAccessReader(strings.NewReader(tc.in))
 		for ar.Next() {
 		}
 		var fe *FormatError
@@ -296,7 +296,7 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 	// A last line cut short is skipped with a warning.
-	ar := NewAccessReader(strings.NewReader("0x1: R 0x2\n0x3: R 0x"))
+	ar := newAccessReader(strings.NewReader("0x1: R 0x2\n0x3: R 0x"))
 	n := 0
 	for ar.Next() {
 		n++
@@ -334,7 +334,7 @@ func TestPairsFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if lines[0]+"\n" != PairsHeader || !strings.HasPrefix(lines[0], "fault_time\tfault_addr\tfault_ip\taccess_time\taccess_ip\taccess_addr\tmatch\t") {
+	if lines[0]+"\n" != pairsHeader || !strings.HasPrefix(lines[0], "fault_time\tfault_addr\tfault_ip\taccess_time\taccess_ip\taccess_addr\tmatch\t") {
 		t.Fatalf("header %q", lines[0])
 	}
 	if len(lines)-1 != len(res.Pairs) {

@@ -54,11 +54,11 @@ type FaultLog struct {
 	Warnings             []string
 }
 
-// MaxFaults bounds the faults held in memory: at most about 510 bytes each
+// maxFaults bounds the faults held in memory: at most about 510 bytes each
 // with the matcher's state and the Go runtime's slack, so 5.1 GB at the
 // limit (a program that touched 40 GB of fresh pages). An access log adds
 // nothing: it is streamed.
-const MaxFaults = 10_000_000
+const maxFaults = 10_000_000
 
 const pageFaultEvent = "page_fault_user:"
 
@@ -118,8 +118,8 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 			log.Filtered++
 			continue
 		}
-		if len(log.Faults) >= MaxFaults {
-			return nil, &FormatError{"fault log", lineNo, lineOff, fmt.Sprintf("more than %d faults; select one program with --pid or --comm", MaxFaults)}
+		if len(log.Faults) >= maxFaults {
+			return nil, &FormatError{"fault log", lineNo, lineOff, fmt.Sprintf("more than %d faults; select one program with --pid or --comm", maxFaults)}
 		}
 		f.Where = lineNo
 		log.Faults = append(log.Faults, f)
@@ -318,8 +318,8 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 			log.Filtered++
 			continue
 		}
-		if len(log.Faults) >= MaxFaults {
-			return nil, fmt.Errorf("fault log: more than %d faults; select one program with --pid or --comm", MaxFaults)
+		if len(log.Faults) >= maxFaults {
+			return nil, fmt.Errorf("fault log: more than %d faults; select one program with --pid or --comm", maxFaults)
 		}
 		log.Faults = append(log.Faults, f)
 	}

@@ -141,7 +141,7 @@ func TestLiveSelftrace(t *testing.T) {
 				t.Fatal(err)
 			}
 			covered, exact := truth(t, res, coveredPages(t, acc))
-			byKind, _ := res.Counts()
+			byKind, _ := res.counts()
 			want, unc := trueOffset(t, trace, sync)
 			diff := res.Offset - want
 			t.Logf("trace_clock %s: %d faults, %d on covered pages, all matched: %d ip+page, %d page+time; exact ip and byte %d (%.2f%%); offset %v (true %v ± %v, error %v), window %v, %d accesses",

@@ -110,8 +110,8 @@ type Result struct {
 	Warnings  []string
 }
 
-// Counts sums the pairs by kind and reason.
-func (r *Result) Counts() (byKind [3]int, byReason [7]int) {
+// counts sums the pairs by kind and reason.
+func (r *Result) counts() (byKind [3]int, byReason [7]int) {
 	for i := range r.Pairs {
 		byKind[r.Pairs[i].Kind]++
 		byReason[r.Pairs[i].Reason]++
@@ -294,15 +294,15 @@ const jitter = 2000
 // log: 400k faults at one timestamp) costs faults × accesses.
 const maxOffers = 64
 
-// ExactWindowFactor widens the window before a fault for accesses at its
+// exactWindowFactor widens the window before a fault for accesses at its
 // ip and exact byte.
-const ExactWindowFactor = 100
+const exactWindowFactor = 100
 
 // maxTids bounds the set of access-log thread ids kept for the summary.
 const maxTids = 1 << 16
 
 func (m *matcher) pass(r io.Reader, n int, fn func(p *pageFaults, a *Access)) error {
-	ar := NewAccessReader(r)
+	ar := newAccessReader(r)
 	for ar.Next() {
 		a := ar.Access()
 		m.accesses++
@@ -545,12 +545,12 @@ func (m *matcher) timeAccess(p *pageFaults, a *Access) {
 		return // after every fault's window on this page
 	}
 	// An access at a fault's ip and exact byte is a candidate from
-	// ExactWindowFactor windows before the fault (after the previous fault
+	// exactWindowFactor windows before the fault (after the previous fault
 	// on the page): the thread may have been preempted between logging the
 	// access and making it, and the nearest one wins in the end anyway.
 	for k := j; k < n && k < j+maxOffers && (k == j || t > p.times[k-1]-jitter); k++ {
 		f := &m.log.Faults[p.idx[k]]
-		if (k == 0 || t > p.times[k-1]-jitter) && t >= f.Time-ExactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
+		if (k == 0 || t > p.times[k-1]-jitter) && t >= f.Time-exactWindowFactor*w && a.IP == f.IP && a.Addr == f.Addr && m.usable(f, a) {
 			after := 0
 			if t > f.Time {
 				after = 1

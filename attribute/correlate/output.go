@@ -12,15 +12,15 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// PairsHeader is the header line of the pairs file.
-const PairsHeader = "fault_time\tfault_addr\tfault_ip\taccess_time\taccess_ip\taccess_addr\tmatch\tfault_tid\taccess_tid\taccess\tfault_code\treason\n"
+// pairsHeader is the header line of the pairs file.
+const pairsHeader = "fault_time\tfault_addr\tfault_ip\taccess_time\taccess_ip\taccess_addr\tmatch\tfault_tid\taccess_tid\taccess\tfault_code\treason\n"
 
 // WritePairs writes one tab-separated row per fault: times in seconds
 // (each in its own log's clock; access_time empty when the access log has
 // none), addresses in hex, empty access columns for unmatched faults.
 func WritePairs(w io.Writer, res *Result) error {
 	bw := bufio.NewWriterSize(w, 1<<16)
-	bw.WriteString(PairsHeader)
+	bw.WriteString(pairsHeader)
 	var b []byte
 	for i := range res.Pairs {
 		pr := &res.Pairs[i]
@@ -98,7 +98,7 @@ func appendSeconds(b []byte, ns int64) []byte {
 
 // WriteSummary writes the human summary.
 func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
-	byKind, byReason := res.Counts()
+	byKind, byReason := res.counts()
 	n := len(res.Pairs)
 	pct := func(k int) string {
 		if n == 0 {
@@ -130,12 +130,12 @@ func WriteSummary(w io.Writer, res *Result, log *FaultLog) {
 			fmt.Fprintf(w, "Clock:       no offset (no access matched a fault)\n")
 		}
 	case "given":
-		fmt.Fprintf(w, "Clock:       offset %s (given), window %s (%s for the same ip and byte)\n", fmtDur(res.Offset), res.Window, ExactWindowFactor*res.Window)
+		fmt.Fprintf(w, "Clock:       offset %s (given), window %s (%s for the same ip and byte)\n", fmtDur(res.Offset), res.Window, exactWindowFactor*res.Window)
 	default:
 		fmt.Fprintf(w, "Clock:       offset %s (fault time − access time: median of %d %s matches, spread ±%s),\n"+
 			"             window %s (%s for the same ip and byte)\n",
 			fmtDur(res.Offset), res.OffsetSamples, map[string]string{"ip": "exact ip+page", "page": "first-touch page"}[res.OffsetFrom],
-			fmtDur(res.OffsetSpread), res.Window, ExactWindowFactor*res.Window)
+			fmtDur(res.OffsetSpread), res.Window, exactWindowFactor*res.Window)
 	}
 	if res.ExactRare {
 		fmt.Fprintf(w, "Note:        exact ip matches are rare (%d of %d faults in log order): under Pin the faulting\n"+

@@ -23,7 +23,7 @@ func crafted(t *testing.T, name string) string {
 
 func wantNotProfile(t *testing.T, err error, msg string) {
 	t.Helper()
-	var npe *NotProfileError
+	var npe *notProfileError
 	if !errors.As(err, &npe) || !strings.Contains(err.Error(), msg) {
 		t.Errorf("err = %v, want a NotProfileError saying %q", err, msg)
 	}
@@ -32,7 +32,7 @@ func wantNotProfile(t *testing.T, err error, msg string) {
 // A gzip inside a gzip: the outer layer inflates to 2 MB, the inner one
 // would inflate to 2 GiB. Every layer is capped.
 func TestReadNestedGzip(t *testing.T) {
-	_, err := Load(crafted(t, "diff-nested.pb.gz"))
+	_, err := load(crafted(t, "diff-nested.pb.gz"))
 	wantNotProfile(t, err, "gzip layer 2: decompresses to more than 128 MiB")
 }
 
@@ -104,28 +104,28 @@ func TestSniffPipe(t *testing.T) {
 // which wraps to -32 in int64 and read as "shrank by 32". Saturated, the
 // site grows by MaxInt64 and regresses.
 func TestCompareSaturates(t *testing.T) {
-	base, err := Load(crafted(t, "diff-sat-base.pb.gz"))
+	base, err := load(crafted(t, "diff-sat-base.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := Load(crafted(t, "diff-sat-new.pb.gz"))
+	head, err := load(crafted(t, "diff-sat-new.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	r, err := compareOne(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Sites) != 1 || r.Sites[0].Name != "grow_table sat.c:10" || r.Sites[0].Delta() != math.MaxInt64 || r.Sites[0].Status != StatusGrew || !r.Regressed() {
+	if len(r.Sites) != 1 || r.Sites[0].Name != "grow_table sat.c:10" || r.Sites[0].delta() != math.MaxInt64 || r.Sites[0].Status != StatusGrew || !r.Regressed() {
 		t.Errorf("sites %+v, regressed %v", r.Sites, r.Regressed())
 	}
 	// And the other way round: shrinking by the most saturates at MinInt64.
-	r, err = Compare(head, base, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	r, err = compareOne(head, base, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Sites[0].Delta() != math.MinInt64 || r.Regressed() {
-		t.Errorf("reversed: delta %d, regressed %v", r.Sites[0].Delta(), r.Regressed())
+	if r.Sites[0].delta() != math.MinInt64 || r.Regressed() {
+		t.Errorf("reversed: delta %d, regressed %v", r.Sites[0].delta(), r.Regressed())
 	}
 	var b bytes.Buffer
 	if err := Render(&b, r, "text", RenderOptions{}); err != nil || !strings.Contains(b.String(), "-9223372036854775808") || strings.Contains(b.String(), "--") {
@@ -147,11 +147,11 @@ func TestCompareSaturates(t *testing.T) {
 // A 16 MiB class name and a 16 MiB flag (diff-wide.pb.gz) print as 512
 // bytes each and a note of what was cut, in every format.
 func TestRenderClipsLabels(t *testing.T) {
-	p, err := Load(crafted(t, "diff-wide.pb.gz"))
+	p, err := load(crafted(t, "diff-wide.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Compare(p, p, Options{Metric: "faults", Threshold: 0.1})
+	r, err := compareOne(p, p, Options{Metric: "faults", Threshold: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ const (
 // Keys are the keys Options.Key accepts.
 var Keys = []Key{KeySite, KeyLine}
 
-// Options configures Compare.
+// Options configures CompareBases.
 type Options struct {
 	// Metric is the sample type compared: "faults", "allocs" or "alloc_space".
 	Metric string
@@ -78,9 +78,9 @@ type Row struct {
 	Base, New int64
 }
 
-// Delta is New-Base, saturated at the int64 limits: a crafted profile with
+// delta is New-Base, saturated at the int64 limits: a crafted profile with
 // values near ±2^63 must not wrap around and turn growth into shrinkage.
-func (r Row) Delta() int64 { return satSub(r.New, r.Base) }
+func (r Row) delta() int64 { return satSub(r.New, r.Base) }
 
 // satAdd and satSub are a+b and a-b clamped to [MinInt64, MaxInt64].
 func satAdd(a, b int64) int64 {
@@ -104,12 +104,12 @@ func satSub(a, b int64) int64 {
 	return satAdd(a, -b)
 }
 
-// Growth is Delta relative to Base; +Inf when Base is zero and New is not,
+// growth is delta relative to Base; +Inf when Base is zero and New is not,
 // 0 when both are zero.
-func (r Row) Growth() float64 {
+func (r Row) growth() float64 {
 	switch {
 	case r.Base != 0:
-		return float64(r.Delta()) / float64(r.Base)
+		return float64(r.delta()) / float64(r.Base)
 	case r.New == 0:
 		return 0
 	}
@@ -206,8 +206,8 @@ type Result struct {
 // Regressed reports whether any site regressed.
 func (r *Result) Regressed() bool { return r.Regressions > 0 }
 
-// Compare compares NEW against BASE in opts.Metric.
-func Compare(base, new *profile.Profile, opts Options) (*Result, error) {
+// compareOne compares NEW against BASE in opts.Metric.
+func compareOne(base, new *profile.Profile, opts Options) (*Result, error) {
 	return CompareBases([]*profile.Profile{base}, new, opts)
 }
 
@@ -374,7 +374,7 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 			continue
 		}
 		s.Row, s.Noise = m.row()
-		switch d := s.Delta(); {
+		switch d := s.delta(); {
 		case m.allZeroBase():
 			s.Status = StatusNew
 		case s.New == 0:
@@ -402,7 +402,7 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 	}
 	sort.Slice(r.Sites, func(i, j int) bool {
 		a, b := &r.Sites[i], &r.Sites[j]
-		if da, db := abs(a.Delta()), abs(b.Delta()); da != db {
+		if da, db := abs(a.delta()), abs(b.delta()); da != db {
 			return da > db
 		}
 		if a.Name != b.Name {
@@ -426,7 +426,7 @@ func baseName(i, n int) string {
 // its noise floor and by more than Threshold of its base; a new site has
 // grown infinitely.
 func regressed(r Row, noise int64, opts Options) bool {
-	d := r.Delta()
+	d := r.delta()
 	if d <= 0 || d < opts.MinDelta || d <= noise {
 		return false
 	}

@@ -75,7 +75,7 @@ func siteByName(t *testing.T, r *Result, prefix string) Site {
 
 func TestCompareFaults(t *testing.T) {
 	base, head := profiles(t)
-	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	r, err := compareOne(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestCompareFaults(t *testing.T) {
 
 func TestCompareOtherMetrics(t *testing.T) {
 	base, head := profiles(t)
-	r, err := Compare(base, head, Options{Metric: "alloc_space", Threshold: 0.1, MinDelta: DefaultMinDelta("alloc_space")})
+	r, err := compareOne(base, head, Options{Metric: "alloc_space", Threshold: 0.1, MinDelta: DefaultMinDelta("alloc_space")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestCompareOtherMetrics(t *testing.T) {
 	if r.Regressed() {
 		t.Errorf("alloc_space regressed: %+v", r.Sites)
 	}
-	r, err = Compare(base, head, Options{Metric: "allocs", Threshold: 0.1, MinDelta: 8})
+	r, err = compareOne(base, head, Options{Metric: "allocs", Threshold: 0.1, MinDelta: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestCompareOtherMetrics(t *testing.T) {
 	if r.Regressions != 1 || !siteByName(t, r, "new_table").Regressed {
 		t.Errorf("allocs: %d regressions", r.Regressions)
 	}
-	if _, err := Compare(base, &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}}, Options{Metric: "faults"}); err == nil || !strings.Contains(err.Error(), `no "faults" samples`) {
+	if _, err := compareOne(base, &profile.Profile{SampleType: []*profile.ValueType{{Type: "cpu", Unit: "nanoseconds"}}}, Options{Metric: "faults"}); err == nil || !strings.Contains(err.Error(), `no "faults" samples`) {
 		t.Errorf("foreign profile: err = %v", err)
 	}
 }
@@ -180,7 +180,7 @@ func TestRegressedBoundaries(t *testing.T) {
 			t.Errorf("regressed(%+v, noise %d) = %v, want %v", tc.row, tc.noise, got, tc.want)
 		}
 	}
-	if g := (Row{0, 5}).Growth(); !math.IsInf(g, 1) {
+	if g := (Row{0, 5}).growth(); !math.IsInf(g, 1) {
 		t.Errorf("growth of a new site = %v", g)
 	}
 }
@@ -216,7 +216,7 @@ func TestParseThreshold(t *testing.T) {
 
 func TestProfile(t *testing.T) {
 	base, head := profiles(t)
-	d, err := Profile(base, head)
+	d, err := profileOne(base, head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestProfile(t *testing.T) {
 	var total, baseTotal int64
 	byLeaf := map[string]int64{}
 	for _, s := range d.Sample {
-		isBase := s.HasLabel(BaseLabel, "true")
+		isBase := s.HasLabel(baseLabel, "true")
 		if isBase {
 			baseTotal += s.Value[0]
 			if s.Value[0] > 0 {
@@ -261,17 +261,17 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if p, err := Load(good); err != nil || len(p.Sample) != len(base.Sample) {
+	if p, err := load(good); err != nil || len(p.Sample) != len(base.Sample) {
 		t.Fatalf("Load(good) = %v, %v", p, err)
 	}
-	if perf, err := IsPerfData(good); perf || err != nil {
+	if perf, err := isPerfData(good); perf || err != nil {
 		t.Errorf("IsPerfData(profile) = %v, %v", perf, err)
 	}
 
 	junk := filepath.Join(dir, "junk.txt")
 	os.WriteFile(junk, []byte("hello, world\n"), 0o644)
-	_, err = Load(junk)
-	var npe *NotProfileError
+	_, err = load(junk)
+	var npe *notProfileError
 	if !errors.As(err, &npe) || npe.Path != junk || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Load(junk) err = %v", err)
 	}
@@ -279,13 +279,13 @@ func TestLoad(t *testing.T) {
 	for _, magic := range []string{perfdata.MagicLE, perfdata.MagicBE} {
 		perfFile := filepath.Join(dir, magic)
 		os.WriteFile(perfFile, append([]byte(magic), make([]byte, 100)...), 0o644)
-		if perf, err := IsPerfData(perfFile); !perf || err != nil {
+		if perf, err := isPerfData(perfFile); !perf || err != nil {
 			t.Errorf("IsPerfData(%s) = %v, %v", magic, perf, err)
 		}
 	}
 	short := filepath.Join(dir, "short")
 	os.WriteFile(short, []byte("PER"), 0o644)
-	if perf, err := IsPerfData(short); perf || err != nil {
+	if perf, err := isPerfData(short); perf || err != nil {
 		t.Errorf("IsPerfData(short) = %v, %v", perf, err)
 	}
 }
@@ -311,7 +311,7 @@ func TestSitesClassesAndFlags(t *testing.T) {
 	})
 	head.Mapping[0].File = "/ci/b/src/prog2" // the binary was renamed
 	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
-	r, err := Compare(base, head, opts)
+	r, err := compareOne(base, head, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +333,11 @@ func TestSitesClassesAndFlags(t *testing.T) {
 		t.Errorf("flag rows %+v: the fast flag holds no faults in either profile", r.Flags)
 	}
 	opts.GateClasses = true
-	if r, _ := Compare(base, head, opts); r.Regressions != 1 || r.UngatedClasses != 0 {
+	if r, _ := compareOne(base, head, opts); r.Regressions != 1 || r.UngatedClasses != 0 {
 		t.Errorf("--gate-classes: regressions %d, ungated %d; want 1 and 0", r.Regressions, r.UngatedClasses)
 	}
 	opts.RawSites = true
-	r, _ = Compare(base, head, opts)
+	r, _ = compareOne(base, head, opts)
 	if s := r.Sites[1].Name; !strings.HasPrefix(s, "std::vector<int>::_M_realloc_insert vector.tcc:453 ← ") {
 		t.Errorf("raw site name %q", s)
 	}
@@ -377,7 +377,7 @@ func TestKeySite(t *testing.T) {
 	doubled := build(t, 0x500000, 0x18, "/b", prog(1, 60, 20, other))
 	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
 
-	r, err := Compare(base, moved, opts)
+	r, err := compareOne(base, moved, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestKeySite(t *testing.T) {
 	siteByName(t, r, "app::index app.cpp:27 (via std::map::operator[])")
 	siteByName(t, r, "app::index app.cpp:27 (via std::__cxx11::basic_string::basic_string)")
 
-	r, _ = Compare(base, doubled, opts)
+	r, _ = compareOne(base, doubled, opts)
 	if r.Regressions != 1 {
 		t.Fatalf("doubled: %d regressions, want 1: %+v", r.Regressions, r.Sites)
 	}
@@ -403,14 +403,14 @@ func TestKeySite(t *testing.T) {
 	}
 
 	opts.Key = KeyLine
-	r, _ = Compare(base, moved, opts)
+	r, _ = compareOne(base, moved, opts)
 	// BASE's 3 stacks (make_small:8 ← run, make_small:12 ← run, index:26)
 	// vanish, NEW's 4 (make_small:12 has a second caller) are new.
 	if len(r.newSites()) != 4 || len(r.vanishedSites()) != 3 || r.Regressions != 4 {
 		t.Errorf("--key line, moved: %d new, %d vanished, %d regressions; want 4, 3, 4", len(r.newSites()), len(r.vanishedSites()), r.Regressions)
 	}
 	opts.Key = "stack"
-	if _, err := Compare(base, moved, opts); err == nil {
+	if _, err := compareOne(base, moved, opts); err == nil {
 		t.Error("unknown key: no error")
 	}
 }
@@ -455,7 +455,7 @@ func TestCompareBases(t *testing.T) {
 	}
 	// One baseline is Compare.
 	r1, _ := CompareBases(bases[:1], runOf(130, 20), opts)
-	r2, _ := Compare(bases[0], runOf(130, 20), opts)
+	r2, _ := compareOne(bases[0], runOf(130, 20), opts)
 	if r1.Regressions != 2 || r2.Regressions != 2 {
 		t.Errorf("one baseline: %d and %d regressions, want 2", r1.Regressions, r2.Regressions)
 	}
@@ -488,7 +488,7 @@ func TestMatchLines(t *testing.T) {
 	head := build(t, 0x400000, 0x10, "/a", []sample{
 		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
 	})
-	r, err := Compare(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
+	r, err := compareOne(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,10 +22,10 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// IsPerfData reports whether the file at path is a perf.data recording
+// isPerfData reports whether the file at path is a perf.data recording
 // rather than a profile, judging by its magic. It opens path: for a pipe,
 // use Sniff on the one open file instead.
-func IsPerfData(path string) (bool, error) {
+func isPerfData(path string) (bool, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
@@ -40,7 +40,7 @@ func IsPerfData(path string) (bool, error) {
 
 // Sniff reports whether r starts with a perf.data magic without losing
 // those bytes: read the input through the returned reader. Use it instead
-// of IsPerfData for inputs that cannot be opened twice, such as a pipe
+// of isPerfData for inputs that cannot be opened twice, such as a pipe
 // (diff <(cat p.pb.gz) ...).
 func Sniff(r io.Reader) (io.Reader, bool, error) {
 	br := bufio.NewReader(r)
@@ -51,22 +51,22 @@ func Sniff(r io.Reader) (io.Reader, bool, error) {
 	return br, perfdata.IsPerfData(magic), nil
 }
 
-// NotProfileError reports an input that is neither a pprof profile nor a
+// notProfileError reports an input that is neither a pprof profile nor a
 // perf.data recording.
-type NotProfileError struct {
+type notProfileError struct {
 	Path string
 	Err  error
 }
 
-func (e *NotProfileError) Error() string {
+func (e *notProfileError) Error() string {
 	return fmt.Sprintf("%s: not a faultline profile (gzipped pprof) or perf.data recording: %v", e.Path, e.Err)
 }
 
-func (e *NotProfileError) Unwrap() error { return e.Err }
+func (e *notProfileError) Unwrap() error { return e.Err }
 
-// Load reads a pprof profile (gzipped or not) from path. A file that is not
-// a profile yields a *NotProfileError naming it.
-func Load(path string) (*profile.Profile, error) {
+// load reads a pprof profile (gzipped or not) from path. A file that is not
+// a profile yields a *notProfileError naming it.
+func load(path string) (*profile.Profile, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -86,25 +86,25 @@ func Read(name string, r io.Reader) (*profile.Profile, error) {
 		return nil, err
 	}
 	if data == nil {
-		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("more than %d MiB, larger than any faultline profile; is it a device or a stream that never ends?", maxInputSize>>20)}
+		return nil, &notProfileError{Path: name, Err: fmt.Errorf("more than %d MiB, larger than any faultline profile; is it a device or a stream that never ends?", maxInputSize>>20)}
 	}
 	if perfdata.IsPerfData(data) {
-		return nil, &NotProfileError{Path: name, Err: errors.New("this is a perf.data recording; analyze it first")}
+		return nil, &notProfileError{Path: name, Err: errors.New("this is a perf.data recording; analyze it first")}
 	}
 	for layer := 1; len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b; layer++ {
 		if layer > maxGzipLayers {
-			return nil, &NotProfileError{Path: name, Err: fmt.Errorf("gzip inside gzip more than %d times: not a profile pprof or faultline writes", maxGzipLayers)}
+			return nil, &notProfileError{Path: name, Err: fmt.Errorf("gzip inside gzip more than %d times: not a profile pprof or faultline writes", maxGzipLayers)}
 		}
 		if data, err = gunzip(data); err != nil {
-			return nil, &NotProfileError{Path: name, Err: fmt.Errorf("gzip layer %d: %w", layer, err)}
+			return nil, &notProfileError{Path: name, Err: fmt.Errorf("gzip layer %d: %w", layer, err)}
 		}
 	}
 	cost, err := loadCost(data)
 	if err != nil {
-		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("not a pprof protobuf: %w", err)}
+		return nil, &notProfileError{Path: name, Err: fmt.Errorf("not a pprof protobuf: %w", err)}
 	}
 	if cost > maxLoadCost {
-		return nil, &NotProfileError{Path: name, Err: fmt.Errorf("loading it would take about %d MiB, more than the %d MiB a faultline profile needs", cost>>20, maxLoadCost>>20)}
+		return nil, &notProfileError{Path: name, Err: fmt.Errorf("loading it would take about %d MiB, more than the %d MiB a faultline profile needs", cost>>20, maxLoadCost>>20)}
 	}
 	// ParseUncompressed, not ParseData: no second gunzip and no legacy
 	// text formats, which faultline never writes.
@@ -113,7 +113,7 @@ func Read(name string, r io.Reader) (*profile.Profile, error) {
 		err = p.CheckValid()
 	}
 	if err != nil {
-		return nil, &NotProfileError{Path: name, Err: err}
+		return nil, &notProfileError{Path: name, Err: err}
 	}
 	return p, nil
 }

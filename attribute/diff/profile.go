@@ -7,27 +7,26 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// BaseLabel marks BASE's samples in a diff profile. It is the label
+// baseLabel marks BASE's samples in a diff profile. It is the label
 // `go tool pprof -diff_base` adds (internal/driver/fetch.go: fetchProfiles
 // sets pprof::base=true on the base, scales it by -1 and merges), so pprof
 // renders our diff profile the way it renders its own: NEW's values with
 // BASE's subtracted, and percentages relative to BASE.
-const BaseLabel = "pprof::base"
+const baseLabel = "pprof::base"
 
-// Profile returns a diff profile: NEW's samples plus BASE's samples negated
-// and labelled pprof::base=true. `go tool pprof -top diff.pb.gz` then shows
-// each function's change. It consumes its inputs: base and new are
-// modified (not copied: two copies of profiles with hundreds of thousands
-// of sites cost hundreds of MiB).
-// pprof merges only profiles of the same sample types: when BASE and NEW
-// have different sets, both are cut to the types they share (BASE's order).
-func Profile(base, new *profile.Profile) (*profile.Profile, error) {
+// profileOne is ProfileBases against one baseline.
+func profileOne(base, new *profile.Profile) (*profile.Profile, error) {
 	return ProfileBases([]*profile.Profile{base}, new)
 }
 
-// ProfileBases is Profile against several baselines: BASE is their mean
-// (merged and scaled by 1/n; pprof rounds each value). It consumes its
-// inputs as Profile does.
+// ProfileBases returns a diff profile: NEW's samples plus BASE's samples
+// negated and labelled pprof::base=true, where BASE is the mean of bases
+// (merged and scaled by 1/n; pprof rounds each value). `go tool pprof -top
+// diff.pb.gz` then shows each function's change. It consumes its inputs:
+// bases and new are modified (not copied: two copies of profiles with
+// hundreds of thousands of sites cost hundreds of MiB).
+// pprof merges only profiles of the same sample types: when BASE and NEW
+// have different sets, both are cut to the types they share (BASE's order).
 func ProfileBases(bases []*profile.Profile, new *profile.Profile) (*profile.Profile, error) {
 	if len(bases) == 0 {
 		return nil, fmt.Errorf("no BASE profile")
@@ -52,7 +51,7 @@ func ProfileBases(bases []*profile.Profile, new *profile.Profile) (*profile.Prof
 		project(b, common)
 		project(n, common)
 	}
-	b.SetLabel(BaseLabel, []string{"true"})
+	b.SetLabel(baseLabel, []string{"true"})
 	b.Scale(-1 / float64(len(bases)))
 	// NEW's tables and samples followed by BASE's, its IDs moved past
 	// NEW's: what profile.Merge gives without deduplicating, which costs

@@ -80,14 +80,14 @@ func FuzzProfile(f *testing.F) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p, err := Load(path)
+		p, err := load(path)
 		if err != nil {
 			_ = err.Error()
 			return
 		}
 		for _, metric := range Metrics {
 			for _, pair := range [][2]*profile.Profile{{p, p}, {refProf, p}, {p, refProf}} {
-				r, err := Compare(pair[0], pair[1], Options{Metric: metric, Threshold: 0.1, MinDelta: DefaultMinDelta(metric)})
+				r, err := compareOne(pair[0], pair[1], Options{Metric: metric, Threshold: 0.1, MinDelta: DefaultMinDelta(metric)})
 				if err != nil {
 					_ = err.Error()
 					continue
@@ -100,7 +100,7 @@ func FuzzProfile(f *testing.F) {
 				}
 			}
 		}
-		if d, err := Profile(refProf.Copy(), p); err == nil { // Profile consumes its inputs
+		if d, err := profileOne(refProf.Copy(), p); err == nil { // Profile consumes its inputs
 			_ = d.Write(io.Discard)
 		}
 	})
@@ -123,8 +123,8 @@ func TestLoadGzipBomb(t *testing.T) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Load(path)
-	var npe *NotProfileError
+	_, err := load(path)
+	var npe *notProfileError
 	if !errors.As(err, &npe) || !bytes.Contains([]byte(err.Error()), []byte("MiB")) {
 		t.Fatalf("Load of a %d-byte gzip bomb: %v", buf.Len(), err)
 	}

@@ -81,7 +81,7 @@ func (r *Result) delta(v int64) string {
 
 // growthString formats a Row's relative change: "+12.5%", "new", "0.0%".
 func growthString(row Row) string {
-	g := row.Growth()
+	g := row.growth()
 	if math.IsInf(g, 0) {
 		return "new"
 	}
@@ -160,7 +160,7 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tBASE\tNEW\tDELTA\tDELTA%%\t\n", width, "")
 	row := func(name string, row Row) {
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t\n", width, name, r.value(row.Base), r.value(row.New), r.delta(row.Delta()), growthString(row))
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t\n", width, name, r.value(row.Base), r.value(row.New), r.delta(row.delta()), growthString(row))
 	}
 	row("total", r.Total)
 	row("unattributed", r.Unattributed)
@@ -187,7 +187,7 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 			if s.Regressed {
 				mark = "  ! "
 			}
-			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s%s\n", noise(s), r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), mark, s.Name)
+			fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s%s\n", noise(s), r.value(s.Base), r.value(s.New), r.delta(s.delta()), growthString(s.Row), mark, s.Name)
 		}
 		tw.Flush()
 		if more > 0 {
@@ -233,7 +233,7 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 
 	b.WriteString("| | BASE | NEW | Δ | Δ% |\n|:--|--:|--:|--:|--:|\n")
 	row := func(name string, row Row) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, r.value(row.Base), r.value(row.New), r.delta(row.Delta()), growthString(row))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, r.value(row.Base), r.value(row.New), r.delta(row.delta()), growthString(row))
 	}
 	row("**total**", r.Total)
 	row("unattributed", r.Unattributed)
@@ -257,7 +257,7 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 			if s.Regressed {
 				verdict = "**regression**"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |%s %s |\n", mdCode(s.Name), r.value(s.Base), r.value(s.New), r.delta(s.Delta()), growthString(s.Row), noise(s), verdict)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |%s %s |\n", mdCode(s.Name), r.value(s.Base), r.value(s.New), r.delta(s.delta()), growthString(s.Row), noise(s), verdict)
 		}
 		if more > 0 {
 			fmt.Fprintf(&b, "\n… and %d more.\n", more)
@@ -360,9 +360,9 @@ type jsonSite struct {
 }
 
 func toJSONRow(r Row) jsonRow {
-	j := jsonRow{Base: r.Base, New: r.New, Delta: r.Delta()}
+	j := jsonRow{Base: r.Base, New: r.New, Delta: r.delta()}
 	if r.Base != 0 {
-		g := r.Growth()
+		g := r.growth()
 		j.Growth = &g
 	}
 	return j

@@ -144,7 +144,7 @@ func (b *Locations) function(name, system, file string) *profile.Function {
 		if system == "" {
 			system = name
 		}
-		return &profile.Function{ID: id, Name: FunctionName(name, system), SystemName: system, Filename: file}
+		return &profile.Function{ID: id, Name: functionName(name, system), SystemName: system, Filename: file}
 	})
 }
 

@@ -81,9 +81,9 @@ func cutLossName(s string, end byte) (name, rest string, ok bool) {
 	return s[:i], s[i:], true
 }
 
-// ParseLossComment reads a comment LossComment wrote (or one per-event
+// parseLossComment reads a comment LossComment wrote (or one per-event
 // comment of an older profile); ok is false for any other comment.
-func ParseLossComment(c string) (events []EventLoss, ok bool) {
+func parseLossComment(c string) (events []EventLoss, ok bool) {
 	if e, ok := parseOldLossComment(c); ok {
 		return []EventLoss{e}, true
 	}
@@ -152,7 +152,7 @@ func parseOldLossComment(c string) (e EventLoss, ok bool) {
 func RecordingLosses(comments []string) []EventLoss {
 	var out []EventLoss
 	for _, c := range comments {
-		if es, ok := ParseLossComment(c); ok {
+		if es, ok := parseLossComment(c); ok {
 			out = append(out, es...)
 		}
 	}

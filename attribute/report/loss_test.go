@@ -16,7 +16,7 @@ func TestLossCommentRoundTrip(t *testing.T) {
 		{Name: `q"uo\te`, Role: "r)o; le", Samples: 7, Lost: 8},
 	}
 	c := LossComment(events)
-	got, ok := ParseLossComment(c)
+	got, ok := parseLossComment(c)
 	if !ok || !reflect.DeepEqual(got, events) {
 		t.Errorf("round trip of %+v: %+v, %v (comment %q)", events, got, ok, c)
 	}
@@ -31,7 +31,7 @@ func TestLossCommentRoundTrip(t *testing.T) {
 		lossPrefix + "0 of 1" + lossPerEvent + "a (b) 1/x",
 		lossPrefix + "0 of 1" + lossPerEvent + "a (b) 1/0; ",
 		lossPrefix + "0 of 1" + lossPerEvent + `"a (b) 1/0`} {
-		if e, ok := ParseLossComment(c); ok {
+		if e, ok := parseLossComment(c); ok {
 			t.Errorf("ParseLossComment(%q) = %+v, want not a loss comment", c, e)
 		}
 	}

@@ -8,12 +8,12 @@ import (
 	"github.com/ianlancetaylor/demangle"
 )
 
-// FunctionName is the readable name pprof's own symbolizer gives a function
+// functionName is the readable name pprof's own symbolizer gives a function
 // (google/pprof internal/symbolizer, default demangler mode): no parameter
 // lists, no template arguments, no return type. system is the linkage name
 // (mangled when there is one), name the full demangled name. The full name
 // stays in the profile's SystemName.
-func FunctionName(name, system string) string {
+func functionName(name, system string) string {
 	opts := []demangle.Option{demangle.NoParams, demangle.NoEnclosingParams, demangle.NoTemplateParams}
 	if strings.HasPrefix(system, "_Z") {
 		s, _, _ := strings.Cut(system, "@") // a symbol version is not part of the mangled name
@@ -99,8 +99,8 @@ type SiteFrame struct {
 	Line *profile.Line // nil for a location without lines
 }
 
-// Name is the frame's function ("module+0xoffset" without symbols).
-func (f SiteFrame) Name() string {
+// name is the frame's function ("module+0xoffset" without symbols).
+func (f SiteFrame) name() string {
 	if f.Line == nil || f.Line.Function == nil {
 		if m := f.Loc.Mapping; m != nil && m.File != "" && f.Loc.Address >= m.Start {
 			return fmt.Sprintf("%s+%#x", baseName(m.File), f.Loc.Address-m.Start+m.Offset)
@@ -116,10 +116,10 @@ func (f SiteFrame) Name() string {
 	return "[unknown]"
 }
 
-// System reports whether the frame is the system's code: in a system
+// system reports whether the frame is the system's code: in a system
 // library, or inlined from a system header; without a source file, a
 // std:: or __gnu_cxx:: name counts as the standard library's.
-func (f SiteFrame) System() bool {
+func (f SiteFrame) system() bool {
 	if m := f.Loc.Mapping; m != nil && IsSystemFile(m.File) {
 		return true
 	}
@@ -136,9 +136,9 @@ func (f SiteFrame) System() bool {
 // String is "function file:line", or the function alone.
 func (f SiteFrame) String() string {
 	if f.Line != nil && f.Line.Function != nil && f.Line.Function.Filename != "" && f.Line.Line != 0 {
-		return fmt.Sprintf("%s %s:%d", f.Name(), baseName(f.Line.Function.Filename), f.Line.Line)
+		return fmt.Sprintf("%s %s:%d", f.name(), baseName(f.Line.Function.Filename), f.Line.Line)
 	}
-	return f.Name()
+	return f.name()
 }
 
 // SiteFrames expands a stack's locations into frames, leaf first.
@@ -163,9 +163,9 @@ func SiteFrames(locs []*profile.Location) []SiteFrame {
 // system's, the leaf names the site (i = 0).
 func UserFrame(frames []SiteFrame) (i int, via string) {
 	for i := range frames {
-		if !frames[i].System() {
+		if !frames[i].system() {
 			if i > 0 {
-				via = frames[i-1].Name()
+				via = frames[i-1].name()
 			}
 			return i, via
 		}
@@ -173,11 +173,11 @@ func UserFrame(frames []SiteFrame) (i int, via string) {
 	return 0, ""
 }
 
-// SiteName names an allocation site for people: by its first frame in the
+// siteName names an allocation site for people: by its first frame in the
 // user's own code with the library function it went through, e.g.
 // "app::Store::fill containers.cpp:27 (via std::vector::push_back)"; raw
 // names it by its leaf frame instead.
-func SiteName(locs []*profile.Location, raw bool) string {
+func siteName(locs []*profile.Location, raw bool) string {
 	frames := SiteFrames(locs)
 	if len(frames) == 0 {
 		return "[unknown]"
@@ -197,15 +197,15 @@ func SiteName(locs []*profile.Location, raw bool) string {
 	return frames[i].String()
 }
 
-// SampleSiteName names a sample's allocation site as SiteName does. In a
+// SampleSiteName names a sample's allocation site as siteName does. In a
 // profile whose leaf is already the site frame (Builder.Profile without
 // RawSites) the library function it went through is the sample's via
-// label; raw names the leaf location's function, as SiteName does.
+// label; raw names the leaf location's function, as siteName does.
 func SampleSiteName(s *profile.Sample, raw bool) string {
 	if via := s.Label[ViaLabel]; len(via) > 0 && !raw && len(s.Location) > 0 {
 		if frames := SiteFrames(s.Location[:1]); len(frames) > 0 {
 			return frames[0].String() + " (via " + via[0] + ")"
 		}
 	}
-	return SiteName(s.Location, raw)
+	return siteName(s.Location, raw)
 }

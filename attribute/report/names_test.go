@@ -20,7 +20,7 @@ func TestFunctionName(t *testing.T) {
 		{"malloc", "malloc", "malloc"},
 		{"[file] libc.so.6", "[file] libc.so.6", "[file] libc.so.6"},
 	} {
-		if got := FunctionName(c.name, c.system); got != c.want {
+		if got := functionName(c.name, c.system); got != c.want {
 			t.Errorf("FunctionName(%q, %q) = %q, want %q", c.name, c.system, got, c.want)
 		}
 	}
@@ -41,20 +41,20 @@ func TestSiteName(t *testing.T) {
 			{Function: fn("app::Store::fill", "./app.cpp"), Line: 31}}},
 		{Mapping: bin, Line: []profile.Line{{Function: fn("main", "./app.cpp"), Line: 40}}},
 	}
-	if got, want := SiteName(locs, false), "app::Store::fill app.cpp:31 (via std::vector::push_back)"; got != want {
+	if got, want := siteName(locs, false), "app::Store::fill app.cpp:31 (via std::vector::push_back)"; got != want {
 		t.Errorf("SiteName = %q, want %q", got, want)
 	}
-	if got, want := SiteName(locs, true), "std::vector::_M_realloc_insert vector.tcc:453"; got != want {
+	if got, want := siteName(locs, true), "std::vector::_M_realloc_insert vector.tcc:453"; got != want {
 		t.Errorf("raw SiteName = %q, want %q", got, want)
 	}
 	// A system library frame without lines is skipped by its mapping.
 	viaLib := append([]*profile.Location{{Mapping: libstd, Address: 0x1000}}, locs[2])
 	libstd.Start, libstd.Offset = 0, 0
-	if got, want := SiteName(viaLib, false), "main app.cpp:40 (via libstdc++.so.6.0.30+0x1000)"; got != want {
+	if got, want := siteName(viaLib, false), "main app.cpp:40 (via libstdc++.so.6.0.30+0x1000)"; got != want {
 		t.Errorf("SiteName = %q, want %q", got, want)
 	}
 	// Nothing of the user's: the leaf names the site.
-	if got, want := SiteName(locs[:1], false), "std::__new_allocator::allocate new_allocator.h:137"; got != want {
+	if got, want := siteName(locs[:1], false), "std::__new_allocator::allocate new_allocator.h:137"; got != want {
 		t.Errorf("SiteName = %q, want %q", got, want)
 	}
 }

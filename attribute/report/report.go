@@ -10,10 +10,9 @@
 // the allocator took on its own memory serving the call), and in touch mode
 // alloc_site. Locations carry absolute addresses, their mappings and
 // symbolized lines (inlined frames first), so `go tool pprof` shows names
-// without the binaries. Symbols and Locations (locations.go) are the one
-// bridge from symbolized addresses to pprof: every profile faultline
-// writes, analyze's and correlate's, gets its mappings, locations and
-// functions through them.
+// without the binaries. Symbols and Locations are the one bridge from
+// symbolized addresses to pprof: every profile faultline writes, analyze's
+// and correlate's, gets its mappings, locations and functions through them.
 package report
 
 import (
@@ -121,11 +120,12 @@ type Builder struct {
 	ThreadOf func(pid, tid uint32) string
 	// StackKind, when set, says whether an allocation's site is a sampled
 	// stack or only its leaf (StackSampled, StackLeaf): the samples then
-	// carry a `stack` label (infer.go).
+	// carry a `stack` label (StackLabel).
 	StackKind func(site attribute.StackID) string
 	// RawSites keeps an allocation's raw leaf (the allocator's caller, often
 	// a library frame) in the profile; by default the leaf is the site frame
-	// (SiteStack) and the library call is the sample's via label.
+	// (the first frame of the program's own code, UserFrame) and the library
+	// call is the sample's via label.
 	RawSites bool
 	// Res, when set, follows the pages the faults make resident, owned by
 	// the fault's sample: the profile then has resident_peak/bytes and
@@ -434,7 +434,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 			s.Label[AccessLabel] = []string{k.access.String()}
 		}
 		if k.touch {
-			s.Label[AllocSiteLabel] = []string{SiteName(allocStack(k.allocSite), false)}
+			s.Label[AllocSiteLabel] = []string{siteName(allocStack(k.allocSite), false)}
 		}
 		if k.class != "" {
 			s.Label[ClassLabel] = []string{k.class}

@@ -204,7 +204,7 @@ func TestFixtureAgreesWithAddr2line(t *testing.T) {
 			for _, w := range b.Warnings {
 				t.Logf("warning: %s", w)
 			}
-			if !b.HasDWARF() {
+			if !b.hasDWARF() {
 				t.Fatalf("no DWARF found for %s", tc.bin)
 			}
 			addrs := sampleText(t, b.ELF(), 7)
@@ -286,7 +286,7 @@ func openLibc(t testing.TB) *Binary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !b.HasDWARF() {
+	if !b.hasDWARF() {
 		b.Close()
 		t.Fatalf("committed fixture missing: libc's debug file under testdata/symfs/usr/lib/debug (%v)", b.Warnings)
 	}
@@ -428,7 +428,7 @@ func TestTestdataVDSOAndKallsyms(t *testing.T) {
 		t.Fatal("no text symbols in kallsyms")
 	}
 	s := k.syms[len(k.syms)/2]
-	if name, _, off, ok := k.Lookup(s.addr + 1); !ok || name != s.name || off != 1 {
+	if name, _, off, ok := k.lookup(s.addr + 1); !ok || name != s.name || off != 1 {
 		t.Errorf("Lookup(%#x) = %q+%#x %v, want %q+1", s.addr+1, name, off, ok, s.name)
 	}
 }

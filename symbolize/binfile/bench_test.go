@@ -54,7 +54,7 @@ func BenchmarkOpenLibc(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if i == 0 && !bin.HasDWARF() {
+				if i == 0 && !bin.hasDWARF() {
 					b.Skip("no libc debug file")
 				}
 				if all {

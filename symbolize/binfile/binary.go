@@ -286,8 +286,8 @@ func (b *Binary) settle() {
 	b.prefill.Wait()
 }
 
-// HasDWARF reports whether frames get inline chains and file:line.
-func (b *Binary) HasDWARF() bool { return b.dw != nil }
+// hasDWARF reports whether frames get inline chains and file:line.
+func (b *Binary) hasDWARF() bool { return b.dw != nil }
 
 // Close closes the files the Binary opened.
 func (b *Binary) Close() error {
@@ -312,12 +312,12 @@ func (b *Binary) Close() error {
 	return err
 }
 
-// OffsetToVaddr converts a file offset in the binary (for a sample in an
+// offsetToVaddr converts a file offset in the binary (for a sample in an
 // MMAP2 mapping: pgoff + pc - start) to an ELF virtual address, using the
 // PT_LOAD program headers (p_offset ↦ p_vaddr). Offsets in the page before
 // a segment's p_offset (mapped because mappings are page-aligned) convert
 // too.
-func (b *Binary) OffsetToVaddr(off uint64) (uint64, bool) {
+func (b *Binary) offsetToVaddr(off uint64) (uint64, bool) {
 	for _, p := range b.loads {
 		if p.Off <= off && off < p.Off+p.Filesz {
 			return off - p.Off + p.Vaddr, true
@@ -331,8 +331,8 @@ func (b *Binary) OffsetToVaddr(off uint64) (uint64, bool) {
 	return 0, false
 }
 
-// VaddrToOffset converts an ELF virtual address to its file offset.
-func (b *Binary) VaddrToOffset(vaddr uint64) (uint64, bool) {
+// vaddrToOffset converts an ELF virtual address to its file offset.
+func (b *Binary) vaddrToOffset(vaddr uint64) (uint64, bool) {
 	for _, p := range b.loads {
 		if p.Vaddr <= vaddr && vaddr < p.Vaddr+p.Filesz {
 			return vaddr - p.Vaddr + p.Off, true
@@ -341,13 +341,14 @@ func (b *Binary) VaddrToOffset(vaddr uint64) (uint64, bool) {
 	return 0, false
 }
 
-// MappedVaddr is OffsetToVaddr for a pc inside a mapping that starts at
-// start and maps the file from pgoff.
+// MappedVaddr converts a pc inside a mapping that starts at start and maps
+// the file from pgoff to an ELF virtual address, by the PT_LOAD program
+// headers (p_offset ↦ p_vaddr); false when no segment holds it.
 func (b *Binary) MappedVaddr(pc, start, pgoff uint64) (uint64, bool) {
 	if pc < start {
 		return 0, false
 	}
-	return b.OffsetToVaddr(pgoff + (pc - start))
+	return b.offsetToVaddr(pgoff + (pc - start))
 }
 
 // Symbolize appends to out the frames at vaddr, innermost first, and

@@ -66,8 +66,8 @@ func TestSymbolizeNoSymbols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if b.HasDWARF() || len(b.Warnings) == 0 {
-		t.Errorf("HasDWARF %v, warnings %q", b.HasDWARF(), b.Warnings)
+	if b.hasDWARF() || len(b.Warnings) == 0 {
+		t.Errorf("HasDWARF %v, warnings %q", b.hasDWARF(), b.Warnings)
 	}
 	for _, a := range []uint64{0x12d5, 0x10c5, 0, 1 << 40} {
 		if f := b.Symbolize(a, nil); len(f) != 1 || f[0].Func != Unknown {
@@ -84,17 +84,17 @@ func TestMapping(t *testing.T) {
 	b := openFixture(t, "inline")
 	defer b.Close()
 	for _, tc := range []struct{ off, vaddr uint64 }{{0x1234, 0x1234}, {0x2dd8, 0x3dd8}, {0x2d00, 0x3d00}} {
-		if v, ok := b.OffsetToVaddr(tc.off); !ok || v != tc.vaddr {
+		if v, ok := b.offsetToVaddr(tc.off); !ok || v != tc.vaddr {
 			t.Errorf("OffsetToVaddr(%#x) = %#x, %v; want %#x", tc.off, v, ok, tc.vaddr)
 		}
 	}
-	if o, ok := b.VaddrToOffset(0x3dd8); !ok || o != 0x2dd8 {
+	if o, ok := b.vaddrToOffset(0x3dd8); !ok || o != 0x2dd8 {
 		t.Errorf("VaddrToOffset(0x3dd8) = %#x, %v", o, ok)
 	}
 	if v, ok := b.MappedVaddr(0x7f0000001010, 0x7f0000001000, 0x1000); !ok || v != 0x1010 {
 		t.Errorf("MappedVaddr = %#x, %v", v, ok)
 	}
-	if _, ok := b.OffsetToVaddr(1 << 40); ok {
+	if _, ok := b.offsetToVaddr(1 << 40); ok {
 		t.Error("offset past the file converted")
 	}
 }
@@ -119,16 +119,16 @@ func TestKallsyms(t *testing.T) {
 		{0xffffffffc0001104, "mod_fn2", "xfs", 4, true},
 		{0x1000, "", "", 0, false},
 	} {
-		name, mod, off, ok := k.Lookup(tc.addr)
+		name, mod, off, ok := k.lookup(tc.addr)
 		if name != tc.name || mod != tc.mod || off != tc.off || ok != tc.ok {
 			t.Errorf("%#x: got %q %q %#x %v", tc.addr, name, mod, off, ok)
 		}
 	}
 	var nilK *Kallsyms
-	if f := nilK.Symbolize(0xffffffff81000000, nil); f[0].Func != Kernel {
+	if f := nilK.Symbolize(0xffffffff81000000, nil); f[0].Func != kernelName {
 		t.Errorf("nil kallsyms: %+v", f)
 	}
-	if _, err := ParseKallsyms(strings.NewReader("0000000000000000 T _stext\n0000000000000000 t x\n")); err != ErrKallsymsRestricted {
+	if _, err := ParseKallsyms(strings.NewReader("0000000000000000 T _stext\n0000000000000000 t x\n")); err != errKallsymsRestricted {
 		t.Errorf("zeroed kallsyms: %v", err)
 	}
 	if _, err := ParseKallsyms(strings.NewReader("zz T x\n")); err == nil {

@@ -34,7 +34,7 @@ func TestDWARFBomb(t *testing.T) {
 			fmt.Println("open:", err)
 			os.Exit(3)
 		}
-		fmt.Printf("dwarf=%v\n%s\n", b.HasDWARF(), fmt.Sprint(b.Warnings))
+		fmt.Printf("dwarf=%v\n%s\n", b.hasDWARF(), fmt.Sprint(b.Warnings))
 		os.Exit(0)
 	}
 	out, rss, took := perftest.RunChild(t, "TestDWARFBomb", "dwarfbomb")
@@ -71,7 +71,7 @@ func TestDWARFSharedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := fmt.Sprint(b.Warnings); b.HasDWARF() || !strings.Contains(w, "share bytes in the file") {
+	if w := fmt.Sprint(b.Warnings); b.hasDWARF() || !strings.Contains(w, "share bytes in the file") {
 		t.Errorf("warnings: %s", w)
 	}
 }
@@ -93,17 +93,17 @@ func TestDWARFBudget(t *testing.T) {
 		}
 		return b
 	}
-	if b := open(&DWARFBudget{PerBinary: need - 1}); b.HasDWARF() || !strings.Contains(fmt.Sprint(b.Warnings), "the most faultline loads for one binary") {
-		t.Errorf("per-binary budget %d: DWARF %v, warnings %q", need-1, b.HasDWARF(), b.Warnings)
+	if b := open(&DWARFBudget{PerBinary: need - 1}); b.hasDWARF() || !strings.Contains(fmt.Sprint(b.Warnings), "the most faultline loads for one binary") {
+		t.Errorf("per-binary budget %d: DWARF %v, warnings %q", need-1, b.hasDWARF(), b.Warnings)
 	}
 	shared := &DWARFBudget{Total: need + need/2}
 	first := open(shared)
-	if !first.HasDWARF() || shared.used != need {
-		t.Fatalf("first open: DWARF %v, %d bytes charged, want %d; warnings %q", first.HasDWARF(), shared.used, need, first.Warnings)
+	if !first.hasDWARF() || shared.used != need {
+		t.Fatalf("first open: DWARF %v, %d bytes charged, want %d; warnings %q", first.hasDWARF(), shared.used, need, first.Warnings)
 	}
 	second := open(shared)
-	if second.HasDWARF() || !strings.Contains(fmt.Sprint(second.Warnings), "past 12 MiB") {
-		t.Errorf("second open within a total of %d: DWARF %v, warnings %q", need+need/2, second.HasDWARF(), second.Warnings)
+	if second.hasDWARF() || !strings.Contains(fmt.Sprint(second.Warnings), "past 12 MiB") {
+		t.Errorf("second open within a total of %d: DWARF %v, warnings %q", need+need/2, second.hasDWARF(), second.Warnings)
 	}
 	second.Close()
 	first.Close()
@@ -112,7 +112,7 @@ func TestDWARFBudget(t *testing.T) {
 	}
 	third := open(shared)
 	defer third.Close()
-	if !third.HasDWARF() {
+	if !third.hasDWARF() {
 		t.Errorf("after Close the budget is free again; warnings %q", third.Warnings)
 	}
 }
@@ -148,13 +148,13 @@ func TestDebuglinkSparse(t *testing.T) {
 		prog := sparseDebuglink(t, c.variant)
 		start := time.Now()
 		var names []string
-		b, err := (&Locator{FS: loggingFS{OSFS{}, &names}}).Open(prog, "")
+		b, err := (&Locator{FS: loggingFS{osFS{}, &names}}).Open(prog, "")
 		took := time.Since(start)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := b.DebugFile == prog+".debug"; got != c.wantDebug || b.HasDWARF() != c.wantDebug {
-			t.Errorf("%s: debug file %q, DWARF %v; warnings %q", c.variant, b.DebugFile, b.HasDWARF(), b.Warnings)
+		if got := b.DebugFile == prog+".debug"; got != c.wantDebug || b.hasDWARF() != c.wantDebug {
+			t.Errorf("%s: debug file %q, DWARF %v; warnings %q", c.variant, b.DebugFile, b.hasDWARF(), b.Warnings)
 		}
 		if took > 5*time.Second {
 			t.Errorf("%s: %v to open", c.variant, took)
@@ -163,7 +163,7 @@ func TestDebuglinkSparse(t *testing.T) {
 	}
 	// The refusal says why, where the search is reported.
 	prog := sparseDebuglink(t, "noid")
-	s := &search{l: &Locator{}, fsys: OSFS{}}
+	s := &search{l: &Locator{}, fsys: osFS{}}
 	bin := s.first([]string{prog}, false, nil)
 	defer s.closeRest()
 	if f := s.findDebug(prog, "", bin); f != nil || !strings.Contains(strings.Join(s.rejected, "\n"), "200 GiB, too large to check its .gnu_debuglink CRC") {

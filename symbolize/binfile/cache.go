@@ -67,7 +67,7 @@ func (c *Cache) Open(k Key) (*Binary, error) {
 	c.mu.Unlock()
 	e.once.Do(func() {
 		defer close(e.ready)
-		e.b, e.err = c.loc.OpenKey(k)
+		e.b, e.err = c.loc.openKey(k)
 	})
 	return e.b, e.err
 }

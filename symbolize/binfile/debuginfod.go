@@ -51,11 +51,11 @@ const (
 	DefaultDebuginfodMaxBytes = 1 << 30
 )
 
-// NewDebuginfod returns a client for the servers in DEBUGINFOD_URLS
+// newDebuginfod returns a client for the servers in DEBUGINFOD_URLS
 // (space-separated, as elfutils reads it), with DEBUGINFOD_TIMEOUT
 // (seconds) and DEBUGINFOD_MAXSIZE (bytes) when set; nil when no URL is
 // set, so that nothing is ever fetched unless the user asked for it.
-func NewDebuginfod(getenv func(string) string) *Debuginfod {
+func newDebuginfod(getenv func(string) string) *Debuginfod {
 	urls := strings.Fields(getenv("DEBUGINFOD_URLS"))
 	if len(urls) == 0 {
 		return nil

@@ -231,7 +231,7 @@ func TestDebuginfodBounds(t *testing.T) {
 	if b, _ := os.ReadFile(p); len(b) != 500 || len(calls) < 2 || calls[len(calls)-2] != 500 || calls[len(calls)-1] != 500 {
 		t.Errorf("ok: %d bytes, progress %v", len(b), calls)
 	}
-	if NewDebuginfod(func(string) string { return "" }) != nil {
+	if newDebuginfod(func(string) string { return "" }) != nil {
 		t.Error("a client without DEBUGINFOD_URLS")
 	}
 }

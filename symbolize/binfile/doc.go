@@ -55,7 +55,7 @@
 //	case err != nil:                         // report once (the Cache remembers), print [unknown]
 //	}
 //	for _, w := range b.Warnings { … }       // report once per Binary
-//	vaddr, ok := b.MappedVaddr(pc, start, pgoff) // or OffsetToVaddr(pgoff + pc - start)
+//	vaddr, ok := b.MappedVaddr(pc, start, pgoff)
 //	frames := b.Symbolize(vaddr, frames[:0])     // innermost first; cache per (binary, vaddr)
 //	for _, f := range frames {
 //		// f.Func ("[unknown]" if nothing names it), f.File, f.Line, f.Inlined,

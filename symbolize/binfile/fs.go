@@ -23,14 +23,14 @@ type File interface {
 	Stat() (fs.FileInfo, error)
 }
 
-// OSFS is the real file system.
-type OSFS struct{}
+// osFS is the real file system.
+type osFS struct{}
 
 // Open implements FS with os.Open.
-func (OSFS) Open(name string) (File, error) { return os.Open(name) }
+func (osFS) Open(name string) (File, error) { return os.Open(name) }
 
 // Stat implements FS with os.Stat.
-func (OSFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+func (osFS) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
 
 // isRegular reports whether name exists (after symlinks) and is a regular file.
 func isRegular(fsys FS, name string) bool {

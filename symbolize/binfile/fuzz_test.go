@@ -50,8 +50,8 @@ func FuzzOpen(f *testing.F) {
 			if len(out) == 0 {
 				t.Fatalf("no frame for %#x", a)
 			}
-			_, _ = b.OffsetToVaddr(a)
-			_, _ = b.VaddrToOffset(a)
+			_, _ = b.offsetToVaddr(a)
+			_, _ = b.vaddrToOffset(a)
 		}
 	})
 }

@@ -55,7 +55,7 @@ func TestDWARFSizeClaimCapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.HasDWARF() {
+	if b.hasDWARF() {
 		t.Error("DWARF loaded from a section claiming 8 GiB")
 	}
 	if w := warningText(b.Warnings); !strings.Contains(w, "claims 8589934592 bytes") {

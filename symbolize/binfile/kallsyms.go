@@ -10,17 +10,17 @@ import (
 	"strings"
 )
 
-// Kernel is the name of a kernel frame when no kallsyms file is given,
+// kernelName is the name of a kernel frame when no kallsyms file is given,
 // and the "binary" perf prints for kernel frames.
-const Kernel = "[kernel]"
+const kernelName = "[kernel]"
 
-// ErrKallsymsRestricted says a kallsyms file has only zero addresses: it
+// errKallsymsRestricted says a kallsyms file has only zero addresses: it
 // was read by a user that kernel.kptr_restrict hides addresses from.
-var ErrKallsymsRestricted = errors.New("kallsyms addresses are all zero (kernel.kptr_restrict): copy /proc/kallsyms as root, or run 'sysctl kernel.kptr_restrict=0' first")
+var errKallsymsRestricted = errors.New("kallsyms addresses are all zero (kernel.kptr_restrict): copy /proc/kallsyms as root, or run 'sysctl kernel.kptr_restrict=0' first")
 
 // Kallsyms names kernel addresses from a /proc/kallsyms-format file
 // ("ffffffff81000000 T _stext" or "ffffffffc0a01000 t fn\t[module]").
-// A nil *Kallsyms names every address Kernel.
+// A nil *Kallsyms names every address [kernel].
 type Kallsyms struct {
 	syms []ksym // text symbols sorted by address, one per address
 }
@@ -70,7 +70,7 @@ func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
 		return nil, fmt.Errorf("binfile: reading kallsyms: %w", err)
 	}
 	if lineNo > 0 && !nonZero {
-		return nil, ErrKallsymsRestricted
+		return nil, errKallsymsRestricted
 	}
 	sort.SliceStable(k.syms, func(i, j int) bool { return k.syms[i].addr < k.syms[j].addr })
 	out := k.syms[:0]
@@ -99,7 +99,7 @@ func ParseKallsyms(r io.Reader) (*Kallsyms, error) {
 
 // Lookup returns the symbol containing addr, its module ("" for the kernel
 // image) and addr's offset in it.
-func (k *Kallsyms) Lookup(addr uint64) (name, module string, off uint64, ok bool) {
+func (k *Kallsyms) lookup(addr uint64) (name, module string, off uint64, ok bool) {
 	if k == nil {
 		return "", "", 0, false
 	}
@@ -112,11 +112,11 @@ func (k *Kallsyms) Lookup(addr uint64) (name, module string, off uint64, ok bool
 }
 
 // Symbolize appends the frame for kernel address addr: the kallsyms name,
-// or Kernel when there is no kallsyms or no symbol covers addr.
+// or [kernel] when there is no kallsyms or no symbol covers addr.
 func (k *Kallsyms) Symbolize(addr uint64, out []Frame) []Frame {
-	name, _, off, ok := k.Lookup(addr)
+	name, _, off, ok := k.lookup(addr)
 	if !ok {
-		return append(out, Frame{Func: Kernel})
+		return append(out, Frame{Func: kernelName})
 	}
 	return append(out, Frame{Func: name, System: name, Symbol: name, SymOffset: off})
 }

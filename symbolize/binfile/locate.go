@@ -49,7 +49,7 @@ type Locator struct {
 	// nothing matches, with a warning. Unset, such a file is never used:
 	// Open returns a *MismatchError.
 	AllowMismatch bool
-	// FS is the file system; nil means OSFS.
+	// FS is the file system; nil means the real one.
 	FS FS
 	// DWARF bounds the DWARF loaded per binary and, shared by pointer, in
 	// all; nil bounds each binary by the defaults (NewCache makes one
@@ -80,7 +80,7 @@ func NewLocator(symfs string, getenv func(string) string) Locator {
 	case home != "":
 		l.DebuginfodCache = path.Join(home, ".cache", "debuginfod_client")
 	}
-	if d := NewDebuginfod(getenv); d != nil {
+	if d := newDebuginfod(getenv); d != nil {
 		l.Debuginfod = d
 	}
 	return l
@@ -88,7 +88,7 @@ func NewLocator(symfs string, getenv func(string) string) Locator {
 
 func (l *Locator) fs() FS {
 	if l.FS == nil {
-		return OSFS{}
+		return osFS{}
 	}
 	return l.FS
 }
@@ -126,13 +126,13 @@ func cleanPath(p string) string { return path.Clean("/" + p) }
 func (l *Locator) host() bool { return l.Symfs == "" || l.HostFallback }
 
 // Open finds, opens and indexes the binary recorded as recPath with build
-// ID buildID (lowercase hex; "" when the recording has none): OpenKey
-// with no device or inode to check.
+// ID buildID (lowercase hex; "" when the recording has none), with no
+// device or inode to check; Cache.Open takes the whole Key.
 func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
-	return l.OpenKey(Key{Path: recPath, BuildID: buildID})
+	return l.openKey(Key{Path: recPath, BuildID: buildID})
 }
 
-// OpenKey finds, opens and indexes the binary of a recorded mapping: by
+// openKey finds, opens and indexes the binary of a recorded mapping: by
 // build ID first (the build-id cache, the debuginfod cache, the symfs, the
 // recorded path), and only a file that is the one that ran. With a build
 // ID that is a file with that build ID; without one, the file at the
@@ -141,7 +141,7 @@ func (l *Locator) Open(recPath, buildID string) (*Binary, error) {
 // *MismatchError when only other files were found (unless AllowMismatch),
 // *NotFoundError when nothing was found. A missing debug file is only a
 // warning: the Binary falls back to ELF symbols.
-func (l *Locator) OpenKey(k Key) (*Binary, error) {
+func (l *Locator) openKey(k Key) (*Binary, error) {
 	recPath, buildID := k.Path, normBuildID(k.BuildID)
 	if !IsFileMapping(recPath) {
 		return nil, fmt.Errorf("binfile: %s: %w", recPath, ErrNotFile)

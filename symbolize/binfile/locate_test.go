@@ -68,7 +68,7 @@ func readFixture(t *testing.T, name string) []byte {
 func fixtureIDs(t *testing.T) (inline, cxx string) {
 	t.Helper()
 	for _, n := range []string{"inline", "cxx"} {
-		f, err := openELFFile(OSFS{}, "testdata/"+n)
+		f, err := openELFFile(osFS{}, "testdata/"+n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,14 +304,14 @@ func TestLocateIdentity(t *testing.T) {
 	st := fi.Sys().(*syscall.Stat_t)
 	l := Locator{}
 	same := Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev)}
-	b, err := l.OpenKey(same)
+	b, err := l.openKey(same)
 	if err != nil {
 		t.Fatalf("same inode: %v", err)
 	}
 	b.Close()
 	// The device alone does not decide (btrfs and overlayfs report
 	// another one to stat than to MMAP2).
-	b, err = l.OpenKey(Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev) + 1})
+	b, err = l.openKey(Key{Path: p, Ino: st.Ino, Dev: uint64(st.Dev) + 1})
 	if err != nil {
 		t.Fatalf("same inode, other device: %v", err)
 	}
@@ -319,7 +319,7 @@ func TestLocateIdentity(t *testing.T) {
 	// A mapping that reached past the file's last 64 KiB: ls -l's size
 	// rounded up to 64 KiB, plus a page.
 	end := (uint64(fi.Size()) + 0xffff) &^ 0xffff
-	if b, err := l.OpenKey(Key{Path: p, Ino: st.Ino, MapEnd: end}); err != nil {
+	if b, err := l.openKey(Key{Path: p, Ino: st.Ino, MapEnd: end}); err != nil {
 		t.Errorf("mapping to the file's end: %v", err)
 	} else {
 		b.Close()
@@ -329,7 +329,7 @@ func TestLocateIdentity(t *testing.T) {
 	if out, err := exec.Command("lsattr", "-v", p).Output(); err == nil {
 		if f := strings.Fields(string(out)); len(f) > 0 {
 			if gen, err := strconv.ParseUint(f[0], 10, 32); err == nil {
-				if b, err := l.OpenKey(Key{Path: p, Ino: st.Ino, Gen: gen}); err != nil {
+				if b, err := l.openKey(Key{Path: p, Ino: st.Ino, Gen: gen}); err != nil {
 					t.Errorf("same generation %d: %v", gen, err)
 				} else {
 					b.Close()
@@ -341,13 +341,13 @@ func TestLocateIdentity(t *testing.T) {
 		t.Logf("lsattr -v: %v: the generation is not checked here", err)
 	}
 	for _, k := range keys {
-		_, err := l.OpenKey(k)
+		_, err := l.openKey(k)
 		var me *MismatchError
 		if !errors.As(err, &me) || me.File != p {
 			t.Errorf("%+v: got %v, want a *MismatchError", k, err)
 		}
 		l.AllowMismatch = true
-		b, err := l.OpenKey(k)
+		b, err := l.openKey(k)
 		if err != nil {
 			t.Fatalf("allowed: %v", err)
 		}

@@ -38,7 +38,7 @@ func TestPerfScriptSymbols(t *testing.T) {
 				if err != nil {
 					continue // e.g. /etc/ld.so.cache: not ELF, not in symfs
 				}
-				vaddr, ok := b.OffsetToVaddr(pf.Addr)
+				vaddr, ok := b.offsetToVaddr(pf.Addr)
 				if !ok {
 					t.Errorf("%s: offset %#x not in any PT_LOAD", pf.DSO, pf.Addr)
 					continue
@@ -99,7 +99,7 @@ func TestPerfScriptInline(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				vaddr, _ := b.OffsetToVaddr(pf.Addr)
+				vaddr, _ := b.offsetToVaddr(pf.Addr)
 				fr := b.Symbolize(vaddr, nil)
 				var got []string
 				for _, f := range fr[:len(fr)-1] {

@@ -3,7 +3,7 @@ package unwind
 import (
 	"fmt"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // Arch selects the register layout of samples and CFI.
@@ -121,7 +121,7 @@ type Regs struct {
 }
 
 // Get returns DWARF register r.
-func (r *Regs) Get(reg int) (uint64, bool) {
+func (r *Regs) get(reg int) (uint64, bool) {
 	if reg < 0 || reg >= cfi.NumRegs || r.Valid&(1<<uint(reg)) == 0 {
 		return 0, false
 	}
@@ -129,7 +129,7 @@ func (r *Regs) Get(reg int) (uint64, bool) {
 }
 
 // Set sets DWARF register r (ignored when r is not tracked).
-func (r *Regs) Set(reg int, v uint64) {
+func (r *Regs) set(reg int, v uint64) {
 	if reg < 0 || reg >= cfi.NumRegs {
 		return
 	}
@@ -140,7 +140,7 @@ func (r *Regs) Set(reg int, v uint64) {
 // PC returns the frame's PC.
 func (r *Regs) PC(arch Arch) (uint64, bool) {
 	if a := arch.info(); a != nil {
-		return r.Get(a.pc)
+		return r.get(a.pc)
 	}
 	return 0, false
 }
@@ -148,7 +148,7 @@ func (r *Regs) PC(arch Arch) (uint64, bool) {
 // SP returns the frame's stack pointer.
 func (r *Regs) SP(arch Arch) (uint64, bool) {
 	if a := arch.info(); a != nil {
-		return r.Get(a.sp)
+		return r.get(a.sp)
 	}
 	return 0, false
 }
@@ -169,7 +169,7 @@ func RegsFromPerf(arch Arch, mask uint64, vals []uint64) Regs {
 			continue
 		}
 		if dw := a.perfToDWARF[bit]; dw >= 0 {
-			r.Set(int(dw), vals[i])
+			r.set(int(dw), vals[i])
 		}
 		i++
 	}

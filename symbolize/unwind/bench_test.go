@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 type benchSample struct {
@@ -14,7 +14,7 @@ type benchSample struct {
 	stack []byte
 }
 
-func loadFixture(tb testing.TB) (*Mappings, []benchSample) {
+func loadFixture(tb testing.TB) (*mappings, []benchSample) {
 	tb.Helper()
 	f, err := elf.Open("testdata/prog")
 	if err != nil {
@@ -29,11 +29,11 @@ func loadFixture(tb testing.TB) (*Mappings, []benchSample) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var maps Mappings
+	var maps mappings
 	for _, m := range pd.Mmaps {
 		if strings.HasSuffix(m.Filename, "/prog") && m.Prot&4 != 0 {
 			bias, _ := LoadBias(f, m.Addr, m.Pgoff)
-			maps = append(maps, Mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tab})
+			maps = append(maps, mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tab})
 		}
 	}
 	var out []benchSample

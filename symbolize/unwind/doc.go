@@ -1,7 +1,7 @@
 // Package unwind walks user stacks recorded by `perf record --call-graph
-// dwarf` using the binaries' DWARF CFI (package cfi), falling back to frame
-// pointers where there is no CFI and to the kernel's callchain where the
-// stack copy ends.
+// dwarf` using the binaries' DWARF CFI (symbolize/internal/cfi), falling
+// back to frame pointers where there is no CFI and to the kernel's
+// callchain where the stack copy ends.
 //
 // Inputs per sample (perf's PERF_SAMPLE_REGS_USER and PERF_SAMPLE_STACK_USER,
 // see tools/perf/Documentation/perf.data-file-format.txt and
@@ -14,7 +14,7 @@
 // u is an *Unwinder from New(ArchX86_64), one per goroutine (it holds
 // scratch state). frames is reused across calls: in steady state Unwind
 // allocates nothing. frames[0] is the sample IP; every later frame is a
-// return address (Frame.Return), so symbolize Frame.LookupPC() = PC−1,
+// return address (Frame.Return), so symbolize PC−1 (its call instruction),
 // except frames interrupted by a signal, whose PC is exact. Frame.Kind says
 // whether CFI, frame pointers or the kernel callchain produced the frame.
 // stop says why the walk ended; stop.Complete() is true when it reached the
@@ -30,7 +30,7 @@
 // file / build ID; a nil table with ok=true means "mapped but without
 // CFI") and bias = runtime address − ELF virtual address, which LoadBias
 // computes from the file's program headers and the MMAP2 record's address
-// and page offset. Mappings is a ready-made Resolver over a sorted slice.
+// and page offset.
 // A PC in no known mapping — JIT code, or the `[uprobes]` return
 // trampoline that a uretprobe leaves on the stack in place of the
 // probed function's return address — ends the
@@ -43,6 +43,6 @@
 // inside a uretprobed malloc (FrameTrampoline marks the repaired frame).
 //
 // Registers: x86-64 is implemented and tested; the AArch64 perf→DWARF
-// mapping is in place (arch.go) but untested, and return-address signing
+// mapping is in place but untested, and return-address signing
 // (RA_SIGN_STATE) is not stripped yet.
 package unwind

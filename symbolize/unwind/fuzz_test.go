@@ -12,7 +12,7 @@ func FuzzUnwind(f *testing.F) {
 	maps, samples := loadFixture(f)
 	for _, s := range samples[:4] {
 		pc, _ := s.regs.PC(ArchX86_64)
-		bp, _ := s.regs.Get(6)
+		bp, _ := s.regs.get(6)
 		stack := s.stack
 		if len(stack) > 1024 {
 			stack = stack[:1024] // small seeds keep minimization quick
@@ -23,11 +23,11 @@ func FuzzUnwind(f *testing.F) {
 	out := make([]Frame, 0, DefaultMaxDepth)
 	f.Fuzz(func(t *testing.T, stack []byte, pc, sp, bp uint64) {
 		var r Regs
-		r.Set(16, pc)
-		r.Set(7, sp)
-		r.Set(6, bp)
+		r.set(16, pc)
+		r.set(7, sp)
+		r.set(6, bp)
 		if len(stack) >= 8 {
-			r.Set(3, binary.LittleEndian.Uint64(stack))
+			r.set(3, binary.LittleEndian.Uint64(stack))
 		}
 		frames, stop := u.Unwind(r, sp, stack, maps, []uint64{pc, pc + 1}, out)
 		if len(frames) > DefaultMaxDepth || len(frames) == 0 {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // TestUnwindExpressionBudget: CFI that attaches a looping DWARF expression
@@ -39,15 +39,15 @@ func TestUnwindExpressionBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	maps := Mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}}
+	maps := mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}}
 	base := uint64(0x7000)
 	st := &fakeStack{base: base}
 	for range 400 {
 		st.words = append(st.words, 0x401100) // every frame returns into the same function
 	}
 	var regs Regs
-	regs.Set(16, 0x401100)
-	regs.Set(7, base)
+	regs.set(16, 0x401100)
+	regs.set(7, base)
 	u := New(ArchX86_64)
 	start := time.Now()
 	frames, stop := u.Unwind(regs, base, st.bytes(), &maps, nil, nil)

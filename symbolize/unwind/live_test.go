@@ -9,13 +9,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // procMaps is a per-process Resolver built from MMAP2 records, loading each
 // file's CFI once.
 type procMaps struct {
-	maps Mappings
+	maps mappings
 	raw  []testMmap
 }
 
@@ -48,7 +48,7 @@ func buildProcMaps(t *testing.T, mmaps []testMmap, pid uint32, tables map[string
 		if !ok {
 			continue
 		}
-		pm.maps = append(pm.maps, Mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tables[m.Filename]})
+		pm.maps = append(pm.maps, mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tables[m.Filename]})
 		pm.raw = append(pm.raw, m)
 	}
 	sort.Slice(pm.raw, func(i, j int) bool { return pm.raw[i].Addr < pm.raw[j].Addr })
@@ -145,7 +145,7 @@ func TestUnwindLivePerf(t *testing.T) {
 				stops[stop]++
 				var ours []uint64
 				for _, fr := range frames {
-					off, ok := pm.fileOffset(fr.LookupPC())
+					off, ok := pm.fileOffset(fr.lookupPC())
 					if !ok {
 						break
 					}

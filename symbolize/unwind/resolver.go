@@ -4,26 +4,26 @@ import (
 	"debug/elf"
 	"sort"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
-// Mapping is one executable mapping for Mappings.
-type Mapping struct {
+// mapping is one executable mapping for mappings.
+type mapping struct {
 	Start, End uint64 // runtime addresses, End exclusive
 	Bias       uint64 // runtime address − ELF virtual address
 	Table      *cfi.Table
 }
 
-// Mappings is a simple Resolver over a sorted slice of mappings, for tests
-// and single-process tools. Sort it (Sort) after adding mappings; pass a
+// mappings is a simple Resolver over a sorted slice of mappings, for the
+// tests. Sort it (Sort) after adding mappings; pass a
 // pointer so the interface conversion does not allocate.
-type Mappings []Mapping
+type mappings []mapping
 
 // Sort orders the mappings by Start.
-func (m Mappings) Sort() { sort.Slice(m, func(i, j int) bool { return m[i].Start < m[j].Start }) }
+func (m mappings) Sort() { sort.Slice(m, func(i, j int) bool { return m[i].Start < m[j].Start }) }
 
 // Lookup implements Resolver.
-func (m *Mappings) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
+func (m *mappings) Lookup(pc uint64) (*cfi.Table, uint64, bool) {
 	s := *m
 	i := sort.Search(len(s), func(i int) bool { return s[i].Start > pc }) - 1
 	if i < 0 || pc >= s[i].End {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // The shared fixtures (testdata/README.md): perf recordings of the fixture
@@ -152,7 +152,7 @@ func buildID(f *elf.File) string {
 }
 
 type tdMap struct {
-	Mapping
+	mapping
 	name  string
 	pgoff uint64
 }
@@ -160,7 +160,7 @@ type tdMap struct {
 // tdProc is a process's executable mappings, a Resolver.
 type tdProc struct {
 	maps []tdMap
-	res  Mappings
+	res  mappings
 }
 
 func (p *tdProc) add(m tdMap) {
@@ -174,7 +174,7 @@ func (p *tdProc) add(m tdMap) {
 	sort.Slice(p.maps, func(i, j int) bool { return p.maps[i].Start < p.maps[j].Start })
 	p.res = p.res[:0]
 	for _, x := range p.maps {
-		p.res = append(p.res, x.Mapping)
+		p.res = append(p.res, x.mapping)
 	}
 }
 
@@ -244,7 +244,7 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 			if !ok {
 				continue
 			}
-			proc(rec.Pid).add(tdMap{Mapping{Start: rec.Addr, End: rec.Addr + rec.Len, Bias: bias, Table: tab}, rec.Filename, rec.Pgoff})
+			proc(rec.Pid).add(tdMap{mapping{Start: rec.Addr, End: rec.Addr + rec.Len, Bias: bias, Table: tab}, rec.Filename, rec.Pgoff})
 		case *perfdata.Comm:
 			if rec.Exec {
 				procs[rec.Pid] = &tdProc{}
@@ -303,7 +303,7 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 				if m == nil {
 					break
 				}
-				ours = append(ours, perfFrame{fr.LookupPC() - m.Start + m.pgoff, m.name})
+				ours = append(ours, perfFrame{fr.lookupPC() - m.Start + m.pgoff, m.name})
 			}
 			if trampolines > 0 {
 				tramp++
@@ -413,7 +413,7 @@ func BenchmarkUnwindTestdata(b *testing.B) {
 				if procs[rec.Pid] == nil {
 					procs[rec.Pid] = &tdProc{}
 				}
-				procs[rec.Pid].add(tdMap{Mapping{Start: rec.Addr, End: rec.Addr + rec.Len, Bias: bias, Table: tab}, rec.Filename, rec.Pgoff})
+				procs[rec.Pid].add(tdMap{mapping{Start: rec.Addr, End: rec.Addr + rec.Len, Bias: bias, Table: tab}, rec.Filename, rec.Pgoff})
 			}
 		case *perfdata.Comm:
 			if rec.Exec {

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // DefaultMaxDepth is the frame cap of an Unwinder whose MaxDepth is zero.
@@ -75,14 +75,14 @@ type Frame struct {
 	PC   uint64
 	Kind FrameKind
 	// Return is set when PC is a return address: the call instruction is
-	// before it, so symbolize LookupPC() = PC−1. It is clear for the first
+	// before it, so symbolize PC−1. It is clear for the first
 	// frame and for a frame interrupted by a signal (unwound through a
 	// signal trampoline), whose PC is exact.
 	Return bool
 }
 
 // LookupPC is the address to symbolize: PC−1 for return addresses.
-func (f Frame) LookupPC() uint64 {
+func (f Frame) lookupPC() uint64 {
 	if f.Return {
 		return f.PC - 1
 	}
@@ -182,7 +182,7 @@ func New(arch Arch) *Unwinder {
 }
 
 // Reg implements cfi.Env over the frame being unwound.
-func (u *Unwinder) Reg(reg uint16) (uint64, bool) { return u.cur.Get(int(reg)) }
+func (u *Unwinder) Reg(reg uint16) (uint64, bool) { return u.cur.get(int(reg)) }
 
 // ReadMem implements cfi.Env over the stack copy; a read outside it fails
 // (and ends the walk with StopStackEnd).
@@ -229,7 +229,7 @@ func (u *Unwinder) Unwind(regs Regs, stackBase uint64, stack []byte, res Resolve
 	u.base, u.stack = stackBase, stack
 	u.cur = regs
 	u.evals = 0
-	pc, ok := u.cur.Get(a.pc)
+	pc, ok := u.cur.get(a.pc)
 	if !ok {
 		return out, StopNoRegs
 	}
@@ -240,10 +240,10 @@ func (u *Unwinder) Unwind(regs Regs, stackBase uint64, stack []byte, res Resolve
 	for len(out) < max {
 		if tr != nil {
 			if _, _, mapped := res.Lookup(pc); !mapped {
-				sp, _ := u.cur.Get(a.sp)
+				sp, _ := u.cur.get(a.sp)
 				if ret, ok := tr.ResolveTrampoline(pc, sp); ok && ret != 0 {
 					pc = ret
-					u.cur.Set(a.pc, ret)
+					u.cur.set(a.pc, ret)
 					out[len(out)-1].PC = ret
 					out[len(out)-1].Kind = FrameTrampoline
 					// The kernel's ret would have gone to ret: it is a
@@ -286,7 +286,7 @@ func (u *Unwinder) LastSP() (uint64, bool) {
 	if u.a == nil {
 		return 0, false
 	}
-	return u.cur.Get(u.a.sp)
+	return u.cur.get(u.a.sp)
 }
 
 // entryWindow is how far past the ELF entry point a PC without CFI still
@@ -358,7 +358,7 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 	var cfa uint64
 	switch row.CFA.Kind {
 	case cfi.RuleRegOffset:
-		v, ok := u.cur.Get(int(row.CFA.Reg))
+		v, ok := u.cur.get(int(row.CFA.Reg))
 		if !ok {
 			return false, int(StopNoRegs)
 		}
@@ -372,7 +372,7 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 	default:
 		return false, int(StopBadCFI)
 	}
-	if sp, ok := u.cur.Get(a.sp); ok && !row.Signal && row.Regs[a.sp].Kind == cfi.RuleUnspecified {
+	if sp, ok := u.cur.get(a.sp); ok && !row.Signal && row.Regs[a.sp].Kind == cfi.RuleUnspecified {
 		// Checked before any memory is read, so a looping CFA is
 		// reported as such rather than as the end of the stack copy.
 		if cfa < sp || cfa == sp && a.strictCFA {
@@ -395,13 +395,13 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 		have := false
 		switch rule.Kind {
 		case cfi.RuleUnspecified, cfi.RuleSameValue:
-			v, have = u.cur.Get(r)
+			v, have = u.cur.get(r)
 		case cfi.RuleOffset:
 			v, have = u.ReadMem(cfa+uint64(rule.Offset), 8)
 		case cfi.RuleValOffset:
 			v, have = cfa+uint64(rule.Offset), true
 		case cfi.RuleRegister:
-			v, have = u.cur.Get(int(rule.Reg))
+			v, have = u.cur.get(int(rule.Reg))
 		case cfi.RuleExpression:
 			addr, err := u.eval(row.Expr(rule), push[:])
 			if err == nil {
@@ -419,7 +419,7 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 	if u.evals > maxExprEvals {
 		return false, int(StopBadCFI)
 	}
-	ra, ok := next.Get(int(row.RA))
+	ra, ok := next.get(int(row.RA))
 	if !ok {
 		if u.memFault {
 			return false, int(StopStackEnd)
@@ -428,15 +428,15 @@ func (u *Unwinder) stepCFI() (nextExact bool, st int) {
 	}
 	if row.Regs[a.sp].Kind == cfi.RuleUnspecified {
 		// By definition the CFA is the caller's SP (x86-64, AArch64).
-		next.Set(a.sp, cfa)
+		next.set(a.sp, cfa)
 	}
-	if sp, ok := u.cur.Get(a.sp); ok && !row.Signal {
-		newSP, _ := next.Get(a.sp)
+	if sp, ok := u.cur.get(a.sp); ok && !row.Signal {
+		newSP, _ := next.get(a.sp)
 		if newSP < sp || newSP == sp && a.strictCFA {
 			return false, int(StopBadCFA)
 		}
 	}
-	next.Set(a.pc, ra)
+	next.set(a.pc, ra)
 	u.cur = *next
 	return row.Signal, stepOK
 }
@@ -459,8 +459,8 @@ func (u *Unwinder) exprStop(err error) int {
 // the return address must land in a known mapping.
 func (u *Unwinder) stepFP(res Resolver) int {
 	a := u.a
-	fp, ok := u.cur.Get(a.fp)
-	sp, spOK := u.cur.Get(a.sp)
+	fp, ok := u.cur.get(a.fp)
+	sp, spOK := u.cur.get(a.sp)
 	if !ok || !spOK || fp < sp || fp&7 != 0 || fp == 0 {
 		return int(StopNoCFI)
 	}
@@ -481,11 +481,11 @@ func (u *Unwinder) stepFP(res Resolver) int {
 	}
 	next := &u.next
 	next.Valid = 0
-	next.Set(a.fp, savedFP)
-	next.Set(a.sp, fp+16)
-	next.Set(a.pc, ra)
+	next.set(a.fp, savedFP)
+	next.set(a.sp, fp+16)
+	next.set(a.pc, ra)
 	if a.ra >= 0 {
-		next.Set(a.ra, ra)
+		next.set(a.ra, ra)
 	}
 	u.cur = *next
 	return stepOK

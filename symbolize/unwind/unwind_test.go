@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 // symtab is a tiny ELF symbolizer for tests.
@@ -91,14 +91,14 @@ func TestUnwindStaticFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var maps Mappings
+	var maps mappings
 	for _, m := range pd.Mmaps {
 		if strings.HasSuffix(m.Filename, "/prog") && m.Prot&4 != 0 { // PROT_EXEC
 			bias, ok := LoadBias(f, m.Addr, m.Pgoff)
 			if !ok {
 				t.Fatalf("no bias for %+v", m)
 			}
-			maps = append(maps, Mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tab})
+			maps = append(maps, mapping{Start: m.Addr, End: m.Addr + m.Len, Bias: bias, Table: tab})
 		}
 	}
 	if len(maps) != 1 {
@@ -117,7 +117,7 @@ func TestUnwindStaticFixture(t *testing.T) {
 		frames, stop = u.Unwind(regs, sp, s.Stack, &maps, nil, frames)
 		var names []string
 		for _, fr := range frames {
-			names = append(names, syms.name(fr.LookupPC()-maps[0].Bias))
+			names = append(names, syms.name(fr.lookupPC()-maps[0].Bias))
 		}
 		chain := strings.Join(names, " <- ")
 		t.Logf("tid %d: %s [%v]", s.Tid, chain, stop)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/perfdata/perftest"
-	"github.com/faultline/faultline/symbolize/cfi"
+	"github.com/faultline/faultline/symbolize/internal/cfi"
 )
 
 func TestRegsFromPerf(t *testing.T) {
@@ -17,7 +17,7 @@ func TestRegsFromPerf(t *testing.T) {
 	want := map[int]uint64{0: 0xa0, 3: 0xb0, 2: 0xc0, 1: 0xd0, 4: 0x51, 5: 0xd1, 6: 0xb9, 7: 0x5b, 16: 0x19,
 		8: 8, 9: 9, 10: 10, 11: 11, 12: 12, 13: 13, 14: 14, 15: 15}
 	for reg := 0; reg < cfi.NumRegs; reg++ {
-		v, ok := r.Get(reg)
+		v, ok := r.get(reg)
 		w, wok := want[reg]
 		if ok != wok || v != w {
 			t.Errorf("DWARF r%d = %#x,%v; want %#x,%v", reg, v, ok, w, wok)
@@ -31,7 +31,7 @@ func TestRegsFromPerf(t *testing.T) {
 	if sp, _ := r.SP(ArchX86_64); sp != 0x1000 {
 		t.Errorf("SP = %#x", sp)
 	}
-	if _, ok := r.Get(6); ok {
+	if _, ok := r.get(6); ok {
 		t.Error("rbp should be invalid")
 	}
 	if DefaultPerfMask(ArchX86_64) != 0xff0fff {
@@ -83,7 +83,7 @@ func cfaTable(t *testing.T, lo, hi uint64, cfaOff byte) *cfi.Table {
 func TestUnwindFramePointerFallback(t *testing.T) {
 	// Code at 0x400000–0x500000 has no CFI (nil table); the frames are
 	// chained through rbp.
-	maps := Mappings{{Start: 0x400000, End: 0x500000}}
+	maps := mappings{{Start: 0x400000, End: 0x500000}}
 	st := &fakeStack{base: 0x7000, words: []uint64{
 		0,                // 0x7000 (sp)
 		0,                // 0x7008
@@ -94,9 +94,9 @@ func TestUnwindFramePointerFallback(t *testing.T) {
 		0, 0x403456, // 0x7050: saved rbp 0 ends the chain after this frame
 	}}
 	var r Regs
-	r.Set(16, 0x400100)
-	r.Set(7, 0x7000)
-	r.Set(6, 0x7010)
+	r.set(16, 0x400100)
+	r.set(7, 0x7000)
+	r.set(6, 0x7010)
 	u := New(ArchX86_64)
 	frames, stop := u.Unwind(r, st.base, st.bytes(), &maps, nil, nil)
 	want := []uint64{0x400100, 0x401234, 0x402345, 0x403456}
@@ -115,13 +115,13 @@ func TestUnwindFramePointerFallback(t *testing.T) {
 
 func TestUnwindStops(t *testing.T) {
 	tab := leafTable(t, 0x1000, 0x2000)
-	maps := Mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}}
+	maps := mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}}
 	u := New(ArchX86_64)
 	base := uint64(0x7000)
 	regs := func(pc, sp uint64) Regs {
 		var r Regs
-		r.Set(16, pc)
-		r.Set(7, sp)
+		r.set(16, pc)
+		r.set(7, sp)
 		return r
 	}
 	words := func(ws ...uint64) []byte { return (&fakeStack{base, ws}).bytes() }
@@ -171,10 +171,10 @@ func TestUnwindStops(t *testing.T) {
 
 func TestUnwindBadCFA(t *testing.T) {
 	// CFA = rsp+0: the caller's SP would equal ours, a loop.
-	maps := Mappings{{Start: 0x1000, End: 0x2000, Table: cfaTable(t, 0x1000, 0x2000, 0)}}
+	maps := mappings{{Start: 0x1000, End: 0x2000, Table: cfaTable(t, 0x1000, 0x2000, 0)}}
 	var r Regs
-	r.Set(16, 0x1100)
-	r.Set(7, 0x7000)
+	r.set(16, 0x1100)
+	r.set(7, 0x7000)
 	frames, stop := New(ArchX86_64).Unwind(r, 0x7000, make([]byte, 64), &maps, nil, nil)
 	if stop != StopBadCFA || len(frames) != 1 {
 		t.Errorf("%+v %v, want bad-cfa", frames, stop)
@@ -193,11 +193,11 @@ func TestLoadBias(t *testing.T) {
 }
 
 type trampResolver struct {
-	Mappings
+	mappings
 	tramp, sp, ret uint64
 }
 
-func (r *trampResolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) { return r.Mappings.Lookup(pc) }
+func (r *trampResolver) Lookup(pc uint64) (*cfi.Table, uint64, bool) { return r.mappings.Lookup(pc) }
 
 func (r *trampResolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
 	if pc == r.tramp && sp == r.sp {
@@ -209,11 +209,11 @@ func (r *trampResolver) ResolveTrampoline(pc, sp uint64) (uint64, bool) {
 func TestUnwindTrampoline(t *testing.T) {
 	tab := leafTable(t, 0x1000, 0x2000)
 	const base, tramp = 0x7000, 0x7ffff7fbf000
-	res := &trampResolver{Mappings: Mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}},
+	res := &trampResolver{mappings: mappings{{Start: 0x401000, End: 0x402000, Bias: 0x400000, Table: tab}},
 		tramp: tramp, sp: base + 8, ret: 0x401200}
 	var r Regs
-	r.Set(16, 0x401100)
-	r.Set(7, base)
+	r.set(16, 0x401100)
+	r.set(7, base)
 	// [base] holds the trampoline (the probed leaf's return address); the
 	// real caller 0x401200 is a leaf too and returns to 0 (the root).
 	stack := (&fakeStack{base, []uint64{tramp, 0}}).bytes()

@@ -9,7 +9,7 @@ import (
 // testdata/crafted/dwarfbomb.debug's .debug_frame is a 204 KB zlib blob
 // claiming 200 MiB (1028×): refused before it is inflated.
 func TestLoadRefusesZlibBomb(t *testing.T) {
-	f, err := elf.Open("../../testdata/crafted/dwarfbomb.debug")
+	f, err := elf.Open("../../../testdata/crafted/dwarfbomb.debug")
 	if err != nil {
 		t.Fatalf("crafted input missing (regenerate with testdata/crafted/gen.sh): %v", err)
 	}

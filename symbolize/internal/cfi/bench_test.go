@@ -17,7 +17,7 @@ func loadTable(tb testing.TB, path string) *Table {
 }
 
 func benchTable(b *testing.B) (*Table, []uint64) {
-	tab := loadTable(b, "../unwind/testdata/prog")
+	tab := loadTable(b, "../../unwind/testdata/prog")
 	var pcs []uint64
 	for _, r := range tab.FDEs() {
 		pcs = append(pcs, r.Begin+(r.End-r.Begin)/2)
@@ -58,7 +58,7 @@ func BenchmarkFindMiss(b *testing.B) {
 // BenchmarkLoad measures building a Table for a static glibc binary
 // (no .eh_frame_hdr, so the FDEs are scanned and sorted).
 func BenchmarkLoad(b *testing.B) {
-	f := perftest.OpenELF(b, "../unwind/testdata/prog")
+	f := perftest.OpenELF(b, "../../unwind/testdata/prog")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		if _, err := Load(f, nil); err != nil {

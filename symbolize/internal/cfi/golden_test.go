@@ -60,6 +60,6 @@ func TestGoldenDebugFrame(t *testing.T) {
 // TestGoldenStaticGlibc checks every row of a static glibc binary (the
 // unwinder's fixture) against readelf's interpretation.
 func TestGoldenStaticGlibc(t *testing.T) {
-	const bin = "../unwind/testdata/prog"
+	const bin = "../../unwind/testdata/prog"
 	crossCheck(t, bin, goldenFrames(t, bin, "testdata/prog.readelf.txt.gz"))
 }

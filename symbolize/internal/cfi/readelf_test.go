@@ -251,7 +251,7 @@ func crossCheckTable(t *testing.T, path string, tab *Table, fdes []readelfFDE) {
 func symfsOrSystem(t *testing.T, name, system string) string {
 	t.Helper()
 	var found string
-	filepath.Walk("../../testdata/symfs", func(p string, info os.FileInfo, err error) error {
+	filepath.Walk("../../../testdata/symfs", func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() && filepath.Base(p) == name && found == "" {
 			found = p
 		}

@@ -48,7 +48,7 @@ func checkRestoreRT(t *testing.T, path string) {
 	}
 }
 
-func TestRestoreRTStatic(t *testing.T) { checkRestoreRT(t, "../unwind/testdata/prog") }
+func TestRestoreRTStatic(t *testing.T) { checkRestoreRT(t, "../../unwind/testdata/prog") }
 
 func TestRestoreRTLibc(t *testing.T) {
 	checkRestoreRT(t, symfsOrSystem(t, "libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"))

@@ -8,7 +8,7 @@ import (
 )
 
 func progTable(t testing.TB) (*Table, []uint64) {
-	f, err := elf.Open("../unwind/testdata/prog")
+	f, err := elf.Open("../../unwind/testdata/prog")
 	if err != nil {
 		t.Fatal(err)
 	}
