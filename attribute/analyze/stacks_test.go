@@ -68,7 +68,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 	feed(0, 400) // no stack at all: fed when the return comes
 	ret(0x40010)
 	feed(1, 500) // an orphan stack at the end
-	ru.releaseAll()
+	ru.st.releaseAll()
 	ru.tr.Close()
 	st := ru.tr.Stats()
 	if st.Entries != 4 || st.Allocations != 4 {
@@ -84,8 +84,8 @@ func TestStackJoinSynthetic(t *testing.T) {
 			t.Errorf("allocation of %d: site %d (present %v), want made without a stack", sz, s, ok)
 		}
 	}
-	if ru.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
-		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.join)
+	if ru.st.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
+		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.st.join)
 	}
 }
 
@@ -120,7 +120,7 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	}
 	pairStackEvents(infos)
 	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
-	ru.leafMode = true
+	ru.st.leafMode = true
 	mk := func(ev int, raw []byte) *perfdata.Sample {
 		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
 		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
@@ -151,11 +151,11 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(200, cycle); n != 0 {
 		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
 	}
-	if ru.top.User+ru.top.Library+ru.top.Short < 210 {
-		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.top)
+	if ru.st.top.User+ru.st.top.Library+ru.st.top.Short < 210 {
+		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.st.top)
 	}
-	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
-		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)
+	if ru.st.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
+		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.st.join.Joined, ru.tr.Stats().Allocations)
 	}
 }
 
@@ -197,7 +197,7 @@ func TestFaultStackJoin(t *testing.T) {
 	feed(0, 0x2000)
 	feed(0, 0x3000) // range without stack: fed when the next fault comes
 	feed(0, 0x4000) // held to the end
-	ru.releaseAll()
+	ru.st.releaseAll()
 	if st := ru.tr.Stats(); st.Faults != 4 {
 		t.Errorf("faults %d, want 4", st.Faults)
 	}
@@ -250,10 +250,9 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 // testRun is a run over infos with empty tables, its tracker reporting to
 // sink (what Run sets up before the first record).
 func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{}, st: newStacks(sess)}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru.st.out = ru.tr
 	return ru
 }
 
@@ -297,18 +296,18 @@ func TestStackRolesOldNames(t *testing.T) {
 // env's sampled callers, and faults moved between the two programs' sites
 // from run to run.
 func TestCallersPerProgram(t *testing.T) {
-	ru := testRun(emptySession(t), nil, nil)
+	st := newStacks(emptySession(t))
 	const leaf = attribute.StackID(5)
-	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
-	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
-	ru.countCaller(callerKey{leaf, "env"}, 11, true)
-	if got := ru.callers.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
+	st.countCaller(callerKey{leaf, "bash"}, 10, true)
+	st.countCaller(callerKey{leaf, "bash"}, 10, true)
+	st.countCaller(callerKey{leaf, "env"}, 11, true)
+	if got := st.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
 		t.Errorf("bash's callers at the leaf: %+v, want stack 10 twice", got)
 	}
-	if got := ru.callers.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
+	if got := st.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
 		t.Errorf("env's callers at the leaf: %+v, want stack 11 once", got)
 	}
-	if got := ru.callers.weights(leaf, "python3"); got != nil {
+	if got := st.weights(leaf, "python3"); got != nil {
 		t.Errorf("python3 sampled nothing at the leaf, got %+v", got)
 	}
 }
