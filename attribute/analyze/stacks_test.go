@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -309,5 +311,74 @@ func TestCallersPerProgram(t *testing.T) {
 	}
 	if got := st.weights(leaf, "python3"); got != nil {
 		t.Errorf("python3 sampled nothing at the leaf, got %+v", got)
+	}
+}
+
+// feedLog records what stacks feeds on, in order: "entry SIZE STACK" or
+// "fault ADDR STACK".
+type feedLog []string
+
+func (l *feedLog) Entry(e *attribute.Entry) {
+	*l = append(*l, fmt.Sprintf("entry %d %d", e.Size, e.Stack))
+}
+func (l *feedLog) Fault(f *attribute.Fault) {
+	*l = append(*l, fmt.Sprintf("fault %#x %d", f.Addr, f.Stack))
+}
+
+// TestStacksFeedOrder drives stacks alone, through settle, entry, fault
+// and stack, as the run does: a held half is fed before anything later of
+// its thread (settle), a joined call carries its stack, other threads'
+// samples do not release it, and releaseAll feeds what is left in thread
+// order. The stack ids are made up (frames is not asked for them: no leaf
+// inference without leafMode).
+func TestStacksFeedOrder(t *testing.T) {
+	ev := func(i int, st perfdata.SampleFormat) *perfdata.Event {
+		return &perfdata.Event{Index: i, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: st}}
+	}
+	rng := &eventInfo{ev: ev(0, perfdata.SampleRaw), role: RoleAllocEntry}
+	stk := &eventInfo{ev: ev(1, perfdata.SampleRaw|perfdata.SampleCallchain), role: RoleAllocEntry}
+	other := &eventInfo{ev: ev(2, perfdata.SampleRaw), role: RoleFree}
+	pairStackEvents([]*eventInfo{rng, stk, other})
+	var log feedLog
+	s := newStacks(emptySession(t))
+	s.out = &log
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	smp := func(in *eventInfo, tid uint32, size uint64) *perfdata.Sample {
+		p := &perfdata.Sample{Event: in.ev, Raw: u64(size)}
+		p.Pid, p.Tid = 1, tid
+		return p
+	}
+	entry := func(tid uint32, size uint64) {
+		p := smp(rng, tid, size)
+		s.settle(rng, p)
+		s.entry(rng, p, &attribute.Entry{Pid: 1, Tid: tid, Size: size})
+	}
+	stack := func(tid uint32, size uint64, id attribute.StackID) {
+		p := smp(stk, tid, size)
+		s.settle(stk, p)
+		s.stack(stk, rng, p, id, 0)
+	}
+	free := func(tid uint32) {
+		p := smp(other, tid, 0)
+		s.settle(other, p)
+	}
+	entry(1, 100)     // held
+	entry(2, 200)     // another thread's: held beside it
+	stack(1, 100, 11) // joins thread 1's: fed with stack 11
+	stack(2, 999, 22) // not thread 2's call: 200 fed bare, then the stack is held
+	entry(2, 300)     // not the held stack's call: the stack is dropped, 300 held
+	free(2)           // 300 fed bare before the free
+	if len(log) != 3 {
+		t.Errorf("after thread 2's free: fed %q; its held call must come before the free", log)
+	}
+	entry(3, 400)     // held to the end
+	stack(4, 500, 44) // an orphan stack: dropped at the end
+	s.releaseAll()
+	want := []string{"entry 100 11", "entry 200 0", "entry 300 0", "entry 400 0"}
+	if !slices.Equal(log, want) {
+		t.Errorf("fed %q, want %q", log, want)
+	}
+	if s.join != (StackJoin{Joined: 1, Unmatched: 2, Bare: 3}) {
+		t.Errorf("join %+v, want 1 joined, 2 unmatched, 3 bare", s.join)
 	}
 }
