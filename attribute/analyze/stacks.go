@@ -45,7 +45,7 @@ import (
 // The type stacks does all of this between the decoding of a sample and
 // the tracker: the run hands it every entry and fault (decoded, their own
 // stacks unwound) and every stack sample, and it feeds them on, joined,
-// through a feed; it reads frames through a frames. Its state is its own.
+// through a feed. Its state is its own.
 
 // feed takes the calls and faults the join lets through, stacks and leaves
 // attached, in the order they happened: an attribute.Tracker.
@@ -54,29 +54,21 @@ type feed interface {
 	Fault(*attribute.Fault)
 }
 
-// frames is what the join reads of the symbolizer (a symbolize.Session):
-// stacks and locations to classify leaves and count callers, the one-frame
-// stacks of leaves, the program's name and the walk of top stack words.
-type frames interface {
-	Stack(symbolize.StackID) []symbolize.LocID
-	Loc(symbolize.LocID) *symbolize.Loc
-	Lines(id symbolize.LocID, exact bool) []binfile.Frame
-	CallerStack(pid uint32, ret uint64) symbolize.StackID
-	CallerStackOf(symbolize.LocID) symbolize.StackID
-	UnwindTop(pid, tid uint32, ip, sp, bp uint64, hasBP bool, stack []byte) []symbolize.LocID
-	Comm(pid uint32) string
-}
-
 // stacks is the stack join, the leaf inference and the caller weights of
 // one run. Every sample of the run goes first through settle; then entries
 // through entry, faults through fault and stack samples through stack.
 type stacks struct {
-	fr  frames
+	// fr is read for stacks and locations (to classify leaves and count
+	// callers), the one-frame stacks of leaves, programs' names and the
+	// walk of top stack words. A *symbolize.Session, not an interface:
+	// its Stack and Loc lookups run per frame and must inline.
+	fr  *symbolize.Session
 	out feed
 	// leafMode: some allocator entry event has no stacks, so calls get
 	// leaves and callers are counted (stackless).
 	leafMode bool
 	held     map[uint32]*held
+	cur      *held // the current sample's thread's, found by settle (nil: none yet)
 	join     StackJoin
 	top      TopStacks
 	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
@@ -89,7 +81,7 @@ type stacks struct {
 	topBuf  []byte            // the stack words of the entry being walked
 }
 
-func newStacks(fr frames) *stacks {
+func newStacks(fr *symbolize.Session) *stacks {
 	return &stacks{fr: fr, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: map[callerKey]*leafCallers{},
 		classes: map[symbolize.LocID]uint8{}, memset: map[symbolize.LocID]bool{}}
 }
@@ -156,20 +148,23 @@ func (h *held) otherHalf(in *eventInfo, smp *perfdata.Sample) bool {
 
 // settle comes first for every sample smp (of event in): it releases the
 // thread's held sample unless smp is its other half, so that entry, fault
-// and stack find held only that.
+// and stack, called next for the same sample, find held only that.
 func (s *stacks) settle(in *eventInfo, smp *perfdata.Sample) {
+	s.cur = nil
 	if len(s.held) == 0 {
 		return
 	}
-	if h := s.held[smp.Tid]; h != nil && h.state != heldNone && !h.otherHalf(in, smp) {
+	h := s.held[smp.Tid]
+	if h != nil && h.state != heldNone && !h.otherHalf(in, smp) {
 		s.release(h)
 	}
+	s.cur = h
 }
 
 // hold keeps smp, a sample of the range event in (index ev) or of its stack
 // event, as tid's held sample.
 func (s *stacks) hold(state uint8, in *eventInfo, ev int, smp *perfdata.Sample) *held {
-	h := s.held[smp.Tid]
+	h := s.cur
 	if h == nil {
 		h = &held{}
 		s.held[smp.Tid] = h
@@ -179,13 +174,11 @@ func (s *stacks) hold(state uint8, in *eventInfo, ev int, smp *perfdata.Sample) 
 	return h
 }
 
-// joined returns tid's held stack sample, which settle left only when it is
-// the other half of the range sample now arriving; nil when there is none.
-func (s *stacks) joined(tid uint32, state uint8) *held {
-	if len(s.held) == 0 {
-		return nil
-	}
-	h := s.held[tid]
+// joined returns the thread's held sample in state, which settle left
+// only when it is the other half of the sample now arriving; nil when
+// there is none.
+func (s *stacks) joined(state uint8) *held {
+	h := s.cur
 	if h == nil || h.state != state {
 		return nil
 	}
@@ -200,7 +193,7 @@ func (s *stacks) joined(tid uint32, state uint8) *held {
 // leaf from its top stack words when it has no stack.
 func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry) {
 	if in.twin {
-		if h := s.joined(smp.Tid, heldStack); h != nil {
+		if h := s.joined(heldStack); h != nil {
 			e.Stack, e.CallerRet = h.stack, h.callerRet
 			s.noteCallers(e, h.sampled)
 			s.out.Entry(e)
@@ -220,7 +213,7 @@ func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry) 
 // its stack sample comes when in has a stack twin, else as it is.
 func (s *stacks) fault(in *eventInfo, smp *perfdata.Sample, f *attribute.Fault) {
 	if in.twin {
-		if h := s.joined(smp.Tid, heldStack); h != nil {
+		if h := s.joined(heldStack); h != nil {
 			f.Stack, f.InMemset = h.stack, s.leafInMemset(h.stack)
 			s.out.Fault(f)
 			return
@@ -238,7 +231,7 @@ func (s *stacks) fault(in *eventInfo, smp *perfdata.Sample, f *attribute.Fault) 
 // with its stack id and the return address on top of it: it goes to the
 // held range sample it is the other half of, else it is held for it.
 func (s *stacks) stack(in, rng *eventInfo, smp *perfdata.Sample, id attribute.StackID, ret uint64) {
-	if h := s.joined(smp.Tid, heldRange); h != nil {
+	if h := s.joined(heldRange); h != nil {
 		if h.in.role == RoleFault {
 			h.fault.Stack, h.fault.InMemset = id, s.leafInMemset(id)
 			s.out.Fault(&h.fault)
@@ -289,7 +282,10 @@ func (s *stacks) releaseAll() {
 }
 
 // exit forgets thread tid, settled by releaseAll before: tids are reused.
-func (s *stacks) exit(tid uint32) { delete(s.held, tid) }
+func (s *stacks) exit(tid uint32) {
+	delete(s.held, tid)
+	s.cur = nil
+}
 
 // leafInMemset reports whether a stack's leaf is in the memset family.
 func (s *stacks) leafInMemset(id attribute.StackID) bool {

@@ -95,7 +95,34 @@ func TestStackJoinSynthetic(t *testing.T) {
 // stack sample, its return (leaf from __probe_ret_ip) and its free allocate
 // nothing in the analysis.
 func TestStackJoinAllocatesNothing(t *testing.T) {
-	sess := emptySession(t)
+	ru, cycle := joinCycle(t)
+	if n := testing.AllocsPerRun(200, cycle); n != 0 {
+		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
+	}
+	if ru.st.top.User+ru.st.top.Library+ru.st.top.Short < 210 {
+		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.st.top)
+	}
+	if ru.st.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
+		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.st.join.Joined, ru.tr.Stats().Allocations)
+	}
+}
+
+// BenchmarkStackJoin is the per-sample cost of stacks.go's path: one
+// cycle of TestStackJoinAllocatesNothing (7 samples: a call joined to its
+// stack sample, one with its leaf from its top stack words, their returns
+// and frees) per op.
+func BenchmarkStackJoin(b *testing.B) {
+	_, cycle := joinCycle(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		cycle()
+	}
+}
+
+// joinCycle returns a run in leaf mode over hand-made events and a cycle of
+// 7 samples through it, run 10 times already (the tables warm).
+func joinCycle(tb testing.TB) (*run, func()) {
+	sess := emptySession(tb)
 	f8 := func(name string, off int) *perfdata.TraceField {
 		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -150,15 +177,7 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		cycle()
 	}
-	if n := testing.AllocsPerRun(200, cycle); n != 0 {
-		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
-	}
-	if ru.st.top.User+ru.st.top.Library+ru.st.top.Short < 210 {
-		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.st.top)
-	}
-	if ru.st.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
-		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.st.join.Joined, ru.tr.Stats().Allocations)
-	}
+	return ru, cycle
 }
 
 // faultSink records each fault's stack by address.
@@ -260,7 +279,7 @@ func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *
 
 // emptySession is a session without binaries, environment or recording
 // metadata, closed when the test ends.
-func emptySession(t *testing.T) *symbolize.Session {
+func emptySession(t testing.TB) *symbolize.Session {
 	t.Helper()
 	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
 	if err != nil {
