@@ -521,12 +521,13 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.st.stack(in, ru.infos[in.stackFor], smp, id, ret)
 	case RoleAllocEntry:
 		e := ru.entryOf(in, smp)
-		if hasStacks(in.ev) {
+		unwound := hasStacks(in.ev) // range events carry none: no walk to count
+		if unwound {
 			e.Stack, e.CallerRet = ru.unwind(smp)
 		}
-		ru.st.entry(in, smp, e)
+		ru.st.entry(in, smp, e, unwound)
 	case RoleAllocCall:
-		ru.st.entry(in, smp, ru.entryOf(in, smp))
+		ru.st.entry(in, smp, ru.entryOf(in, smp), false)
 		ru.allocReturn(in, smp)
 	case RoleAllocReturn:
 		ru.allocReturn(in, smp)

@@ -187,11 +187,11 @@ func (s *stacks) joined(state uint8) *held {
 	return h
 }
 
-// entry feeds e, an allocator entry decoded from smp (a sample of in, its
-// stack unwound when in has stacks): joined to its held stack sample, held
-// until its stack sample comes when in has a stack twin, else with its
-// leaf from its top stack words when it has no stack.
-func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry) {
+// entry feeds e, an allocator entry decoded from smp (a sample of in; its
+// own stack unwound into it when unwound): joined to its held stack
+// sample, held until its stack sample comes when in has a stack twin, else
+// with its leaf from its top stack words when its stack was not unwound.
+func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry, unwound bool) {
 	if in.twin {
 		if h := s.joined(heldStack); h != nil {
 			e.Stack, e.CallerRet = h.stack, h.callerRet
@@ -202,7 +202,7 @@ func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry) 
 		s.hold(heldRange, in, smp.Event.Index, smp).entry = *e
 		return
 	}
-	if !hasStacks(in.ev) { // range events carry none: no walk to count
+	if !unwound {
 		e.Leaf = s.topLeaf(in, e.Pid, e.Tid, smp.Raw)
 	}
 	s.out.Entry(e)

@@ -370,7 +370,7 @@ func TestStacksFeedOrder(t *testing.T) {
 	entry := func(tid uint32, size uint64) {
 		p := smp(rng, tid, size)
 		s.settle(rng, p)
-		s.entry(rng, p, &attribute.Entry{Pid: 1, Tid: tid, Size: size})
+		s.entry(rng, p, &attribute.Entry{Pid: 1, Tid: tid, Size: size}, false)
 	}
 	stack := func(tid uint32, size uint64, id attribute.StackID) {
 		p := smp(stk, tid, size)
