@@ -323,7 +323,8 @@ func sameEvent(a, b *perfdata.Event) bool {
 }
 
 // pairStackEvents marks the stack events among infos and their range
-// twins. Idempotent: pipe mode calls it again as attrs arrive.
+// twins (stacks.go says what they are and how their samples are joined).
+// Idempotent: pipe mode calls it again as attrs arrive.
 func pairStackEvents(infos []*eventInfo) {
 	for i, in := range infos {
 		if in.role != RoleAllocEntry && in.role != RoleFault || !hasStacks(in.ev) {
