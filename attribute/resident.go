@@ -181,7 +181,15 @@ func (r *Resident) drop(owner int, t uint64) {
 
 // Exit ends an address space at time t (exit, or exec replacing it): what
 // it held counts as held at the end, and its pages stop being resident.
-func (r *Resident) Exit(pid uint32, t uint64) {
+func (r *Resident) Exit(pid uint32, t uint64) { r.end(pid, t, true) }
+
+// Exec replaces pid's address space: its pages stop being resident and do
+// not count at the end.
+func (r *Resident) Exec(pid uint32, t uint64) { r.end(pid, t, false) }
+
+// end drops pid's resident pages at time t; held counts them as held at
+// the end.
+func (r *Resident) end(pid uint32, t uint64, held bool) {
 	p := r.procs[pid]
 	if p == nil {
 		return
@@ -189,26 +197,13 @@ func (r *Resident) Exit(pid uint32, t uint64) {
 	for _, v := range p.pages {
 		if v&releasedBit == 0 {
 			o := int(v - 1)
-			for len(r.ended) <= o {
-				r.ended = append(r.ended, 0)
+			if held {
+				for len(r.ended) <= o {
+					r.ended = append(r.ended, 0)
+				}
+				r.ended[o]++
 			}
-			r.ended[o]++
 			r.drop(o, t)
-		}
-	}
-	delete(r.procs, pid)
-}
-
-// Exec replaces pid's address space: its pages stop being resident and do
-// not count at the end.
-func (r *Resident) Exec(pid uint32, t uint64) {
-	p := r.procs[pid]
-	if p == nil {
-		return
-	}
-	for _, v := range p.pages {
-		if v&releasedBit == 0 {
-			r.drop(int(v-1), t)
 		}
 	}
 	delete(r.procs, pid)

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // readMallocSizes decodes p and returns the malloc event's format-decoded
@@ -143,11 +145,11 @@ func (w *bufferAt) WriteAt(p []byte, off int64) (int, error) {
 // block: perf script decodes the raw fields and perf report --stats counts
 // every sample of a complete Early file.
 func TestEarlyFeaturesPerfReads(t *testing.T) {
-	perf := lookPerf(t, "files with early features")
+	perf := perftest.LookPerf(t, "files with early features")
 	for _, compress := range []bool{false, true} {
 		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
 			wf := writeTestRecordingWith(t, WriterOptions{Compress: compress, Early: true}, false, 2000)
-			run := func(args ...string) string { return runPerf(t, perf, "", args...) }
+			run := func(args ...string) string { out, _ := perftest.RunPerf(t, perf, "", args...); return out }
 			script := run("script", "-F", "event,trace", "-i", wf.path)
 			if got := strings.Count(script, "\n"); got != wf.mallocs+wf.faults {
 				t.Errorf("perf script printed %d lines, wrote %d samples", got, wf.mallocs+wf.faults)

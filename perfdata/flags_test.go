@@ -2,7 +2,6 @@ package perfdata
 
 import (
 	"fmt"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,9 +15,7 @@ import (
 // `perf evlist -v` prints for the same attr (its "name: 1" members in
 // perf_event.h's order, precise_ip as its value; read_format as-is).
 func TestFlagWordsMatchPerfEvlist(t *testing.T) {
-	if _, err := exec.LookPath("perf"); err != nil {
-		t.Skip("perf not in PATH: the independent reading needs it")
-	}
+	perf := perftest.LookPerf(t, "the attrs (perf evlist -v is the independent reading)")
 	member := regexp.MustCompile(`(?:^|, )([a-z_0-9]+): (\d+)`)
 	readFmt := regexp.MustCompile(`, read_format: ([A-Z_|]+)`)
 	isFlag := map[string]bool{"precise_ip": true}
@@ -27,12 +24,9 @@ func TestFlagWordsMatchPerfEvlist(t *testing.T) {
 	}
 	checked := 0
 	for _, path := range append(perftest.Glob(t, "perf/*.data"), perftest.Glob(t, "mixed/*.data")...) {
-		out, err := exec.Command("perf", "evlist", "-v", "-i", path).Output()
-		if err != nil {
-			t.Fatalf("perf evlist -v -i %s: %v", path, err)
-		}
+		out, _ := perftest.RunPerf(t, perf, "", "evlist", "-v", "-i", path)
 		var lines []string
-		for _, l := range strings.Split(string(out), "\n") {
+		for _, l := range strings.Split(out, "\n") {
 			if l != "" && !strings.HasPrefix(l, "#") {
 				lines = append(lines, l)
 			}

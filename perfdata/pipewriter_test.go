@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // readAll decodes path — through NewStream when stream, as `analyze -`
@@ -128,12 +130,12 @@ func lineDiff(a, b string) string {
 // tracing data nor the COMPRESSED feature (its stats tool leaves both to
 // stubs), and fails on perf record's own -o - output with tracepoints or -z.
 func TestPipeWriterPerfReads(t *testing.T) {
-	perf := lookPerf(t, "what the pipe writer writes")
+	perf := perftest.LookPerf(t, "what the pipe writer writes")
 	for _, compress := range []bool{false, true} {
 		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
 			const n = 3000
 			wf := writeTestRecordingMode(t, compress, true, n)
-			run := func(args ...string) string { return runPerf(t, perf, wf.path, args...) }
+			run := func(args ...string) string { out, _ := perftest.RunPerf(t, perf, wf.path, args...); return out }
 			script := run("script", "-F", "comm,tid,time,event", "-i", "-")
 			if lines := strings.Count(script, "\n"); lines != wf.mallocs+wf.faults {
 				t.Errorf("perf script printed %d lines, wrote %d samples\n%s", lines, wf.mallocs+wf.faults, firstLines(script, 5))

@@ -1,14 +1,14 @@
 package perfdata
 
 import (
-	"bytes"
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // writerMallocFormat is a uprobe format as tracefs shows it (kernel 6.x),
@@ -295,12 +295,12 @@ func TestWriterRoundTrip(t *testing.T) {
 // script prints every sample, perf report --stats counts them per event,
 // perf buildid-list lists the build id written.
 func TestWriterPerfReads(t *testing.T) {
-	perf := lookPerf(t, "what the writer writes")
+	perf := perftest.LookPerf(t, "what the writer writes")
 	for _, compress := range []bool{false, true} {
 		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
 			const n = 3000
 			wf := writeTestRecording(t, compress, n)
-			run := func(args ...string) string { return runPerf(t, perf, "", args...) }
+			run := func(args ...string) string { out, _ := perftest.RunPerf(t, perf, "", args...); return out }
 			script := run("script", "-F", "comm,tid,time,event", "-i", wf.path)
 			lines := strings.Count(script, "\n")
 			if lines != wf.mallocs+wf.faults {
@@ -387,38 +387,4 @@ func BenchmarkWriterRecord(b *testing.B) {
 			}
 		})
 	}
-}
-
-// lookPerf returns perf's path, or skips t: without perf it cannot check
-// that perf reads what.
-func lookPerf(t *testing.T, what string) string {
-	t.Helper()
-	perf, err := exec.LookPath("perf")
-	if err != nil {
-		t.Skip("perf not in PATH: cannot check that perf reads " + what)
-	}
-	return perf
-}
-
-// runPerf runs perf with args, and the file stdin on its standard input
-// when stdin is not "", and returns what it printed; it fails t when perf
-// fails.
-func runPerf(t *testing.T, perf, stdin string, args ...string) string {
-	t.Helper()
-	c := exec.Command(perf, args...)
-	if stdin != "" {
-		in, err := os.Open(stdin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer in.Close()
-		c.Stdin = in
-	}
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		t.Fatalf("perf %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return string(out)
 }

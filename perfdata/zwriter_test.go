@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -109,19 +109,13 @@ func TestWriterIncompressible(t *testing.T) {
 			if i != len(raws) {
 				t.Fatalf("read %d samples, wrote %d", i, len(raws))
 			}
-			perf, err := exec.LookPath("perf")
-			if err != nil {
-				t.Skip("perf not in PATH: cannot check that perf reads it")
+			perf := perftest.LookPerf(t, "compressed files")
+			out, stderr := perftest.RunPerf(t, perf, "", "script", "-F", "time,event", "-i", path)
+			if strings.Contains(stderr, "decompress") {
+				t.Fatalf("perf script could not decompress:\n%s", stderr)
 			}
-			c := exec.Command(perf, "script", "-F", "time,event", "-i", path)
-			var stderr bytes.Buffer
-			c.Stderr = &stderr
-			out, err := c.Output()
-			if err != nil || strings.Contains(stderr.String(), "decompress") {
-				t.Fatalf("perf script: %v\n%s", err, stderr.String())
-			}
-			if n := strings.Count(string(out), "fltest_1:malloc"); n != len(raws) {
-				t.Errorf("perf script printed %d samples, wrote %d\n%s", n, len(raws), stderr.String())
+			if n := strings.Count(out, "fltest_1:malloc"); n != len(raws) {
+				t.Errorf("perf script printed %d samples, wrote %d\n%s", n, len(raws), stderr)
 			}
 		})
 	}

@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/unwind"
 )
@@ -39,12 +38,7 @@ func writeArchRecording(t *testing.T, machine string, pc, sp uint64) string {
 	events := []perfdata.WriterEvent{{Name: "page-faults", IDs: []uint64{1},
 		Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: st,
 			Flags: perfdata.AttrExcludeKernel | perfdata.AttrSampleIDAll, SampleRegsUser: mask, SampleStackUser: stackSize}}}
-	path := filepath.Join(t.TempDir(), machine+".data")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := perftest.Create(t, machine+".data")
 	w, err := perfdata.NewWriter(f, events, nil)
 	if err != nil {
 		t.Fatal(err)

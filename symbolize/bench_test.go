@@ -8,6 +8,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 // unwindInput returns the recording to unwind: $SYMBOLIZE_BENCH_FILE (a
@@ -25,7 +26,7 @@ func unwindInput() (path string, cfg symbolize.Config) {
 // returns copies of the samples that have a stack to unwind.
 func loadSamples(tb testing.TB, path string, cfg symbolize.Config) (*symbolize.Session, []*perfdata.Sample) {
 	tb.Helper()
-	r, sess := openSession(tb, path, cfg)
+	r, sess := symtest.Open(tb, path, cfg)
 	var smps []*perfdata.Sample
 	for r.Next() {
 		switch rec := r.Record().(type) {

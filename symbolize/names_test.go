@@ -28,6 +28,7 @@ import (
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
 	"github.com/faultline/faultline/symbolize/internal/a2l"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 var updateNames = flag.Bool("update", false, "rewrite testdata/sampled.addr2line with addr2line")
@@ -63,7 +64,7 @@ func collectSampledPCs(t *testing.T) (map[sampledPC][]chainFrame, map[sampledPC]
 	out := map[sampledPC][]chainFrame{}
 	weight := map[sampledPC]int{}
 	for _, path := range files {
-		r, sess := openSession(t, path, fixtureConfig)
+		r, sess := symtest.Open(t, path, fixtureConfig)
 		seen := map[symbolize.LocID]*sampledPC{}
 		for r.Next() {
 			switch rec := r.Record().(type) {

@@ -12,6 +12,7 @@ import (
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 // The expected stacks come from perf itself: testdata/perf/*.script.txt is
@@ -135,27 +136,10 @@ func matchSamples(t *testing.T, perf, ours []scriptSample, fn func(p, o scriptSa
 // fixtureConfig finds the fixtures' binaries in testdata alone.
 var fixtureConfig = symbolize.Config{Symfs: "../testdata/symfs", BuildIDDir: "../testdata/buildid-cache", Getenv: func(string) string { return "" }}
 
-// openSession opens a recording and a session over it with cfg's files;
-// both are closed when the test ends.
-func openSession(tb testing.TB, path string, cfg symbolize.Config) (*perfdata.Reader, *symbolize.Session) {
-	tb.Helper()
-	r, err := perfdata.Open(path, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { r.Close() })
-	sess, err := symbolize.NewSession(cfg, r.Meta())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { sess.Close() })
-	return r, sess
-}
-
 // runScript is `faultline script` of path, in-process, with cfg's files.
 func runScript(t *testing.T, path string, cfg symbolize.Config, inline bool) []byte {
 	t.Helper()
-	r, sess := openSession(t, path, cfg)
+	r, sess := symtest.Open(t, path, cfg)
 	w := &symbolize.ScriptWriter{S: sess, Inline: inline}
 	for _, ev := range r.Events() {
 		w.NameWidth = max(w.NameWidth, len(ev.Name))

@@ -5,6 +5,7 @@ import (
 
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 // TestWalkerMatchesUnwind: a Prewalker and a Walker (the pipeline's
@@ -16,9 +17,9 @@ func TestWalkerMatchesUnwind(t *testing.T) {
 	for _, name := range []string{"basic.plain", "basic.z", "forkexec.plain", "threads.plain", "forkexec.tp"} {
 		t.Run(name, func(t *testing.T) {
 			path := "../testdata/perf/" + name + ".data"
-			_, refSess := openSession(t, path, fixtureConfig)
+			_, refSess := symtest.Open(t, path, fixtureConfig)
 			ref := refSession{refSess}
-			r, sess := openSession(t, path, fixtureConfig)
+			r, sess := symtest.Open(t, path, fixtureConfig)
 			pre, walkers := sess.NewPrewalker(1)
 			var w symbolize.Walk
 			n := 0

@@ -7,6 +7,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/google/pprof/profile"
 )
 
 // allocSite is one allocation site of a testdata/alloc recording.
@@ -21,12 +22,22 @@ type allocSite struct {
 func allocSites(t *testing.T, name string) (map[string]*allocSite, *Result) {
 	t.Helper()
 	res := analyzeDir(t, "alloc", name, report.ByAlloc)
+	return sumSites(res.Profile, func(s *profile.Sample) string { return report.SampleSiteName(s, false) }), res
+}
+
+// sumSites sums a ByAlloc profile's samples per site, named by name; the
+// samples name returns "" for and the unattributed faults (class label)
+// are left out.
+func sumSites(p *profile.Profile, name func(*profile.Sample) string) map[string]*allocSite {
 	sites := map[string]*allocSite{}
-	for _, s := range res.Profile.Sample {
-		if len(s.Label[report.ClassLabel]) > 0 {
+	for _, s := range p.Sample {
+		n := ""
+		if len(s.Label[report.ClassLabel]) == 0 {
+			n = name(s)
+		}
+		if n == "" {
 			continue
 		}
-		n := report.SampleSiteName(s, false)
 		st := sites[n]
 		if st == nil {
 			st = &allocSite{flags: map[string]bool{}}
@@ -41,7 +52,7 @@ func allocSites(t *testing.T, name string) (map[string]*allocSite, *Result) {
 			st.flags[f] = true
 		}
 	}
-	return sites, res
+	return sites
 }
 
 // TestEveryAllocatorC: testdata/alloc/src/alloc.c recorded with record's

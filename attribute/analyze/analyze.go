@@ -161,7 +161,6 @@ type run struct {
 	infos   []*eventInfo
 	counts  []EventSummary
 	classes map[string]uint64
-	memset  map[symbolize.LocID]bool
 	// threads are the names COMM records gave threads (tid → name).
 	threads map[uint32]string
 	// warnings are the run's own (formats inferred, ...), said once each.
@@ -170,16 +169,7 @@ type run struct {
 	lostBuffer uint64
 	noPointer  uint64 // posix_memalign returns without the pointer
 
-	// Stack events (stacks.go).
-	leafMode   bool // some allocator entry event has no stacks: leaves from __probe_ret_ip
-	held       map[uint32]*held
-	join       StackJoin
-	leaves     map[attribute.StackID]bool // one-frame stacks made from return addresses
-	callers    callerTable
-	locClasses map[symbolize.LocID]uint8 // callerChain's classes of locations
-	chain      []symbolize.LocID         // callerChain's result
-	top        TopStacks
-	topBuf     []byte // the stack words of the entry being walked
+	st *stacks // the stack join, leaves and callers (stacks.go)
 
 	nBuildIDs, nEvents int // build IDs and events seen (pipe mode adds them as records)
 	// walk is the current sample's stack walk when a pipeline walked it
@@ -198,8 +188,8 @@ type run struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, memset: map[symbolize.LocID]bool{}, threads: map[uint32]string{}, nEvents: -1,
-		held: map[uint32]*held{}, mm: newMemMaps(), locClasses: map[symbolize.LocID]uint8{}, leaves: map[attribute.StackID]bool{}, callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
+	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, threads: map[uint32]string{}, nEvents: -1,
+		st: newStacks(sess), mm: newMemMaps()}
 	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
 		ru.sel = newSelection(opts.Comms, opts.Pids)
 	}
@@ -218,9 +208,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			return nil, ru.explainTruncated(err)
 		}
 	}
-	ru.releaseAll()
+	ru.st.releaseAll()
 	ru.tr.Close()
-	ru.b.Infer(ru.callers.weights)
+	ru.b.Infer(ru.st.weights)
 	if n := opts.workers(); n > 1 {
 		sess.NameStacks(false, n) // name the stacks' frames on every core
 	}
@@ -243,11 +233,11 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		ru.sel.finish(sess.Comm)
 		s.Selection = ru.sel
 	}
-	if ru.leafMode {
-		s.StackJoin = &ru.join
+	if ru.st.leafMode {
+		s.StackJoin = &ru.st.join
 		s.AllocStacks = ru.b.StackTotals()
-		if ru.top.Words > 0 {
-			s.TopStacks = &ru.top
+		if ru.st.top.Words > 0 {
+			s.TopStacks = &ru.st.top
 		}
 	}
 	s.Resident = ru.residentSummary(p)
@@ -393,8 +383,7 @@ func (ru *run) setup() error {
 	for i, in := range ru.infos {
 		ru.counts[i].Role = in.role.String()
 		if (in.role == RoleAllocEntry || in.role == RoleAllocCall) && !hasStacks(in.ev) {
-			ru.leafMode = true
-			ru.top.Words = max(ru.top.Words, uint64(len(in.topWords)))
+			ru.st.stackless(in)
 		}
 	}
 	if ru.tr != nil {
@@ -443,15 +432,11 @@ func (ru *run) setup() error {
 	ru.b.RawSites = ru.opts.RawSites
 	ru.b.Res = attribute.NewResident(ru.opts.Timeline)
 	ru.b.ThreadOf = ru.threadName
-	if ru.leafMode {
-		ru.b.StackKind = func(id attribute.StackID) string {
-			if ru.leaves[id] {
-				return report.StackLeaf
-			}
-			return report.StackSampled
-		}
+	if ru.st.leafMode {
+		ru.b.StackKind = ru.st.kind
 	}
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm}, regions{ru.sess})
+	ru.st.out = ru.tr
 	ru.tr.OnCredit = ru.b.Touch
 	return nil
 }
@@ -488,7 +473,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	}
 	switch rec.(type) {
 	case *perfdata.Comm, *perfdata.Fork, *perfdata.Exit:
-		ru.releaseAll() // held calls and faults happened before
+		ru.st.releaseAll() // held calls and faults happened before
 	}
 	switch r := rec.(type) {
 	case *perfdata.Mmap:
@@ -503,7 +488,7 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Fork:
 		ru.tr.Fork(r.Ppid, r.Pid)
 	case *perfdata.Exit:
-		delete(ru.held, r.Tid) // settled above; tids are reused
+		ru.st.exit(r.Tid)
 		ru.tr.Exit(r.Pid, r.Tid)
 		delete(ru.mm.pending, r.Tid)
 		if r.Pid == r.Tid {
@@ -527,22 +512,22 @@ func (ru *run) sample(smp *perfdata.Sample) {
 	if ru.sel != nil && !ru.sel.keep(in.role, smp.Pid, ru.sess.Comm(smp.Pid), ru.threads[smp.Tid]) {
 		return
 	}
-	if (in.role == RoleStack || in.twin || len(ru.held) > 0) && ru.joinSample(in, smp) {
-		return
-	}
+	// In this order: settle the thread's held sample, decode, unwind, then
+	// join (stacks) and track.
+	ru.st.settle(in, smp)
 	switch in.role {
+	case RoleStack:
+		id, ret := ru.unwind(smp)
+		ru.st.stack(in, ru.infos[in.stackFor], smp, id, ret)
 	case RoleAllocEntry:
 		e := ru.entryOf(in, smp)
-		if hasStacks(in.ev) { // range events carry none: no walk to count
+		unwound := hasStacks(in.ev) // range events carry none: no walk to count
+		if unwound {
 			e.Stack, e.CallerRet = ru.unwind(smp)
-		} else {
-			e.Leaf = ru.topLeaf(in, smp.Pid, smp.Tid, smp.Raw)
 		}
-		ru.tr.Entry(e)
+		ru.st.entry(in, smp, e, unwound)
 	case RoleAllocCall:
-		e := ru.entryOf(in, smp)
-		e.Leaf = ru.topLeaf(in, smp.Pid, smp.Tid, smp.Raw)
-		ru.tr.Entry(e)
+		ru.st.entry(in, smp, ru.entryOf(in, smp), false)
 		ru.allocReturn(in, smp)
 	case RoleAllocReturn:
 		ru.allocReturn(in, smp)
@@ -555,9 +540,8 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		f := ru.faultOf(in, smp)
 		if hasStacks(in.ev) {
 			f.Stack = ru.stackOf(smp)
-			f.InMemset = ru.leafInMemset(f.Stack)
 		}
-		ru.tr.Fault(f)
+		ru.st.fault(in, smp, f)
 	case RoleSysEnter, RoleSysExit:
 		ru.sysSample(in, smp)
 	case RoleRSS:
@@ -582,8 +566,8 @@ func (ru *run) allocReturn(in *eventInfo, smp *perfdata.Sample) {
 		ru.noPointer++
 		rt.Ptr = 0
 	}
-	if ru.leafMode && rt.RetIP != 0 && rt.Ptr != 0 {
-		rt.Leaf = ru.leafStack(smp.Pid, rt.RetIP)
+	if rt.Ptr != 0 {
+		rt.Leaf = ru.st.returnLeaf(smp.Pid, rt.RetIP)
 	}
 	ru.tr.Return(rt)
 }
@@ -662,23 +646,6 @@ func (ru *run) threadName(pid, tid uint32) string {
 	return strconv.FormatUint(uint64(tid), 10) + " " + name
 }
 
-// inMemset reports whether a leaf location is in the memset family; cached
-// per location.
-func (ru *run) inMemset(id symbolize.LocID) bool {
-	if v, ok := ru.memset[id]; ok {
-		return v
-	}
-	v := false
-	for _, f := range ru.sess.Lines(id, false) {
-		if isMemsetFamily(f.Func) || isMemsetFamily(f.Symbol) {
-			v = true
-			break
-		}
-	}
-	ru.memset[id] = v
-	return v
-}
-
 // regions classes unattributed faults from the maps at the time.
 type regions struct{ s *symbolize.Session }
 
@@ -729,14 +696,6 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		c.classes[f.Class.String()]++
 	}
 	c.Builder.Fault(f, a)
-}
-
-// isMemsetFamily reports whether a function name is memset or one of its
-// variants: a fault inside one sets the zero flag of its allocation.
-func isMemsetFamily(name string) bool {
-	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
-		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
-		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
 }
 
 // residentSummary sums the profile's resident values by site.

@@ -567,36 +567,22 @@ func analyzeDir(t *testing.T, dir, name string, mode report.Mode) *Result {
 // exactly 2048, flag mmap.
 func TestHeapGrowthChargedToCaller(t *testing.T) {
 	res := analyzeDir(t, "heapgrow", "heapgrow", report.ByAlloc)
-	type site struct {
-		faults, allocs int64
-		flags          map[string]bool
-	}
-	sites := map[string]*site{}
-	var inside int64
-	for _, s := range res.Profile.Sample {
-		if len(s.Label["class"]) > 0 || len(s.Location) == 0 || len(s.Location[0].Line) == 0 {
-			continue
+	// Sites by the function of the leaf location's outermost line.
+	sites := sumSites(res.Profile, func(s *profile.Sample) string {
+		if len(s.Location) == 0 || len(s.Location[0].Line) == 0 {
+			return ""
 		}
 		ln := s.Location[0].Line
-		name := ln[len(ln)-1].Function.Name
-		st := sites[name]
-		if st == nil {
-			st = &site{flags: map[string]bool{}}
-			sites[name] = st
-		}
-		st.faults += s.Value[0]
-		st.allocs += s.Value[1]
-		for _, f := range s.Label["flag"] {
-			st.flags[f] = true
-		}
-		if len(s.Label[report.InsideLabel]) > 0 {
-			inside += s.Value[0]
-		}
 		// One process, one thread: the thread label is "PID heapgrow"
 		// (the name from the COMM record exec wrote).
 		if th := s.Label[report.ThreadLabel]; len(th) != 1 || !threadLabel.MatchString(th[0]) {
 			t.Errorf("thread label %q", th)
 		}
+		return ln[len(ln)-1].Function.Name
+	})
+	var inside int64
+	for _, st := range sites {
+		inside += st.inside
 	}
 	small, big := sites["many_small"], sites["big_buffer"]
 	if small == nil || big == nil {

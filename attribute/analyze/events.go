@@ -310,3 +310,33 @@ func faultInfo(in *eventInfo) *eventInfo {
 	in.faultFromAddr = in.address == nil
 	return in
 }
+
+// stackBits are the sample_type bits that give a sample a stack.
+const stackBits = perfdata.SampleStackUser | perfdata.SampleCallchain
+
+func hasStacks(ev *perfdata.Event) bool { return ev.Attr.SampleType&stackBits != 0 }
+
+// sameEvent reports whether two attrs open the same event source (one
+// tracepoint id, one software counter).
+func sameEvent(a, b *perfdata.Event) bool {
+	return a.Attr.Type == b.Attr.Type && a.Attr.Config == b.Attr.Config
+}
+
+// pairStackEvents marks the stack events among infos and their range
+// twins (stacks.go says what they are and how their samples are joined).
+// Idempotent: pipe mode calls it again as attrs arrive.
+func pairStackEvents(infos []*eventInfo) {
+	for i, in := range infos {
+		if in.role != RoleAllocEntry && in.role != RoleFault || !hasStacks(in.ev) {
+			continue
+		}
+		for j, r := range infos {
+			if j == i || r.role != in.role || hasStacks(r.ev) || !sameEvent(in.ev, r.ev) {
+				continue
+			}
+			in.role, in.stackFor, r.twin = RoleStack, j, true
+			in.sampled = in.ev.Attr.SamplePeriod > 1 && in.ev.Attr.Flags&perfdata.AttrFreq == 0
+			break
+		}
+	}
+}

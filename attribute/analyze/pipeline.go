@@ -2,6 +2,7 @@ package analyze
 
 import (
 	"context"
+	"encoding/binary"
 	"runtime"
 	"runtime/pprof"
 
@@ -69,7 +70,7 @@ func (ru *run) pipeline() (ok bool, err error) {
 }
 
 // walks reports whether the run will unwind the stacks of in's samples
-// (sample and joinSample call stackOf exactly for these).
+// (sample and sysSample call stackOf exactly for these).
 func walks(in *eventInfo) bool {
 	switch in.role {
 	case RoleStack:
@@ -80,6 +81,21 @@ func walks(in *eventInfo) bool {
 		return in.sys == sysMmap && hasStacks(in.ev)
 	}
 	return false
+}
+
+// unwind returns smp's stack and, for an entry probe, the return address
+// on top of its stack (0 when unknown or the [uprobes] trampoline: the
+// function was tail-called from a probed one, as realloc(NULL, n) jumps
+// into malloc).
+func (ru *run) unwind(smp *perfdata.Sample) (attribute.StackID, uint64) {
+	var ret uint64
+	if len(smp.Stack) >= 8 {
+		ret = binary.LittleEndian.Uint64(smp.Stack)
+		if m := ru.sess.Region(smp.Pid, ret); m != nil && m.File == "[uprobes]" {
+			ret = 0
+		}
+	}
+	return ru.stackOf(smp), ret
 }
 
 // stackOf returns smp's interned stack: walked by the pipeline, or

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"strings"
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
@@ -40,34 +41,64 @@ import (
 // __probe_ret_ip (symbolize.Session.CallerStack: the call instruction,
 // inline chain included); its callers are inferred from the stacks sampled
 // at the same leaf (noteCallers, report.Builder.Infer).
+//
+// The type stacks does all of this between the decoding of a sample and
+// the tracker: the run hands it every entry and fault (decoded, their own
+// stacks unwound) and every stack sample, and it feeds them on, joined,
+// through a feed. Its state is its own.
 
-// stackBits are the sample_type bits that give a sample a stack.
-const stackBits = perfdata.SampleStackUser | perfdata.SampleCallchain
-
-func hasStacks(ev *perfdata.Event) bool { return ev.Attr.SampleType&stackBits != 0 }
-
-// sameEvent reports whether two attrs open the same event source (one
-// tracepoint id, one software counter).
-func sameEvent(a, b *perfdata.Event) bool {
-	return a.Attr.Type == b.Attr.Type && a.Attr.Config == b.Attr.Config
+// feed takes the calls and faults the join lets through, stacks and leaves
+// attached, in the order they happened: an attribute.Tracker.
+type feed interface {
+	Entry(*attribute.Entry)
+	Fault(*attribute.Fault)
 }
 
-// pairStackEvents marks the stack events among infos and their range
-// twins. Idempotent: pipe mode calls it again as attrs arrive.
-func pairStackEvents(infos []*eventInfo) {
-	for i, in := range infos {
-		if in.role != RoleAllocEntry && in.role != RoleFault || !hasStacks(in.ev) {
-			continue
-		}
-		for j, r := range infos {
-			if j == i || r.role != in.role || hasStacks(r.ev) || !sameEvent(in.ev, r.ev) {
-				continue
-			}
-			in.role, in.stackFor, r.twin = RoleStack, j, true
-			in.sampled = in.ev.Attr.SamplePeriod > 1 && in.ev.Attr.Flags&perfdata.AttrFreq == 0
-			break
-		}
+// stacks is the stack join, the leaf inference and the caller weights of
+// one run. Every sample of the run goes first through settle; then entries
+// through entry, faults through fault and stack samples through stack.
+type stacks struct {
+	// fr is read for stacks and locations (to classify leaves and count
+	// callers), the one-frame stacks of leaves, programs' names and the
+	// walk of top stack words. A *symbolize.Session, not an interface:
+	// its Stack and Loc lookups run per frame and must inline.
+	fr  *symbolize.Session
+	out feed
+	// leafMode: some allocator entry event has no stacks, so calls get
+	// leaves and callers are counted (stackless).
+	leafMode bool
+	held     map[uint32]*held
+	cur      *held // the current sample's thread's, found by settle (nil: none yet)
+	join     StackJoin
+	top      TopStacks
+	leaves   map[attribute.StackID]bool // one-frame stacks made from return addresses
+	callers  map[callerKey]*leafCallers
+	// classes and memset cache per location callerChain's classes and
+	// whether a fault's leaf is in the memset family.
+	classes map[symbolize.LocID]uint8
+	memset  map[symbolize.LocID]bool
+	chain   []symbolize.LocID // callerChain's result
+	topBuf  []byte            // the stack words of the entry being walked
+}
+
+func newStacks(fr *symbolize.Session) *stacks {
+	return &stacks{fr: fr, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{}, callers: map[callerKey]*leafCallers{},
+		classes: map[symbolize.LocID]uint8{}, memset: map[symbolize.LocID]bool{}}
+}
+
+// stackless notes an allocator entry event without stacks: its calls get
+// leaves (from its top stack words, if it has them) and callers.
+func (s *stacks) stackless(in *eventInfo) {
+	s.leafMode = true
+	s.top.Words = max(s.top.Words, uint64(len(in.topWords)))
+}
+
+// kind is the profile's `stack` label of a stack: a leaf alone, or sampled.
+func (s *stacks) kind(id attribute.StackID) string {
+	if s.leaves[id] {
+		return report.StackLeaf
 	}
+	return report.StackSampled
 }
 
 const (
@@ -79,17 +110,16 @@ const (
 // held is one thread's sample waiting for the other half of its probe hit.
 type held struct {
 	state    uint8
-	ev       int // the range event's index
+	in       *eventInfo // the range event
+	ev       int        // its index
 	raw      []byte
 	addr, ip uint64
-	role     Role // of the range event
 	// heldRange: the call or fault, ready to feed
 	entry attribute.Entry
 	fault attribute.Fault
 	// heldStack: the stack, unwound on arrival
 	stack     attribute.StackID
 	callerRet uint64
-	inMemset  bool
 	sampled   bool
 }
 
@@ -104,152 +134,216 @@ func (h *held) samePayload(smp *perfdata.Sample) bool {
 	return bytes.Equal(h.raw, smp.Raw) && h.addr == smp.Addr && h.ip == smp.IP
 }
 
-func (h *held) keep(ev int, smp *perfdata.Sample) {
-	h.ev, h.raw, h.addr, h.ip = ev, append(h.raw[:0], smp.Raw...), smp.Addr, smp.IP
-}
-
-// joinSample handles smp for the stack join; it reports whether smp was
-// consumed (held, or attached to a held sample).
-func (ru *run) joinSample(in *eventInfo, smp *perfdata.Sample) bool {
-	idx := smp.Event.Index
-	h := ru.held[smp.Tid]
-	if h != nil && h.state != heldNone {
-		switch {
-		case h.state == heldRange && in.role == RoleStack && in.stackFor == h.ev && h.samePayload(smp):
-			h.state = heldNone
-			ru.join.Joined++
-			id, ret := ru.unwind(smp)
-			if h.role == RoleFault {
-				h.fault.Stack, h.fault.InMemset = id, ru.leafInMemset(id)
-				ru.tr.Fault(&h.fault)
-				return true
-			}
-			h.entry.Stack, h.entry.CallerRet = id, ret
-			ru.noteCallers(&h.entry, in.sampled)
-			ru.tr.Entry(&h.entry)
-			return true
-		case h.state == heldStack && in.twin && idx == h.ev && h.samePayload(smp):
-			h.state = heldNone
-			ru.join.Joined++
-			if in.role == RoleFault {
-				f := ru.faultOf(in, smp)
-				f.Stack, f.InMemset = h.stack, h.inMemset
-				ru.tr.Fault(f)
-				return true
-			}
-			e := ru.entryOf(in, smp)
-			e.Stack, e.CallerRet = h.stack, h.callerRet
-			ru.noteCallers(e, h.sampled)
-			ru.tr.Entry(e)
-			return true
-		}
-		ru.release(h)
-	}
-	switch {
-	case in.role == RoleStack:
-		if h == nil {
-			h = &held{}
-			ru.held[smp.Tid] = h
-		}
-		h.state, h.role = heldStack, ru.infos[in.stackFor].role
-		h.keep(in.stackFor, smp)
-		h.stack, h.callerRet = ru.unwind(smp)
-		h.inMemset = h.role == RoleFault && ru.leafInMemset(h.stack)
-		h.sampled = in.sampled
-		return true
-	case in.twin:
-		if h == nil {
-			h = &held{}
-			ru.held[smp.Tid] = h
-		}
-		h.state, h.role = heldRange, in.role
-		h.keep(idx, smp)
-		if in.role == RoleFault {
-			h.fault = *ru.faultOf(in, smp)
-		} else {
-			h.entry = *ru.entryOf(in, smp)
-		}
-		return true
+// otherHalf reports whether smp, a sample of in, is the other half of the
+// probe hit h holds.
+func (h *held) otherHalf(in *eventInfo, smp *perfdata.Sample) bool {
+	switch h.state {
+	case heldRange:
+		return in.role == RoleStack && in.stackFor == h.ev && h.samePayload(smp)
+	case heldStack:
+		return in.twin && smp.Event.Index == h.ev && h.samePayload(smp)
 	}
 	return false
 }
 
+// settle comes first for every sample smp (of event in): it releases the
+// thread's held sample unless smp is its other half, so that entry, fault
+// and stack, called next for the same sample, find held only that.
+func (s *stacks) settle(in *eventInfo, smp *perfdata.Sample) {
+	s.cur = nil
+	if len(s.held) == 0 {
+		return
+	}
+	h := s.held[smp.Tid]
+	if h != nil && h.state != heldNone && !h.otherHalf(in, smp) {
+		s.release(h)
+	}
+	s.cur = h
+}
+
+// hold keeps smp, a sample of the range event in (index ev) or of its stack
+// event, as tid's held sample.
+func (s *stacks) hold(state uint8, in *eventInfo, ev int, smp *perfdata.Sample) *held {
+	h := s.cur
+	if h == nil {
+		h = &held{}
+		s.held[smp.Tid] = h
+	}
+	h.state, h.in, h.ev = state, in, ev
+	h.raw, h.addr, h.ip = append(h.raw[:0], smp.Raw...), smp.Addr, smp.IP
+	return h
+}
+
+// joined returns the thread's held sample in state, which settle left
+// only when it is the other half of the sample now arriving; nil when
+// there is none.
+func (s *stacks) joined(state uint8) *held {
+	h := s.cur
+	if h == nil || h.state != state {
+		return nil
+	}
+	h.state = heldNone
+	s.join.Joined++
+	return h
+}
+
+// entry feeds e, an allocator entry decoded from smp (a sample of in; its
+// own stack unwound into it when unwound): joined to its held stack
+// sample, held until its stack sample comes when in has a stack twin, else
+// with its leaf from its top stack words when its stack was not unwound.
+func (s *stacks) entry(in *eventInfo, smp *perfdata.Sample, e *attribute.Entry, unwound bool) {
+	if in.twin {
+		if h := s.joined(heldStack); h != nil {
+			e.Stack, e.CallerRet = h.stack, h.callerRet
+			s.noteCallers(e, h.sampled)
+			s.out.Entry(e)
+			return
+		}
+		s.hold(heldRange, in, smp.Event.Index, smp).entry = *e
+		return
+	}
+	if !unwound {
+		e.Leaf = s.topLeaf(in, e.Pid, e.Tid, smp.Raw)
+	}
+	s.out.Entry(e)
+}
+
+// fault feeds f, a fault decoded from smp (a sample of in, its stack
+// unwound when in has stacks): joined to its held stack sample, held until
+// its stack sample comes when in has a stack twin, else as it is.
+func (s *stacks) fault(in *eventInfo, smp *perfdata.Sample, f *attribute.Fault) {
+	if in.twin {
+		if h := s.joined(heldStack); h != nil {
+			f.Stack, f.InMemset = h.stack, s.leafInMemset(h.stack)
+			s.out.Fault(f)
+			return
+		}
+		s.hold(heldRange, in, smp.Event.Index, smp).fault = *f
+		return
+	}
+	if f.Stack != 0 {
+		f.InMemset = s.leafInMemset(f.Stack)
+	}
+	s.out.Fault(f)
+}
+
+// stack takes smp, a sample of the stack event in whose range event is rng,
+// with its stack id and the return address on top of it: it goes to the
+// held range sample it is the other half of, else it is held for it.
+func (s *stacks) stack(in, rng *eventInfo, smp *perfdata.Sample, id attribute.StackID, ret uint64) {
+	if h := s.joined(heldRange); h != nil {
+		if h.in.role == RoleFault {
+			h.fault.Stack, h.fault.InMemset = id, s.leafInMemset(id)
+			s.out.Fault(&h.fault)
+			return
+		}
+		h.entry.Stack, h.entry.CallerRet = id, ret
+		s.noteCallers(&h.entry, in.sampled)
+		s.out.Entry(&h.entry)
+		return
+	}
+	h := s.hold(heldStack, rng, in.stackFor, smp)
+	h.stack, h.callerRet, h.sampled = id, ret, in.sampled
+}
+
 // release settles a held sample whose other half did not come.
-func (ru *run) release(h *held) {
+func (s *stacks) release(h *held) {
 	switch h.state {
 	case heldRange:
-		ru.join.Bare++
-		if h.role == RoleFault {
-			ru.tr.Fault(&h.fault)
+		s.join.Bare++
+		if h.in.role == RoleFault {
+			s.out.Fault(&h.fault)
 		} else {
-			h.entry.Leaf = ru.topLeaf(ru.infos[h.ev], h.entry.Pid, h.entry.Tid, h.raw)
-			ru.tr.Entry(&h.entry)
+			h.entry.Leaf = s.topLeaf(h.in, h.entry.Pid, h.entry.Tid, h.raw)
+			s.out.Entry(&h.entry)
 		}
 	case heldStack:
-		ru.join.Unmatched++
+		s.join.Unmatched++
 	}
 	h.state = heldNone
 }
 
 // releaseAll settles every thread's held sample, in thread order (before
 // a fork, exit or exec, and at the end).
-func (ru *run) releaseAll() {
-	if len(ru.held) == 0 {
+func (s *stacks) releaseAll() {
+	if len(s.held) == 0 {
 		return
 	}
-	tids := make([]uint32, 0, len(ru.held))
-	for tid, h := range ru.held {
+	tids := make([]uint32, 0, len(s.held))
+	for tid, h := range s.held {
 		if h.state != heldNone {
 			tids = append(tids, tid)
 		}
 	}
 	slices.Sort(tids)
 	for _, tid := range tids {
-		ru.release(ru.held[tid])
+		s.release(s.held[tid])
 	}
 }
 
-// unwind returns smp's stack and, for an entry probe, the return address
-// on top of its stack (0 when unknown or the [uprobes] trampoline: the
-// function was tail-called from a probed one, as realloc(NULL, n) jumps
-// into malloc).
-func (ru *run) unwind(smp *perfdata.Sample) (attribute.StackID, uint64) {
-	var ret uint64
-	if len(smp.Stack) >= 8 {
-		ret = binary.LittleEndian.Uint64(smp.Stack)
-		if m := ru.sess.Region(smp.Pid, ret); m != nil && m.File == "[uprobes]" {
-			ret = 0
-		}
-	}
-	return ru.stackOf(smp), ret
+// exit forgets thread tid, settled by releaseAll before: tids are reused.
+func (s *stacks) exit(tid uint32) {
+	delete(s.held, tid)
+	s.cur = nil
 }
 
-func (ru *run) leafInMemset(id attribute.StackID) bool {
-	if st := ru.sess.Stack(symbolize.StackID(id)); len(st) > 0 {
-		return ru.inMemset(st[0])
+// leafInMemset reports whether a stack's leaf is in the memset family.
+func (s *stacks) leafInMemset(id attribute.StackID) bool {
+	if st := s.fr.Stack(symbolize.StackID(id)); len(st) > 0 {
+		return s.inMemset(st[0])
 	}
 	return false
 }
 
+// inMemset reports whether a leaf location is in the memset family; cached
+// per location.
+func (s *stacks) inMemset(id symbolize.LocID) bool {
+	if v, ok := s.memset[id]; ok {
+		return v
+	}
+	v := false
+	for _, f := range s.fr.Lines(id, false) {
+		if isMemsetFamily(f.Func) || isMemsetFamily(f.Symbol) {
+			v = true
+			break
+		}
+	}
+	s.memset[id] = v
+	return v
+}
+
+// isMemsetFamily reports whether a function name is memset or one of its
+// variants: a fault inside one sets the zero flag of its allocation.
+func isMemsetFamily(name string) bool {
+	return name == "memset" || name == "bzero" || name == "explicit_bzero" ||
+		strings.HasPrefix(name, "__memset") || strings.HasPrefix(name, "__bzero") ||
+		strings.HasPrefix(name, "__GI_memset") || strings.HasPrefix(name, "__explicit_bzero")
+}
+
+// returnLeaf is the leaf of an allocation from its return probe's
+// __probe_ret_ip in pid, when the run infers leaves (else 0).
+func (s *stacks) returnLeaf(pid uint32, ret uint64) attribute.StackID {
+	if !s.leafMode || ret == 0 {
+		return 0
+	}
+	return s.leafStack(pid, ret)
+}
+
 // leafStack is the one-frame stack of a return address, remembered as a
 // leaf-only stack for the profile's `stack` label.
-func (ru *run) leafStack(pid uint32, ret uint64) attribute.StackID {
-	id := attribute.StackID(ru.sess.CallerStack(pid, ret))
-	ru.leaves[id] = true
+func (s *stacks) leafStack(pid uint32, ret uint64) attribute.StackID {
+	id := attribute.StackID(s.fr.CallerStack(pid, ret))
+	s.leaves[id] = true
 	return id
 }
 
-// callerTable counts, per leaf (the one-frame stack of a return address)
-// and program, the full stacks sampled there: the callers an allocation
-// known only by its leaf is split over. A leaf in a shared library (libc's
-// setlocale) is the same location in every process that maps it, so it is
-// kept apart per program (the process's comm): a shell's calls there must
-// not get the callers sampled in env or python.
-type callerTable struct {
-	byLeaf map[callerKey]*leafCallers
-}
-
-// callerKey is a leaf in one program.
+// callerKey is a leaf in one program. stacks.callers counts, per leaf (the
+// one-frame stack of a return address) and program, the full stacks
+// sampled there: the callers an allocation known only by its leaf is split
+// over. A leaf in a shared library (libc's setlocale) is the same location
+// in every process that maps it, so it is kept apart per program (the
+// process's comm): a shell's calls there must not get the callers sampled
+// in env or python.
 type callerKey struct {
 	leaf attribute.StackID
 	comm string
@@ -269,34 +363,34 @@ type leafCallers struct {
 // stack event are a uniform sample of the small calls that lack a stack;
 // those from a filtered every-hit event (big allocations) are used only
 // where a leaf has no sampled ones.
-func (ru *run) noteCallers(e *attribute.Entry, sampled bool) {
-	if !ru.leafMode || e.Stack == 0 {
+func (s *stacks) noteCallers(e *attribute.Entry, sampled bool) {
+	if !s.leafMode || e.Stack == 0 {
 		return
 	}
 	var keys [maxChain + 1]attribute.StackID
-	chain, _ := ru.callerChain(ru.sess.Stack(symbolize.StackID(e.Stack)))
+	chain, _ := s.callerChain(s.fr.Stack(symbolize.StackID(e.Stack)))
 	n := 0
 	for _, loc := range chain {
-		keys[n] = ru.leafOf(loc)
+		keys[n] = s.leafOf(loc)
 		n++
 	}
 	if e.CallerRet != 0 {
-		keys[n] = ru.leafStack(e.Pid, e.CallerRet)
+		keys[n] = s.leafStack(e.Pid, e.CallerRet)
 		n++
 	}
-	comm := ru.sess.Comm(e.Pid)
+	comm := s.fr.Comm(e.Pid)
 	for i, k := range keys[:n] {
 		if !slices.Contains(keys[:i], k) {
-			ru.countCaller(callerKey{k, comm}, e.Stack, sampled)
+			s.countCaller(callerKey{k, comm}, e.Stack, sampled)
 		}
 	}
 }
 
-func (ru *run) countCaller(leaf callerKey, stack attribute.StackID, sampled bool) {
-	lc := ru.callers.byLeaf[leaf]
+func (s *stacks) countCaller(leaf callerKey, stack attribute.StackID, sampled bool) {
+	lc := s.callers[leaf]
 	if lc == nil {
 		lc = &leafCallers{pos: map[attribute.StackID]int{}}
-		ru.callers.byLeaf[leaf] = lc
+		s.callers[leaf] = lc
 	}
 	// A leaf inside shared code (operator new's return address) collects
 	// every stack that passes through it: find them by map, not by scan.
@@ -316,9 +410,9 @@ func (ru *run) countCaller(leaf callerKey, stack attribute.StackID, sampled bool
 
 // leafOf is the one-frame stack of a caller location, remembered as a
 // leaf-only stack for the profile's `stack` label.
-func (ru *run) leafOf(loc symbolize.LocID) attribute.StackID {
-	id := attribute.StackID(ru.sess.CallerStackOf(loc))
-	ru.leaves[id] = true
+func (s *stacks) leafOf(loc symbolize.LocID) attribute.StackID {
+	id := attribute.StackID(s.fr.CallerStackOf(loc))
+	s.leaves[id] = true
 	return id
 }
 
@@ -346,18 +440,18 @@ const maxChain = 8
 // leaf known. The chain is empty when the frames end (or reach a frame
 // that is not code: the [uprobes] trampoline, an unmapped address) inside
 // the wrappers. The slice is reused by the next call.
-func (ru *run) callerChain(locs []symbolize.LocID) (chain []symbolize.LocID, user bool) {
-	chain = ru.chain[:0]
-	defer func() { ru.chain = chain }()
+func (s *stacks) callerChain(locs []symbolize.LocID) (chain []symbolize.LocID, user bool) {
+	chain = s.chain[:0]
+	defer func() { s.chain = chain }()
 	for _, id := range locs {
-		l := ru.sess.Loc(id)
+		l := s.fr.Loc(id)
 		if !l.Return {
 			continue // the probed function itself
 		}
 		if l.Map == nil || l.Map.File == "[uprobes]" {
 			break
 		}
-		c := ru.locClass(id, l)
+		c := s.locClass(id, l)
 		if c&locAllocator != 0 && len(chain) == 0 {
 			continue
 		}
@@ -372,17 +466,17 @@ func (ru *run) callerChain(locs []symbolize.LocID) (chain []symbolize.LocID, use
 	return chain, false
 }
 
-func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
-	if c := ru.locClasses[id]; c != 0 {
+func (s *stacks) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
+	if c := s.classes[id]; c != 0 {
 		return c
 	}
-	if ru.locClasses == nil {
-		ru.locClasses = map[symbolize.LocID]uint8{}
+	if s.classes == nil {
+		s.classes = map[symbolize.LocID]uint8{}
 	}
 	c := uint8(locKnown)
 	// The outermost line is the physical function; helpers inlined into
 	// malloc count as malloc.
-	fs := ru.sess.Lines(id, false)
+	fs := s.fr.Lines(id, false)
 	f := fs[len(fs)-1]
 	if report.IsAllocator(f.Func) || report.IsAllocator(f.System) || report.IsAllocator(f.Symbol) {
 		c |= locAllocator
@@ -390,7 +484,7 @@ func (ru *run) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
 	if report.IsSystemFile(l.Map.File) || systemSourceOnly(fs) {
 		c |= locSystem
 	}
-	ru.locClasses[id] = c
+	s.classes[id] = c
 	return c
 }
 
@@ -428,8 +522,8 @@ type TopStacks struct {
 // top-of-stack fields (the last frame of callerChain), or 0 when it has
 // none or they do not reach past the allocator's wrappers (the return
 // probe's leaf is used then).
-func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.StackID {
-	if !ru.leafMode || in.topSP == nil {
+func (s *stacks) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.StackID {
+	if !s.leafMode || in.topSP == nil {
 		return 0
 	}
 	ip, _ := in.probeIP.Uint64(raw)
@@ -439,7 +533,7 @@ func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.Sta
 	if in.topBP != nil {
 		bp, hasBP = in.topBP.Uint64(raw)
 	}
-	buf := ru.topBuf[:0]
+	buf := s.topBuf[:0]
 	for _, f := range in.topWords {
 		w, ok := f.Uint64(raw)
 		if !ok {
@@ -447,23 +541,23 @@ func (ru *run) topLeaf(in *eventInfo, pid, tid uint32, raw []byte) attribute.Sta
 		}
 		buf = binary.LittleEndian.AppendUint64(buf, w)
 	}
-	ru.topBuf = buf
-	if chain, user := ru.callerChain(ru.sess.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); len(chain) > 0 {
+	s.topBuf = buf
+	if chain, user := s.callerChain(s.fr.UnwindTop(pid, tid, ip, sp, bp, hasBP, buf)); len(chain) > 0 {
 		if user {
-			ru.top.User++
+			s.top.User++
 		} else {
-			ru.top.Library++
+			s.top.Library++
 		}
-		return ru.leafOf(chain[len(chain)-1])
+		return s.leafOf(chain[len(chain)-1])
 	}
-	ru.top.Short++
+	s.top.Short++
 	return 0
 }
 
 // weights returns the stacks to split a leaf-only allocation of the
 // program comm over.
-func (c *callerTable) weights(leaf attribute.StackID, comm string) []report.Weighted {
-	lc := c.byLeaf[callerKey{leaf, comm}]
+func (s *stacks) weights(leaf attribute.StackID, comm string) []report.Weighted {
+	lc := s.callers[callerKey{leaf, comm}]
 	if lc == nil {
 		return nil
 	}

@@ -2,6 +2,8 @@ package analyze
 
 import (
 	"encoding/binary"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,7 +70,7 @@ func TestStackJoinSynthetic(t *testing.T) {
 	feed(0, 400) // no stack at all: fed when the return comes
 	ret(0x40010)
 	feed(1, 500) // an orphan stack at the end
-	ru.releaseAll()
+	ru.st.releaseAll()
 	ru.tr.Close()
 	st := ru.tr.Stats()
 	if st.Entries != 4 || st.Allocations != 4 {
@@ -84,8 +86,8 @@ func TestStackJoinSynthetic(t *testing.T) {
 			t.Errorf("allocation of %d: site %d (present %v), want made without a stack", sz, s, ok)
 		}
 	}
-	if ru.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
-		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.join)
+	if ru.st.join != (StackJoin{Joined: 2, Unmatched: 2, Bare: 2}) {
+		t.Errorf("join %+v, want 2 joined, 2 unmatched, 2 bare", ru.st.join)
 	}
 }
 
@@ -93,7 +95,34 @@ func TestStackJoinSynthetic(t *testing.T) {
 // stack sample, its return (leaf from __probe_ret_ip) and its free allocate
 // nothing in the analysis.
 func TestStackJoinAllocatesNothing(t *testing.T) {
-	sess := emptySession(t)
+	ru, cycle := joinCycle(t)
+	if n := testing.AllocsPerRun(200, cycle); n != 0 {
+		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
+	}
+	if ru.st.top.User+ru.st.top.Library+ru.st.top.Short < 210 {
+		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.st.top)
+	}
+	if ru.st.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
+		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.st.join.Joined, ru.tr.Stats().Allocations)
+	}
+}
+
+// BenchmarkStackJoin is the per-sample cost of stacks.go's path: one
+// cycle of TestStackJoinAllocatesNothing (7 samples: a call joined to its
+// stack sample, one with its leaf from its top stack words, their returns
+// and frees) per op.
+func BenchmarkStackJoin(b *testing.B) {
+	_, cycle := joinCycle(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		cycle()
+	}
+}
+
+// joinCycle returns a run in leaf mode over hand-made events and a cycle of
+// 7 samples through it, run 10 times already (the tables warm).
+func joinCycle(tb testing.TB) (*run, func()) {
+	sess := emptySession(tb)
 	f8 := func(name string, off int) *perfdata.TraceField {
 		return &perfdata.TraceField{Name: name, Offset: off, Size: 8}
 	}
@@ -120,7 +149,7 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	}
 	pairStackEvents(infos)
 	ru := testRun(sess, infos, &siteSink{sites: map[uint64]attribute.StackID{}})
-	ru.leafMode = true
+	ru.st.leafMode = true
 	mk := func(ev int, raw []byte) *perfdata.Sample {
 		smp := &perfdata.Sample{Event: evs[ev], Raw: raw}
 		smp.Pid, smp.Tid, smp.Has = 1, 1, perfdata.SampleTime
@@ -148,15 +177,7 @@ func TestStackJoinAllocatesNothing(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		cycle()
 	}
-	if n := testing.AllocsPerRun(200, cycle); n != 0 {
-		t.Errorf("%v allocations per cycle (entry, stack, return, free; entry with top words, return, free), want 0", n)
-	}
-	if ru.top.User+ru.top.Library+ru.top.Short < 210 {
-		t.Errorf("top stacks %+v: the entries with top words were not walked", ru.top)
-	}
-	if ru.join.Joined < 210 || ru.tr.Stats().Allocations < 210 {
-		t.Errorf("joined %d, allocations %d: the cycle did not run as meant", ru.join.Joined, ru.tr.Stats().Allocations)
-	}
+	return ru, cycle
 }
 
 // faultSink records each fault's stack by address.
@@ -197,7 +218,7 @@ func TestFaultStackJoin(t *testing.T) {
 	feed(0, 0x2000)
 	feed(0, 0x3000) // range without stack: fed when the next fault comes
 	feed(0, 0x4000) // held to the end
-	ru.releaseAll()
+	ru.st.releaseAll()
 	if st := ru.tr.Stats(); st.Faults != 4 {
 		t.Errorf("faults %d, want 4", st.Faults)
 	}
@@ -250,16 +271,15 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 // testRun is a run over infos with empty tables, its tracker reporting to
 // sink (what Run sets up before the first record).
 func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
-	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{},
-		memset: map[symbolize.LocID]bool{}, held: map[uint32]*held{}, leaves: map[attribute.StackID]bool{},
-		callers: callerTable{byLeaf: map[callerKey]*leafCallers{}}}
+	ru := &run{sess: sess, infos: infos, counts: make([]EventSummary, len(infos)), classes: map[string]uint64{}, st: newStacks(sess)}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
+	ru.st.out = ru.tr
 	return ru
 }
 
 // emptySession is a session without binaries, environment or recording
 // metadata, closed when the test ends.
-func emptySession(t *testing.T) *symbolize.Session {
+func emptySession(t testing.TB) *symbolize.Session {
 	t.Helper()
 	sess, err := symbolize.NewSession(symbolize.Config{Getenv: func(string) string { return "" }}, &perfdata.Meta{})
 	if err != nil {
@@ -297,18 +317,87 @@ func TestStackRolesOldNames(t *testing.T) {
 // env's sampled callers, and faults moved between the two programs' sites
 // from run to run.
 func TestCallersPerProgram(t *testing.T) {
-	ru := testRun(emptySession(t), nil, nil)
+	st := newStacks(emptySession(t))
 	const leaf = attribute.StackID(5)
-	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
-	ru.countCaller(callerKey{leaf, "bash"}, 10, true)
-	ru.countCaller(callerKey{leaf, "env"}, 11, true)
-	if got := ru.callers.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
+	st.countCaller(callerKey{leaf, "bash"}, 10, true)
+	st.countCaller(callerKey{leaf, "bash"}, 10, true)
+	st.countCaller(callerKey{leaf, "env"}, 11, true)
+	if got := st.weights(leaf, "bash"); len(got) != 1 || got[0] != (report.Weighted{Stack: 10, Weight: 2}) {
 		t.Errorf("bash's callers at the leaf: %+v, want stack 10 twice", got)
 	}
-	if got := ru.callers.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
+	if got := st.weights(leaf, "env"); len(got) != 1 || got[0] != (report.Weighted{Stack: 11, Weight: 1}) {
 		t.Errorf("env's callers at the leaf: %+v, want stack 11 once", got)
 	}
-	if got := ru.callers.weights(leaf, "python3"); got != nil {
+	if got := st.weights(leaf, "python3"); got != nil {
 		t.Errorf("python3 sampled nothing at the leaf, got %+v", got)
+	}
+}
+
+// feedLog records what stacks feeds on, in order: "entry SIZE STACK" or
+// "fault ADDR STACK".
+type feedLog []string
+
+func (l *feedLog) Entry(e *attribute.Entry) {
+	*l = append(*l, fmt.Sprintf("entry %d %d", e.Size, e.Stack))
+}
+func (l *feedLog) Fault(f *attribute.Fault) {
+	*l = append(*l, fmt.Sprintf("fault %#x %d", f.Addr, f.Stack))
+}
+
+// TestStacksFeedOrder drives stacks alone, through settle, entry, fault
+// and stack, as the run does: a held half is fed before anything later of
+// its thread (settle), a joined call carries its stack, other threads'
+// samples do not release it, and releaseAll feeds what is left in thread
+// order. The stack ids are made up (frames is not asked for them: no leaf
+// inference without leafMode).
+func TestStacksFeedOrder(t *testing.T) {
+	ev := func(i int, st perfdata.SampleFormat) *perfdata.Event {
+		return &perfdata.Event{Index: i, Attr: perfdata.Attr{Type: perfdata.TypeTracepoint, Config: 7, SampleType: st}}
+	}
+	rng := &eventInfo{ev: ev(0, perfdata.SampleRaw), role: RoleAllocEntry}
+	stk := &eventInfo{ev: ev(1, perfdata.SampleRaw|perfdata.SampleCallchain), role: RoleAllocEntry}
+	other := &eventInfo{ev: ev(2, perfdata.SampleRaw), role: RoleFree}
+	pairStackEvents([]*eventInfo{rng, stk, other})
+	var log feedLog
+	s := newStacks(emptySession(t))
+	s.out = &log
+	u64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	smp := func(in *eventInfo, tid uint32, size uint64) *perfdata.Sample {
+		p := &perfdata.Sample{Event: in.ev, Raw: u64(size)}
+		p.Pid, p.Tid = 1, tid
+		return p
+	}
+	entry := func(tid uint32, size uint64) {
+		p := smp(rng, tid, size)
+		s.settle(rng, p)
+		s.entry(rng, p, &attribute.Entry{Pid: 1, Tid: tid, Size: size}, false)
+	}
+	stack := func(tid uint32, size uint64, id attribute.StackID) {
+		p := smp(stk, tid, size)
+		s.settle(stk, p)
+		s.stack(stk, rng, p, id, 0)
+	}
+	free := func(tid uint32) {
+		p := smp(other, tid, 0)
+		s.settle(other, p)
+	}
+	entry(1, 100)     // held
+	entry(2, 200)     // another thread's: held beside it
+	stack(1, 100, 11) // joins thread 1's: fed with stack 11
+	stack(2, 999, 22) // not thread 2's call: 200 fed bare, then the stack is held
+	entry(2, 300)     // not the held stack's call: the stack is dropped, 300 held
+	free(2)           // 300 fed bare before the free
+	if len(log) != 3 {
+		t.Errorf("after thread 2's free: fed %q; its held call must come before the free", log)
+	}
+	entry(3, 400)     // held to the end
+	stack(4, 500, 44) // an orphan stack: dropped at the end
+	s.releaseAll()
+	want := []string{"entry 100 11", "entry 200 0", "entry 300 0", "entry 400 0"}
+	if !slices.Equal(log, want) {
+		t.Errorf("fed %q, want %q", log, want)
+	}
+	if s.join != (StackJoin{Joined: 1, Unmatched: 2, Bare: 3}) {
+		t.Errorf("join %+v, want 1 joined, 2 unmatched, 3 bare", s.join)
 	}
 }

@@ -3,14 +3,13 @@ package correlate
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // faultLine is one ftrace page_fault_user line of task comm-100.
@@ -158,12 +157,7 @@ func TestAccessLogOrderAndOneMatch(t *testing.T) {
 // without -d) is refused with the hint to record with -d (it used to end
 // as "no page faults ... record exceptions:page_fault_user").
 func TestReadPerfWithoutAddr(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "nod.data")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := perftest.Create(t, "nod.data")
 	st := perfdata.SampleFormat(perfdata.SampleIdentifier) | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime
 	w, err := perfdata.NewWriter(f, []perfdata.WriterEvent{{Name: "page-faults", IDs: []uint64{1},
 		Attr: perfdata.Attr{Type: perfdata.TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: st, Flags: perfdata.AttrSampleIDAll}}}, nil)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 const tracefs = "/sys/kernel/tracing"
@@ -193,16 +193,7 @@ func TestLivePerf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := perfdata.Open(data, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	r, sess := symtest.Open(t, data, symbolize.Config{})
 	log, err := ReadPerf(r, FaultFilter{Comm: "selftrace"}, sess)
 	if err != nil {
 		t.Fatal(err)

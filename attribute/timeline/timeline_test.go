@@ -16,8 +16,8 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/attribute/report"
-	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
+	"github.com/faultline/faultline/symbolize/symtest"
 )
 
 // phasesChart analyzes testdata/mem's recording of src/phases.c (its
@@ -25,16 +25,7 @@ import (
 // draws it.
 func phasesChart(t *testing.T) *Chart {
 	t.Helper()
-	r, err := perfdata.Open("../../testdata/mem/phases.data", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	sess, err := symbolize.NewSession(symbolize.Config{Symfs: "../../testdata/mem/symfs", Getenv: func(string) string { return "" }}, r.Meta())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
+	r, sess := symtest.Open(t, "../../testdata/mem/phases.data", symbolize.Config{Symfs: "../../testdata/mem/symfs", Getenv: func(string) string { return "" }})
 	res, err := analyze.Run(r, sess, analyze.Options{Attr: attribute.DefaultConfig(), Mode: report.ByAlloc, Timeline: true})
 	if err != nil {
 		t.Fatal(err)

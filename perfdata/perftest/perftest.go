@@ -344,3 +344,50 @@ func CheckGolden(tb testing.TB, path string, got []string, update bool) {
 		tb.Errorf("%s: in %s but no longer a result (%s drops it)", k, path, rerun)
 	}
 }
+
+// LookPerf returns perf's path, or skips tb: without perf it cannot check
+// that perf reads what.
+func LookPerf(tb testing.TB, what string) string {
+	tb.Helper()
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		tb.Skip("perf not in PATH: cannot check that perf reads " + what)
+	}
+	return perf
+}
+
+// RunPerf runs perf with args, and the file stdin on its standard input
+// when stdin is not "", and returns what it printed on its standard output
+// and its standard error; it fails tb when perf fails.
+func RunPerf(tb testing.TB, perf, stdin string, args ...string) (stdout, stderr string) {
+	tb.Helper()
+	c := exec.Command(perf, args...)
+	if stdin != "" {
+		in, err := os.Open(stdin)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		defer in.Close()
+		c.Stdin = in
+	}
+	var errBuf bytes.Buffer
+	c.Stderr = &errBuf
+	out, err := c.Output()
+	if err != nil {
+		tb.Fatalf("perf %s: %v\n%s", strings.Join(args, " "), err, errBuf.String())
+	}
+	return string(out), errBuf.String()
+}
+
+// Create creates the file name in tb's temporary directory, closed when
+// the test ends, and returns it and its path.
+func Create(tb testing.TB, name string) (*os.File, string) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f, path
+}

@@ -3,11 +3,11 @@ package recorder
 import (
 	"encoding/binary"
 	"errors"
-	"os"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestInprocFormats parses the in-process events' formats with perfdata's
@@ -119,11 +119,7 @@ func TestInprocWriteAllocs(t *testing.T) {
 		s.perSpec[sp] = sp.count
 		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{sp.synthID + 1}})
 	}
-	f, err := os.CreateTemp(t.TempDir(), "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, _ := perftest.Create(t, "w.data")
 	w, err := perfdata.NewWriter(f, events, nil)
 	if err != nil {
 		t.Fatal(err)
