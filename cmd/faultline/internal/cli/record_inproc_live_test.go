@@ -446,13 +446,7 @@ func TestRecordInprocLiveStuckRecorder(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Stop record once the program runs (its child named churn).
-	deadline := time.Now().Add(30 * time.Second)
-	for !childRuns(cmd.Process.Pid, "churn") {
-		if time.Now().After(deadline) {
-			t.Fatal("the program did not start within 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitChild(t, cmd.Process.Pid, "churn")
 	time.Sleep(100 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGSTOP)
 	time.Sleep(3 * time.Second)
@@ -516,6 +510,18 @@ func goEnv(t *testing.T, key string) string {
 // childRuns reports whether process ppid has a child named comm.
 func childRuns(ppid int, comm string) bool { return childPid(ppid, comm) != 0 }
 
+// waitChild waits up to 30 s for a process named comm below ppid.
+func waitChild(t *testing.T, ppid int, comm string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !childRuns(ppid, comm) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program %s did not start within 30 s", comm)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestRecordInprocLiveKilledRecorder kills record (SIGKILL) while the
 // program runs in-process: the program does not run on by itself (the
 // kernel's parent-death signal ends it), whatever its rings hold.
@@ -527,13 +533,7 @@ func TestRecordInprocLiveKilledRecorder(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !childRuns(cmd.Process.Pid, "churn") {
-		if time.Now().After(deadline) {
-			t.Fatal("the program did not start within 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitChild(t, cmd.Process.Pid, "churn")
 	prog := childPid(cmd.Process.Pid, "churn")
 	time.Sleep(200 * time.Millisecond)
 	cmd.Process.Kill()

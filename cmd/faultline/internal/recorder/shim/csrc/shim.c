@@ -644,6 +644,20 @@ static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
 	commit(r, rec);
 }
 
+/* returned records a call's return on ring r, if this thread still
+ * records into r (not after a fork in the call, say), keeping the errno
+ * the allocator left. */
+static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
+			    uint64_t status, const struct saved *s)
+{
+	int e = errno;
+	if (ring() == r) {
+		ret(r, fn, ip, ptr, status, s);
+		done();
+	}
+	errno = e;
+}
+
 /* The implementations, called by the stubs with the saved registers. */
 
 HIDDEN void *fl_malloc(size_t n, const struct saved *s)
@@ -657,12 +671,7 @@ HIDDEN void *fl_malloc(size_t n, const struct saved *s)
 	entry(r, FL_FN_MALLOC, real.malloc, n, 0, 0, n, s);
 	done();
 	void *p = real.malloc(n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, FL_FN_MALLOC, real.malloc, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, FL_FN_MALLOC, real.malloc, p, 0, s);
 	return p;
 }
 
@@ -686,12 +695,7 @@ HIDDEN void *fl_calloc(size_t m, size_t n, const struct saved *s)
 	entry(r, FL_FN_CALLOC, real.calloc, m, n, 0, mul_sat(m, n), s);
 	done();
 	void *p = real.calloc(m, n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, FL_FN_CALLOC, real.calloc, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, FL_FN_CALLOC, real.calloc, p, 0, s);
 	return p;
 }
 
@@ -718,12 +722,7 @@ HIDDEN void *fl_realloc(void *old, size_t n, const struct saved *s)
 	entry(r, FL_FN_REALLOC, real.realloc, (uint64_t)old, n, 0, n, s);
 	done();
 	void *p = real.realloc(old, n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, FL_FN_REALLOC, real.realloc, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, FL_FN_REALLOC, real.realloc, p, 0, s);
 	return p;
 }
 
@@ -744,12 +743,7 @@ HIDDEN void *fl_reallocarray(void *old, size_t m, size_t n, const struct saved *
 	      mul_sat(m, n), s);
 	done();
 	void *p = real.reallocarray(old, m, n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, FL_FN_REALLOCARRAY, real.reallocarray, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, FL_FN_REALLOCARRAY, real.reallocarray, p, 0, s);
 	return p;
 }
 
@@ -766,12 +760,7 @@ static void *aligned(int fn, void *(*f)(size_t, size_t), size_t al, size_t n,
 	entry(r, fn, f, al, n, 0, n, s);
 	done();
 	void *p = f(al, n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, fn, f, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, fn, f, p, 0, s);
 	return p;
 }
 
@@ -798,13 +787,8 @@ HIDDEN int fl_posix_memalign(void **out, size_t al, size_t n, const struct saved
 	entry(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, (uint64_t)out, al, n, n, s);
 	done();
 	int st = real.posix_memalign(out, al, n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, st == 0 ? *out : NULL,
-		    (uint64_t)(unsigned)st, s);
-		done();
-	}
-	errno = e;
+	returned(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign,
+		 st == 0 ? *out : NULL, (uint64_t)(unsigned)st, s);
 	return st;
 }
 
@@ -819,12 +803,7 @@ static void *paged(int fn, void *(*f)(size_t), size_t n, const struct saved *s)
 	entry(r, fn, f, n, 0, 0, n, s);
 	done();
 	void *p = f(n);
-	int e = errno;
-	if (ring() == r) {
-		ret(r, fn, f, p, 0, s);
-		done();
-	}
-	errno = e;
+	returned(r, fn, f, p, 0, s);
 	return p;
 }
 
