@@ -62,8 +62,10 @@ func TestRingRead(t *testing.T) {
 	// of 32 bytes, wraps: 8 bytes at the end, 24 at the start.
 	put(uint32(perfdata.RecordComm), 0, make([]byte, 24)) // 64..96: data 0..32
 	put(uint32(perfdata.RecordComm), 0, make([]byte, 16)) // 96..120: data 32..56
-	if !r.read(&raw) || !r.read(&raw) {
-		t.Fatal("two records not read")
+	for i := range 2 {
+		if !r.read(&raw) {
+			t.Fatalf("record %d of two not read", i)
+		}
 	}
 	put(uint32(perfdata.RecordSample), 1, c) // 120..152: data 56..64, then 0..24
 	if !r.read(&raw) || raw.Header.Type != perfdata.RecordSample || !bytes.Equal(raw.Data, c) {
