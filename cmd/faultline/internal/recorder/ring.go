@@ -124,10 +124,12 @@ func ringWatermark(bytes int) uint32 { return uint32(bytes / 8) }
 
 // poller wakes the drain loop when a ring passes its watermark: one epoll
 // set of the ring owners' descriptors, waited on by one goroutine, and an
-// eventfd that ends the wait (cilium/ebpf's internal/epoll.Poller). perf's
-// poll reports a ring once per wakeup, so the wait does not spin; an
-// owner whose task has exited reports EPOLLHUP for good and leaves the
-// set (its ring is still read by the final drain).
+// eventfd that ends the wait (cilium/ebpf's internal/epoll.Poller). The
+// owners are edge-triggered: each wakeup of a ring is reported once. An
+// owner whose task has exited polls EPOLLHUP for good, which level
+// triggering would report on every wait, and its ring still takes the
+// records of the other threads' events (-p); edge-triggered, it is
+// reported once at the exit and again at each later wakeup of its ring.
 type poller struct {
 	epfd, efd int
 	wake      chan struct{} // receives when a ring has data; never blocks the poller
@@ -145,18 +147,21 @@ func newPoller(rings []*ring) (*poller, error) {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	fds := []int{p.efd}
-	for _, r := range rings {
-		fds = append(fds, r.fd)
+	add := func(fd int, events uint32) error {
+		ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+		return unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev)
 	}
-	for _, fd := range fds {
-		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(fd)}
-		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			p.closeFDs()
-			return nil, os.NewSyscallError("epoll_ctl", err)
+	err = add(p.efd, unix.EPOLLIN)
+	for _, r := range rings {
+		if err == nil {
+			err = add(r.fd, unix.EPOLLIN|unix.EPOLLET)
 		}
 	}
-	go p.wait(len(fds))
+	if err != nil {
+		p.closeFDs()
+		return nil, os.NewSyscallError("epoll_ctl", err)
+	}
+	go p.wait(1 + len(rings))
 	return p, nil
 }
 
@@ -175,9 +180,6 @@ func (p *poller) wait(n int) {
 		for _, ev := range events[:k] {
 			if int(ev.Fd) == p.efd {
 				return
-			}
-			if ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0 {
-				unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(ev.Fd), nil)
 			}
 		}
 		select {
