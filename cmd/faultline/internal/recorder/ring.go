@@ -15,8 +15,8 @@ import (
 // ring is one perf ring buffer, mapped from its owner event's descriptor
 // as perf_event_open(2) "MMAP layout" describes it: a metadata page, then
 // a power-of-two data area that the kernel fills up to data_head and the
-// reader releases up to data_tail. (cilium/ebpf perf/ring.go reads its
-// rings the same way.)
+// reader releases up to data_tail, as cilium/ebpf's perf reader reads
+// its rings.
 type ring struct {
 	fd   int // the owner's; closed with the other events
 	kind kind
