@@ -4,7 +4,6 @@ go 1.26.8
 
 require (
 	connectrpc.com/connect v1.19.2
-	github.com/elastic/go-perf v0.0.0-20241029065020-30bec95324b8
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/grafana/pyroscope/api v1.6.0
 	github.com/ianlancetaylor/demangle v0.0.0-20260724033716-83e58baca724

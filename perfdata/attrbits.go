@@ -5,6 +5,7 @@ package perfdata
 const (
 	AttrEnableOnExec         AttrFlags = 1 << 12 // enable_on_exec: switch on at the task's next exec
 	AttrTask                 AttrFlags = 1 << 13 // task: FORK and EXIT records
+	AttrWatermark            AttrFlags = 1 << 14 // watermark: wake the reader by bytes (wakeup_watermark), not events
 	AttrExcludeCallchainUser AttrFlags = 1 << 22 // exclude_callchain_user (perf --call-graph dwarf sets it)
 	AttrCommExec             AttrFlags = 1 << 24 // comm_exec: COMM records of an exec say so (MiscCommExec)
 	// AttrBuildID is build_id (Linux 5.12+, commit 88a16a130933): MMAP2

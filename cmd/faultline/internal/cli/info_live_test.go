@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
 
 // TestInfoLiveAgainstPerf records Debian's own (stripped) binaries with perf
@@ -27,7 +29,7 @@ func TestInfoLiveAgainstPerf(t *testing.T) {
 	}
 	group := fmt.Sprintf("flinfo_%d", os.Getpid())
 	sys := realSystem{}
-	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: group, tracefs: "/sys/kernel/tracing"}
+	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: group}
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh to find the system's libc from")
@@ -36,14 +38,11 @@ func TestInfoLiveAgainstPerf(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the system's libc (from %s): %v", sh, err)
 	}
-	defs, _, err := probeDefinitions(sys, lib, group, []string{"malloc"})
+	defs, _, err := rec.UprobeDefinitions(sys, lib, group, []string{"malloc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.removeProbes()
-	if err := r.addProbes(defs); err != nil {
-		t.Fatal(err)
-	}
+	addLiveProbes(t, defs)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "small.c")
 	os.WriteFile(src, []byte("int f(int x) { return x * 2; }\nint main(void) { return f(3); }\n"), 0o644)

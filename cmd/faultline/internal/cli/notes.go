@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
 
@@ -16,14 +17,14 @@ import (
 // writes them once, at the end, on standard error:
 //   - each said once, however often it was added;
 //   - binaries without debug info summarized in a line or two, details with -v;
-//   - details (*detailNote) only with -v;
+//   - details (*detailNote, *recorder.DetailNote) only with -v;
 //   - at most maxWarnings other warnings unless -v, the rest counted;
 //   - warnings a library counted but did not keep counted too;
 //   - nothing at all under -q (the command does not call write).
 type notes struct {
 	seen     map[string]bool
 	noDebug  []*binfile.NoDebugInfoError
-	details  []error // *detailNote: said only with -v
+	details  []error // *detailNote, *recorder.DetailNote: said only with -v
 	warnings []error
 	dropped  int // warnings a library counted but did not keep
 }
@@ -49,7 +50,8 @@ func (n *notes) add(errs ...error) {
 		}
 		n.seen[err.Error()] = true
 		var dn *detailNote
-		if errors.As(err, &dn) {
+		var rdn *rec.DetailNote
+		if errors.As(err, &dn) || errors.As(err, &rdn) {
 			n.details = append(n.details, err)
 			continue
 		}

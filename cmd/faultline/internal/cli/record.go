@@ -197,7 +197,7 @@ func runRecord(env *Env, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	r := &recorder{sys: realSystem{}, env: env, opts: o, group: probeGroupFor(os.Getpid())}
+	r := &recorder{sys: realSystem{}, env: env, opts: o, group: rec.ProbeGroup(os.Getpid())}
 	return recordStatus(r.run())
 }
 
@@ -296,7 +296,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: --buildid-cache-max wants 0 or more MB")
 	}
 	var err error
-	if o.probes, err = canonicalProbes(probes); err != nil {
+	if o.probes, err = rec.CanonicalProbes(probes); err != nil {
 		return nil, usageError("record: --probe: %v", err)
 	}
 	return o, nil
@@ -403,11 +403,9 @@ type recorder struct {
 	env  *Env
 	opts *recordOptions
 
-	group   string          // this run's probe group, faultline_PID
-	alloc   *libc.Allocator // CMD's allocator, once found
-	tracefs string          // directory holding uprobe_events
-	added   []string
-	notes   notes // warnings, written once at the end unless -q
+	group string          // this run's probe group, rec.ProbeGroup
+	alloc *libc.Allocator // CMD's allocator, once found
+	notes notes           // warnings, written once at the end unless -q
 }
 
 // prereqError is a missing prerequisite, with the fix in the message
@@ -458,14 +456,15 @@ func (r *recorder) record() error {
 	if err := r.checkPrivileges(); err != nil {
 		return err
 	}
-	if err := r.ensureTracefs(); err != nil {
+	tfs, err := r.openTracefs()
+	if err != nil {
 		return err
 	}
 	lib, err := r.findLibc(cmdPath)
 	if err != nil {
 		return err
 	}
-	probes, notes, err := probeDefinitions(r.sys, lib, r.group, o.probes)
+	probes, notes, err := rec.UprobeDefinitions(r.sys, lib, r.group, o.probes)
 	if err != nil {
 		return prereqError("%v", err)
 	}
@@ -476,17 +475,20 @@ func (r *recorder) record() error {
 	sigs, stop := r.catchSignals()
 	defer stop()
 
-	if err := r.removeStale(); err != nil {
+	if err := r.removeStale(tfs); err != nil {
 		return err
 	}
-	defer r.removeProbes()
-	if err := r.addProbes(probes); err != nil {
-		return err
-	}
-	events, err := r.probeEvents(probes)
+	up, err := tfs.AddUprobes(probes)
 	if err != nil {
-		return err
+		return prereqError("%v", err)
 	}
+	closeProbes := func() {
+		if up != nil {
+			r.notes.add(up.Close())
+			up = nil
+		}
+	}
+	defer closeProbes()
 	r.logf("probing %d functions of %s as %s:*", countEntries(probes), r.describeAllocator(lib), r.group)
 	select {
 	case s := <-sigs:
@@ -500,7 +502,7 @@ func (r *recorder) record() error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		Group: r.group, Probes: events, Tracefs: r.tracefs, MapCalls: r.mapCallEvents(),
+		Group: r.group, Probes: up.Probes(), Tracefs: tfs.Dir(), MapCalls: r.mapCallEvents(),
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
@@ -531,10 +533,10 @@ func (r *recorder) record() error {
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
-	if missing := r.missingProbes(); len(missing) > 0 {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: this run's probes were removed while it recorded (%s): the recording misses their calls; was another tool clearing %s/uprobe_events? Run again", strings.Join(missing, ", "), r.tracefs)}
+	if missing := up.Missing(); len(missing) > 0 {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: this run's probes were removed while it recorded (%s): the recording misses their calls; was another tool clearing %s/uprobe_events? Run again", strings.Join(missing, ", "), tfs.Dir())}
 	}
-	r.removeProbes()
+	closeProbes()
 	if err := out.commit(r); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
@@ -594,10 +596,10 @@ func (r *recorder) catchSignals() (<-chan os.Signal, func()) {
 	}
 }
 
-func countEntries(probes []probeDef) int {
+func countEntries(probes []rec.UprobeDef) int {
 	n := 0
 	for _, p := range probes {
-		if !strings.HasSuffix(p.event, "__return") {
+		if !strings.HasSuffix(p.Event, "__return") {
 			n++
 		}
 	}
@@ -662,25 +664,33 @@ func (r *recorder) paranoid() string {
 	return "unknown"
 }
 
-// tracefsDirs are where tracefs is found, the preferred mount point first.
-var tracefsDirs = []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}
+// openTracefs finds tracefs, or mounts it and says so.
+func (r *recorder) openTracefs() (*rec.Tracefs, error) {
+	t, mounted, err := rec.OpenTracefs(r.sys)
+	if err != nil {
+		return nil, prereqError("%v", err)
+	}
+	if mounted {
+		r.logf("mounted tracefs at %s (left mounted)", t.Dir())
+	}
+	return t, nil
+}
 
-func (r *recorder) ensureTracefs() error {
-	for _, d := range tracefsDirs {
-		if r.sys.Exists(filepath.Join(d, "uprobe_events")) {
-			r.tracefs = d
-			return nil
+// removeStale removes the probes of runs that were killed before they
+// could remove their own (rec.Tracefs.RemoveStale) and says which.
+func (r *recorder) removeStale(t *rec.Tracefs) error {
+	stale, err := t.RemoveStale()
+	for _, g := range stale {
+		for _, ev := range g.Busy {
+			r.logf("stale probe %s:%s is in use; left alone", g.Group, ev)
+		}
+		if len(g.Removed) > 0 {
+			r.logf("removed the probes of %s, left by a run that was killed (%s)", g.Group, strings.Join(g.Removed, ", "))
 		}
 	}
-	dir := tracefsDirs[0]
-	if err := r.sys.MountTracefs(dir); err != nil {
-		return prereqError("tracefs is not mounted and mounting it failed (%v); run: mount -t tracefs nodev %s", err, dir)
+	if err != nil {
+		return prereqError("%v", err)
 	}
-	r.logf("mounted tracefs at %s (left mounted)", dir)
-	if !r.sys.Exists(filepath.Join(dir, "uprobe_events")) {
-		return prereqError("%s has no uprobe_events: the kernel lacks uprobe events (CONFIG_UPROBE_EVENTS=y); use a kernel built with it", dir)
-	}
-	r.tracefs = dir
 	return nil
 }
 

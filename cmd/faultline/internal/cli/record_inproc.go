@@ -130,7 +130,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(), TopWords: topStackWords, ShimWait: o.shimWait,
+		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(), TopWords: rec.TopStackWords, ShimWait: o.shimWait,
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,

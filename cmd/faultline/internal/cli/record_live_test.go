@@ -16,6 +16,7 @@ import (
 
 	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
@@ -65,7 +66,26 @@ func buildRecordPrograms(t *testing.T) string {
 }
 
 // ourGroup is the probe group record uses inside this test process.
-func ourGroup() string { return probeGroupFor(os.Getpid()) }
+func ourGroup() string { return rec.ProbeGroup(os.Getpid()) }
+
+// addLiveProbes adds defs to the system's tracefs until the test ends.
+func addLiveProbes(t *testing.T, defs []rec.UprobeDef) *rec.Uprobes {
+	t.Helper()
+	tfs, _, err := rec.OpenTracefs(realSystem{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := tfs.AddUprobes(defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := up.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return up
+}
 
 // uprobeEvents reads the probe list.
 func uprobeEvents(t *testing.T) string {
@@ -80,7 +100,7 @@ func uprobeEvents(t *testing.T) string {
 // checkNoProbesLeft fails if this process's group is still in tracefs.
 func checkNoProbesLeft(t *testing.T, when string) {
 	t.Helper()
-	if evs := probeGroups(uprobeEvents(t))[ourGroup()]; len(evs) > 0 {
+	if evs := rec.ParseProbeGroups(uprobeEvents(t))[ourGroup()]; len(evs) > 0 {
 		t.Errorf("%s: probes left behind in %s: %v", when, ourGroup(), evs)
 	}
 }
@@ -203,23 +223,20 @@ func TestRecordLiveChurn(t *testing.T) {
 	// functions, same libc) for the same run.
 	statGroup := fmt.Sprintf("fltest_%d", os.Getpid())
 	sys := realSystem{}
-	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: statGroup, tracefs: "/sys/kernel/tracing"}
+	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: statGroup}
 	lib, err := r.findLibc(filepath.Join(progs, "churn"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	funcs, _ := canonicalProbes([]string{"all"})
-	defs, _, err := probeDefinitions(sys, lib, statGroup, funcs)
+	funcs, _ := rec.CanonicalProbes([]string{"all"})
+	defs, _, err := rec.UprobeDefinitions(sys, lib, statGroup, funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.removeProbes()
-	if err := r.addProbes(defs); err != nil {
-		t.Fatal(err)
-	}
+	up := addLiveProbes(t, defs)
 	var evs []string
 	for _, d := range defs {
-		evs = append(evs, statGroup+":"+d.event)
+		evs = append(evs, statGroup+":"+d.Event)
 	}
 	evs = append(evs, "page-faults:u")
 	statOut := filepath.Join(t.TempDir(), "stat.csv")
@@ -227,7 +244,9 @@ func TestRecordLiveChurn(t *testing.T) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("perf stat: %v\n%s", err, b)
 	}
-	r.removeProbes()
+	if err := up.Close(); err != nil {
+		t.Error(err)
+	}
 	csv, _ := os.ReadFile(statOut)
 	compared := 0
 	for _, line := range strings.Split(string(csv), "\n") {
@@ -315,7 +334,7 @@ func TestRecordLiveNoWarnings(t *testing.T) {
 	if code != ExitOK || strings.Contains(stderr, "warning") || strings.Contains(stderr, "same function") {
 		t.Errorf("default: exit %d, stderr:\n%s", code, stderr)
 	}
-	_, notes, err := probeDefinitions(realSystem{}, libctest.SystemLibc(t), "g", []string{"memalign", "aligned_alloc"})
+	_, notes, err := rec.UprobeDefinitions(realSystem{}, libctest.SystemLibc(t), "g", []string{"memalign", "aligned_alloc"})
 	if err != nil || len(notes) == 0 {
 		t.Skipf("this libc's aligned_alloc is not memalign (%v)", err)
 	}
@@ -389,27 +408,23 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 	lib := libctest.SystemLibc(t)
 	victim := fmt.Sprintf("fltestvictim_%d", os.Getpid())
 	sys := realSystem{}
-	r := &recorder{sys: sys, env: &Env{Stderr: os.Stderr}, opts: &recordOptions{quiet: true}, group: victim, tracefs: "/sys/kernel/tracing"}
-	defs, _, err := probeDefinitions(sys, lib, victim, []string{"malloc"})
+	defs, _, err := rec.UprobeDefinitions(sys, lib, victim, []string{"malloc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.removeProbes()
-	if err := r.addProbes(defs[:1]); err != nil {
-		t.Fatal(err)
-	}
+	addLiveProbes(t, defs[:1])
 	dir := filepath.Join(t.TempDir(), "x\n-:"+victim+"/malloc\n")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	evil := filepath.Join(dir, "libc.so.6")
 	copyFile(t, lib, evil)
-	before := probeGroups(uprobeEvents(t))
+	before := rec.ParseProbeGroups(uprobeEvents(t))
 	code, stderr := runRecordMain("-q", "--libc", evil, "-o", filepath.Join(t.TempDir(), "x.data"), "--", "/bin/true")
 	if code != ExitRecordFailed || !strings.Contains(stderr, "refusing to write it to uprobe_events") {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
-	after := probeGroups(uprobeEvents(t))
+	after := rec.ParseProbeGroups(uprobeEvents(t))
 	if strings.Join(after[victim], ",") != strings.Join(before[victim], ",") || len(after[victim]) != 1 {
 		t.Errorf("victim probes before %v, after %v", before[victim], after[victim])
 	}
@@ -546,10 +561,10 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	group := probeGroupFor(first.Process.Pid)
+	group := rec.ProbeGroup(first.Process.Pid)
 	// Wait until the first run's probes are in place.
 	for i := 0; ; i++ {
-		if len(probeGroups(uprobeEvents(t))[group]) > 0 {
+		if len(rec.ParseProbeGroups(uprobeEvents(t))[group]) > 0 {
 			break
 		}
 		if i > 1000 {
@@ -568,7 +583,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	if got, min := rangeCount(t, filepath.Join(dir, "first.data"), group+":malloc"), uint64(30000+30); got < min {
 		t.Errorf("first record: %d malloc calls, want at least %d (churn's own)", got, min)
 	}
-	if evs := probeGroups(uprobeEvents(t))[group]; len(evs) > 0 {
+	if evs := rec.ParseProbeGroups(uprobeEvents(t))[group]; len(evs) > 0 {
 		t.Errorf("probes left behind: %v", evs)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
 
 // processGone waits up to 5 s for pid to end (gone, or a zombie nobody
@@ -76,46 +77,62 @@ func TestRecordLiveFullDisk(t *testing.T) {
 	checkNoProbesLeft(t, "after the disk filled")
 }
 
-// TestRecordLiveKilled: kill -9 of record ends the program it started
-// (PR_SET_PDEATHSIG), and the next record in that directory removes the
-// dead run's temporary file.
+// TestRecordLiveKilled: kill -9 of record, with either method, ends the
+// program it started (PR_SET_PDEATHSIG) and leaves no file in the output's
+// directory (the recording is unnamed until it is complete, O_TMPFILE);
+// the uprobe method's probes stay until the next run, which removes them
+// and says so.
 func TestRecordLiveKilled(t *testing.T) {
 	requireLiveRecord(t)
-	dir := t.TempDir()
-	pidFile := filepath.Join(dir, "pid")
-	cmd := exec.Command(os.Args[0], "record", "-q", "-o", filepath.Join(dir, "k.data"), "--",
-		"/bin/sh", "-c", "echo $$ > '"+pidFile+".new' && mv '"+pidFile+".new' '"+pidFile+"' && exec sleep 60")
-	cmd.Env = append(os.Environ(), "FAULTLINE_CLI_CHILD=1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	for deadline := time.Now().Add(20 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
+	for _, method := range []string{methodInproc, methodUprobes} {
+		t.Run(method, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			cmd := exec.Command(os.Args[0], "record", "-q", "--method", method, "-o", filepath.Join(dir, "k.data"), "--",
+				"/bin/sh", "-c", "echo $$ > '"+pidFile+".new' && mv '"+pidFile+".new' '"+pidFile+"' && exec sleep 60")
+			cmd.Env = append(os.Environ(), "FAULTLINE_CLI_CHILD=1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			for deadline := time.Now().Add(20 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+				if b, err := os.ReadFile(pidFile); err == nil {
+					pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatal("the recorded program never started")
+				}
+			}
+			group := rec.ProbeGroup(cmd.Process.Pid)
+			probes := rec.ParseProbeGroups(uprobeEvents(t))[group]
+			if method == methodUprobes && len(probes) == 0 {
+				t.Errorf("no probes of %s while it records", group)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
-			t.Fatal("the recorded program never started")
-		}
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	if !processGone(pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Errorf("the program (pid %d) outlived kill -9 of record", pid)
-	}
-	tmps, _ := filepath.Glob(filepath.Join(dir, ".k.data.*.tmp"))
-	if len(tmps) != 1 {
-		t.Fatalf("temporary files after kill -9: %v, want the dead run's one", tmps)
-	}
-	code, stderr := runRecordMain("-o", filepath.Join(dir, "next.data"), "--", "/bin/true")
-	if code != ExitOK || !strings.Contains(stderr, "removed 1 temporary files of recordings that did not finish") {
-		t.Errorf("next run: exit %d, %q", code, stderr)
-	}
-	if _, err := os.Stat(tmps[0]); err == nil {
-		t.Errorf("%s is still there after the next run", tmps[0])
+			if !processGone(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("the program (pid %d) outlived kill -9 of record", pid)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Errorf("left in the output's directory after kill -9: %v", ents)
+			}
+			if method != methodUprobes {
+				return
+			}
+			if left := rec.ParseProbeGroups(uprobeEvents(t))[group]; len(left) != len(probes) {
+				t.Errorf("probes of the killed run: %v, want those it had (%v) until the next run", left, probes)
+			}
+			code, stderr := runRecordMain("--method", method, "-o", filepath.Join(dir, "next.data"), "--", "/bin/true")
+			if code != ExitOK || !strings.Contains(stderr, "removed the probes of "+group+", left by a run that was killed") {
+				t.Errorf("next run: exit %d, %q", code, stderr)
+			}
+			if left := rec.ParseProbeGroups(uprobeEvents(t))[group]; len(left) > 0 {
+				t.Errorf("the next run left the killed run's probes: %v", left)
+			}
+		})
 	}
 }
 

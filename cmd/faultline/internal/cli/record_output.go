@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -15,9 +17,12 @@ import (
 
 // outputFile is the recording being written. record runs as root, so it
 // never opens a regular output by its name: it writes a new file of its
-// own (an O_EXCL temporary in the target directory, flock'ed while it
-// lives) and renames it into place at the end, and hands that descriptor,
-// not a path, to the sudo user. A symlink planted at the output name is
+// own and renames it into place at the end, and hands that descriptor,
+// not a path, to the sudo user. The new file is unnamed (O_TMPFILE) until
+// the recording is complete, so a record killed with SIGKILL leaves
+// nothing behind; where the filesystem has no O_TMPFILE it is a named
+// O_EXCL temporary, flock'ed while it lives, which the next run in that
+// directory removes (removeStaleTemps). A symlink planted at the output name is
 // replaced, never followed into a regular file. An output that is a device
 // node or a FIFO (or a link to one) is written into, as perf record -o
 // does, never replaced or chowned: file-mode perf.data needs a seekable
@@ -28,7 +33,8 @@ import (
 type outputFile struct {
 	f      *os.File  // the file being written (temporary or spool); nil for stdout
 	w      io.Writer // what the recorder writes to
-	tmp    string    // temporary name in the target directory ("" when spooled or streamed)
+	tmp    string    // temporary name in the target directory ("" when unnamed, spooled or streamed)
+	dir    string    // the target directory, when f is unnamed (O_TMPFILE) there
 	final  string
 	stdout bool
 	// special is the device node or FIFO written into; sink its
@@ -67,9 +73,19 @@ func (r *recorder) createOutput() (*outputFile, error) {
 	} else if err != nil {
 		r.notes.add(fmt.Errorf("looking for temporary files of unfinished recordings in %s: %v", dir, err))
 	}
+	// O_TMPFILE makes a new inode in dir with no name; mode 0600.
+	if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600); err == nil {
+		f := os.NewFile(uintptr(fd), r.opts.output)
+		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			return nil, prereqError("cannot lock the output's temporary file in %s: %v", dir, err)
+		}
+		o.f, o.w, o.dir = f, f, dir
+		return o, nil
+	}
 	// CreateTemp opens with O_CREAT|O_EXCL and mode 0600: a new file that
 	// only we can have made.
-	f, err := os.CreateTemp(dir, "."+filepath.Base(r.opts.output)+".*.tmp")
+	f, err := os.CreateTemp(dir, tempPattern(r.opts.output))
 	if err != nil {
 		return nil, prereqError("cannot create the output in %s: %v", dir, err)
 	}
@@ -195,6 +211,9 @@ const (
 	fsAppendFL    = 0x20 // FS_APPEND_FL
 )
 
+// tempPattern is os.CreateTemp's pattern of the temporary names of output.
+func tempPattern(output string) string { return "." + filepath.Base(output) + ".*.tmp" }
+
 // staleTemp matches the temporary names createOutput makes:
 // "." + output name + "." + random digits + ".tmp".
 var staleTemp = regexp.MustCompile(`^\..+\.[0-9]+\.tmp$`)
@@ -249,10 +268,18 @@ func (o *outputFile) commit(r *recorder) error {
 		o.done = true // streamed as it was written
 		return nil
 	}
-	if o.tmp == "" {
+	if o.tmp == "" && o.dir == "" {
 		return o.copyOut(r)
 	}
 	r.giveToInvoker(o.f)
+	if o.dir != "" {
+		// The unnamed file gets a temporary name, then the final one.
+		tmp, err := linkTemp(o.f, o.dir, o.final)
+		if err != nil {
+			return fmt.Errorf("naming the recording in %s: %v", o.dir, err)
+		}
+		o.tmp = tmp
+	}
 	if err := o.f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %v", o.final, err)
 	}
@@ -264,6 +291,26 @@ func (o *outputFile) commit(r *recorder) error {
 	}
 	o.done = true
 	return nil
+}
+
+// linkTemp gives the unnamed file f (O_TMPFILE) in dir a new temporary
+// name for output, as CreateTemp would name it, and returns the name.
+// linkat through /proc/self/fd needs no privilege (AT_EMPTY_PATH would
+// need CAP_DAC_READ_SEARCH); an existing name is never replaced.
+func linkTemp(f *os.File, dir, output string) (string, error) {
+	prefix, suffix, _ := strings.Cut(tempPattern(output), "*")
+	src := "/proc/self/fd/" + strconv.Itoa(int(f.Fd()))
+	var err error
+	for try := 0; try < 100; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10)+suffix)
+		if err = unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW); err == nil {
+			return name, nil
+		}
+		if err != unix.EEXIST {
+			break
+		}
+	}
+	return "", err
 }
 
 // copyOut copies the spooled recording to where it goes.

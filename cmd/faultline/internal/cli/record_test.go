@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,20 +24,23 @@ import (
 // "p:"/"r:" lines add a probe, "-:G/E" removes one, EBUSY when in use.
 type fakeSys struct {
 	libctest.Files
-	euid     int
-	path     map[string]string // LookPath results
-	run      map[string]fakeRun
-	probes   []string // uprobe_events lines
-	busy     map[string]bool
-	canMount bool
-	mounted  []string
-	writes   []string
-	env      map[string]string
-	chowned  []string
-	alive    map[int]bool
-	pid      int
-	regular  map[string]bool // IsRegular answers; default true for known files
-	noExec   map[string]bool // Executable fails for these
+	euid   int
+	path   map[string]string // LookPath results
+	run    map[string]fakeRun
+	probes []string // uprobe_events lines
+	busy   map[string]bool
+	// rejectLine is a probe line the kernel refuses (EINVAL), as it does
+	// a definition it cannot parse.
+	rejectLine string
+	canMount   bool
+	mounted    []string
+	writes     []string
+	env        map[string]string
+	chowned    []string
+	alive      map[int]bool
+	pid        int
+	regular    map[string]bool // IsRegular answers; default true for known files
+	noExec     map[string]bool // Executable fails for these
 }
 
 type fakeRun struct {
@@ -133,16 +137,27 @@ func (f *fakeSys) AppendLine(path, line string) error {
 					return &fs.PathError{Op: "write", Path: path, Err: syscall.EBUSY}
 				}
 				f.probes = append(f.probes[:i], f.probes[i+1:]...)
+				delete(f.Text, fakeEventDir(name)+"/id")
+				delete(f.Text, fakeEventDir(name)+"/format")
 				return nil
 			}
 		}
 		return &fs.PathError{Op: "write", Path: path, Err: syscall.ENOENT}
 	}
-	if !strings.HasPrefix(line, "p:") && !strings.HasPrefix(line, "r:") {
+	if !strings.HasPrefix(line, "p:") && !strings.HasPrefix(line, "r:") || line == f.rejectLine {
 		return &fs.PathError{Op: "write", Path: path, Err: syscall.EINVAL}
 	}
 	f.probes = append(f.probes, line)
+	// The kernel makes the event's directory: an id and a format.
+	name, _, _ := strings.Cut(line[2:], " ")
+	f.Text[fakeEventDir(name)+"/id"] = strconv.Itoa(1000+len(f.writes)) + "\n"
+	f.Text[fakeEventDir(name)+"/format"] = "name: " + name + "\n"
 	return nil
+}
+
+// fakeEventDir is tracefs' directory of the event GROUP/EVENT.
+func fakeEventDir(groupEvent string) string {
+	return "/sys/kernel/tracing/events/" + groupEvent
 }
 
 func newTestRecorder(sys *fakeSys, o *recordOptions) (*recorder, *bytes.Buffer) {
@@ -150,7 +165,7 @@ func newTestRecorder(sys *fakeSys, o *recordOptions) (*recorder, *bytes.Buffer) 
 	if o == nil {
 		o = &recordOptions{output: "faultline.data", stackSize: 8192, mmapPages: 4096, stackPages: 1024, cmd: []string{"true"}}
 	}
-	return &recorder{sys: sys, env: &Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, opts: o, tracefs: "/sys/kernel/tracing", group: probeGroupFor(sys.pid)}, &errb
+	return &recorder{sys: sys, env: &Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, opts: o, group: rec.ProbeGroup(sys.pid)}, &errb
 }
 
 func exitCode(err error) int {
@@ -299,9 +314,10 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	if b, _ := os.ReadFile(out); string(b) != "recording" {
 		t.Errorf("output holds %q", b)
 	}
-	// The chown went to the file created (a temporary name in the
-	// directory), never to a path.
-	if len(sys.chowned) != 1 || !strings.HasPrefix(sys.chowned[0], ".out.data.") || !strings.HasSuffix(sys.chowned[0], " 1000:1000") {
+	// The chown went to the file created, never to a path: the unnamed
+	// file (O_TMPFILE; its *os.File carries the output's name) or, where
+	// the filesystem has no O_TMPFILE, a temporary name in the directory.
+	if len(sys.chowned) != 1 || sys.chowned[0] != "out.data 1000:1000" && !strings.HasPrefix(sys.chowned[0], ".out.data.") || !strings.HasSuffix(sys.chowned[0], " 1000:1000") {
 		t.Errorf("chowned %q", sys.chowned)
 	}
 	// An aborted recording leaves nothing behind.
@@ -349,8 +365,8 @@ func TestProbeDefinitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	funcs, _ := canonicalProbes([]string{"calloc", "free", "memalign", "aligned_alloc", "posix_memalign", "reallocarray"})
-	defs, notes, err := probeDefinitions(sys, "/lib/libc.so.6", "faultline_4242", funcs)
+	funcs, _ := rec.CanonicalProbes([]string{"calloc", "free", "memalign", "aligned_alloc", "posix_memalign", "reallocarray"})
+	defs, notes, err := rec.UprobeDefinitions(sys, "/lib/libc.so.6", "faultline_4242", funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,16 +405,16 @@ func TestProbeDefinitions(t *testing.T) {
 		fmt.Sprintf("r:faultline_4242/posix_memalign__return /lib/libc.so.6:%#x ret=$retval:s32", off("posix_memalign")))
 	var got []string
 	for _, d := range defs {
-		got = append(got, d.line)
-		entry := !strings.HasSuffix(d.event, "__return")
-		if d.sized != (entry && d.event != "free") || d.nmemb != (d.event == "calloc" || d.event == "reallocarray") {
-			t.Errorf("%s: sized %v nmemb %v", d.event, d.sized, d.nmemb)
+		got = append(got, d.Line)
+		entry := !strings.HasSuffix(d.Event, "__return")
+		if d.Sized != (entry && d.Event != "free") || d.HasNmemb != (d.Event == "calloc" || d.Event == "reallocarray") {
+			t.Errorf("%s: sized %v nmemb %v", d.Event, d.Sized, d.HasNmemb)
 		}
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	var dn *detailNote
+	var dn *rec.DetailNote
 	if len(notes) != 1 || !strings.Contains(notes[0].Error(), "aligned_alloc is the same function as memalign") || !errors.As(notes[0], &dn) {
 		t.Errorf("notes = %q, want one detail (said only with -v)", notes)
 	}
@@ -419,7 +435,7 @@ func TestProbePathValidation(t *testing.T) {
 	} {
 		sys := newFakeSys()
 		sys.Real[bad] = path
-		_, _, err := probeDefinitions(sys, bad, "faultline_4242", []string{"malloc"})
+		_, _, err := rec.UprobeDefinitions(sys, bad, "faultline_4242", []string{"malloc"})
 		if err == nil || !strings.Contains(err.Error(), "refusing to write it to uprobe_events") {
 			t.Errorf("%q: err = %v", bad, err)
 		}
@@ -427,12 +443,15 @@ func TestProbePathValidation(t *testing.T) {
 	sys := newFakeSys()
 	sys.Real["/dev/libc.so.6"] = path
 	sys.regular["/dev/libc.so.6"] = false
-	if _, _, err := probeDefinitions(sys, "/dev/libc.so.6", "faultline_4242", []string{"malloc"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, _, err := rec.UprobeDefinitions(sys, "/dev/libc.so.6", "faultline_4242", []string{"malloc"}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("non-regular: %v", err)
 	}
 	// The last guard: no line with a control character reaches tracefs.
-	r, _ := newTestRecorder(sys, nil)
-	if err := r.addProbes([]probeDef{{event: "malloc", line: "p:faultline_4242/malloc /x:0x1\n-:other/ev"}}); err == nil || len(sys.writes) != 0 {
+	tfs, _, err := rec.OpenTracefs(sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tfs.AddUprobes([]rec.UprobeDef{{Event: "malloc", Line: "p:faultline_4242/malloc /x:0x1\n-:other/ev"}}); err == nil || len(sys.writes) != 0 {
 		t.Errorf("control character written: %v %q", err, sys.writes)
 	}
 }
@@ -454,7 +473,7 @@ func TestCheckPrivileges(t *testing.T) {
 func TestEnsureTracefs(t *testing.T) {
 	sys := newFakeSys()
 	r, _ := newTestRecorder(sys, nil)
-	if err := r.ensureTracefs(); err != nil || len(sys.mounted) != 0 || r.tracefs != "/sys/kernel/tracing" {
+	if tfs, err := r.openTracefs(); err != nil || len(sys.mounted) != 0 || tfs.Dir() != "/sys/kernel/tracing" {
 		t.Errorf("mounted already: %v %v", err, sys.mounted)
 	}
 	// Only the old debugfs location.
@@ -462,26 +481,29 @@ func TestEnsureTracefs(t *testing.T) {
 	delete(sys.Text, fakeEvents)
 	sys.Text["/sys/kernel/debug/tracing/uprobe_events"] = ""
 	r, _ = newTestRecorder(sys, nil)
-	if err := r.ensureTracefs(); err != nil || r.tracefs != "/sys/kernel/debug/tracing" {
-		t.Errorf("debugfs: %v %s", err, r.tracefs)
+	if tfs, err := r.openTracefs(); err != nil || tfs.Dir() != "/sys/kernel/debug/tracing" {
+		t.Errorf("debugfs: %v %v", err, tfs)
 	}
 	// Not mounted: mount it and say so.
 	sys = newFakeSys()
 	delete(sys.Text, fakeEvents)
 	sys.canMount = true
 	r, errb := newTestRecorder(sys, nil)
-	if err := r.ensureTracefs(); err != nil || strings.Join(sys.mounted, " ") != "/sys/kernel/tracing" || !strings.Contains(errb.String(), "mounted tracefs at /sys/kernel/tracing") {
+	if _, err := r.openTracefs(); err != nil || strings.Join(sys.mounted, " ") != "/sys/kernel/tracing" || !strings.Contains(errb.String(), "mounted tracefs at /sys/kernel/tracing") {
 		t.Errorf("mount: %v %v %q", err, sys.mounted, errb.String())
 	}
 	// Cannot mount: the error gives the command.
 	sys.canMount = false
 	delete(sys.Text, fakeEvents)
-	err := r.ensureTracefs()
+	_, err := r.openTracefs()
 	if exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "mount -t tracefs nodev /sys/kernel/tracing") {
 		t.Errorf("no mount: %v", err)
 	}
 }
 
+// TestProbeLifecycle: a run's probes are values (rec.Uprobes) whose Close
+// removes exactly what was added; stale groups of dead runs go, every
+// other group stays.
 func TestProbeLifecycle(t *testing.T) {
 	others := []string{
 		"p:probe_libc/malloc /usr/lib/x86_64-linux-gnu/libc.so.6:0x0000000000098930 size=%di:u64",
@@ -491,9 +513,17 @@ func TestProbeLifecycle(t *testing.T) {
 		// A run that is still going (pid 1000 alive).
 		"p:faultline_1000/malloc /lib/libc.so.6:0x98930 size=%di:u64",
 	}
-	defs := []probeDef{
-		{event: "malloc", line: "p:faultline_4242/malloc /lib/libc.so.6:0x98930 size=%di:u64", sized: true},
-		{event: "malloc__return", line: "r:faultline_4242/malloc__return /lib/libc.so.6:0x98930 ptr=$retval hdr=-8($retval):u64"},
+	defs := []rec.UprobeDef{
+		{Event: "malloc", Line: "p:faultline_4242/malloc /lib/libc.so.6:0x98930 size=%di:u64", Sized: true},
+		{Event: "malloc__return", Line: "r:faultline_4242/malloc__return /lib/libc.so.6:0x98930 ptr=$retval hdr=-8($retval):u64"},
+	}
+	open := func(sys *fakeSys) *rec.Tracefs {
+		t.Helper()
+		tfs, _, err := rec.OpenTracefs(sys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tfs
 	}
 
 	// A clean run: others' probes untouched, ours added then removed.
@@ -501,21 +531,34 @@ func TestProbeLifecycle(t *testing.T) {
 	sys.alive[1000] = true
 	sys.probes = append([]string(nil), others...)
 	r, errb := newTestRecorder(sys, nil)
-	if err := r.removeStale(); err != nil || errb.Len() != 0 {
+	tfs := open(sys)
+	if err := r.removeStale(tfs); err != nil || errb.Len() != 0 {
 		t.Fatalf("removeStale: %v %q", err, errb.String())
 	}
-	if err := r.addProbes(defs); err != nil {
+	up, err := tfs.AddUprobes(defs)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sys.probes) != len(others)+2 || len(r.missingProbes()) != 0 {
+	if len(sys.probes) != len(others)+2 || len(up.Missing()) != 0 {
 		t.Errorf("probes after add: %q", sys.probes)
 	}
-	r.removeProbes()
-	r.removeProbes() // the deferred second call is harmless
+	// Each probe carries the id and format tracefs gave it.
+	for i, p := range up.Probes() {
+		id := sys.Text[fakeEventDir("faultline_4242/"+defs[i].Event)+"/id"]
+		if p.Event != defs[i].Event || strconv.FormatUint(p.ID, 10)+"\n" != id || string(p.Format) != "name: faultline_4242/"+p.Event+"\n" || p.Sized != defs[i].Sized {
+			t.Errorf("probe %d: %+v, id file %q", i, p, id)
+		}
+	}
+	if err := up.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := up.Close(); err != nil { // a second Close removes nothing more
+		t.Error(err)
+	}
 	if strings.Join(sys.probes, "\n") != strings.Join(others, "\n") {
 		t.Errorf("probes after remove: %q", sys.probes)
 	}
-	if got := strings.Join(sys.writes, "\n"); got != defs[0].line+"\n"+defs[1].line+"\n-:faultline_4242/malloc__return\n-:faultline_4242/malloc" {
+	if got := strings.Join(sys.writes, "\n"); got != defs[0].Line+"\n"+defs[1].Line+"\n-:faultline_4242/malloc__return\n-:faultline_4242/malloc" {
 		t.Errorf("writes:\n%s", got)
 	}
 
@@ -529,7 +572,7 @@ func TestProbeLifecycle(t *testing.T) {
 		"p:faultline_999/free /lib/libc.so.6:0x98ef0 ptr=%di:u64",
 		"p:faultline_4242/malloc /lib/libc.so.6:0x98930 size=%di:u64")
 	r, errb = newTestRecorder(sys, nil)
-	if err := r.removeStale(); err != nil {
+	if err := r.removeStale(open(sys)); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(sys.probes, "\n") != strings.Join(others, "\n") ||
@@ -537,29 +580,56 @@ func TestProbeLifecycle(t *testing.T) {
 		!strings.Contains(errb.String(), "removed the probes of faultline_4242") {
 		t.Errorf("stale: %q, %q", sys.probes, errb.String())
 	}
+	// A stale probe a process still has open stays, and we say so.
+	sys = newFakeSys()
+	sys.probes = []string{"p:faultline_999/malloc /lib/libc.so.6:0x98930 size=%di:u64", "p:faultline_999/free /lib/libc.so.6:0x98ef0 ptr=%di:u64"}
+	sys.busy["faultline_999/free"] = true
+	r, errb = newTestRecorder(sys, nil)
+	if err := r.removeStale(open(sys)); err != nil || len(sys.probes) != 1 ||
+		!strings.Contains(errb.String(), "stale probe faultline_999:free is in use; left alone") ||
+		!strings.Contains(errb.String(), "removed the probes of faultline_999, left by a run that was killed (malloc)") {
+		t.Errorf("busy stale: %v %q %q", err, sys.probes, errb.String())
+	}
 
 	// A run whose probes someone removed while it recorded knows it.
 	sys = newFakeSys()
-	r, _ = newTestRecorder(sys, nil)
-	if err := r.addProbes(defs); err != nil {
+	up, err = open(sys).AddUprobes(defs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	sys.probes = sys.probes[:1]
-	if m := r.missingProbes(); strings.Join(m, ",") != "faultline_4242:malloc__return" {
+	if m := up.Missing(); strings.Join(m, ",") != "faultline_4242:malloc__return" {
 		t.Errorf("missing = %q", m)
 	}
 
-	// A failed add: what was added is removed by the deferred cleanup.
+	// A failed add: what was added before it is removed at once, and
+	// nothing else is written.
 	sys = newFakeSys()
-	r, _ = newTestRecorder(sys, nil)
-	bad := append([]probeDef(nil), defs...)
-	bad[1].line = "garbage"
-	if err := r.addProbes(bad); exitCode(err) != ExitFailure || !strings.Contains(err.Error(), "adding probe faultline_4242:malloc__return") {
+	bad := append([]rec.UprobeDef(nil), defs...)
+	bad[1].Line = "r:faultline_4242/malloc__return garbage"
+	sys.rejectLine = bad[1].Line
+	if _, err := open(sys).AddUprobes(bad); err == nil || !strings.Contains(err.Error(), "adding probe faultline_4242:malloc__return") {
 		t.Errorf("bad probe: %v", err)
 	}
-	r.removeProbes()
-	if len(sys.probes) != 0 {
-		t.Errorf("after failed add: %q", sys.probes)
+	if len(sys.probes) != 0 || strings.Join(sys.writes, "\n") != defs[0].Line+"\n"+bad[1].Line+"\n-:faultline_4242/malloc" {
+		t.Errorf("after failed add: probes %q, writes %q", sys.probes, sys.writes)
+	}
+	// A line that does not define the event it is given for is refused
+	// before it is written.
+	sys = newFakeSys()
+	if _, err := open(sys).AddUprobes([]rec.UprobeDef{{Event: "malloc", Line: "-:faultline_999/malloc"}}); err == nil || len(sys.writes) != 0 {
+		t.Errorf("a removal passed as a probe: %v, writes %q", err, sys.writes)
+	}
+	// A probe still busy when removed is retried, then left with a
+	// note that says how to remove it.
+	sys = newFakeSys()
+	up, err = open(sys).AddUprobes(defs[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.busy["faultline_4242/malloc"] = true
+	if err := up.Close(); err == nil || !strings.Contains(err.Error(), "echo '-:faultline_4242/malloc' >> /sys/kernel/tracing/uprobe_events") {
+		t.Errorf("busy probe: %v", err)
 	}
 }
 
@@ -568,9 +638,9 @@ func TestProbeGroups(t *testing.T) {
 		"r:faultline_7/malloc__return /lib/libc.so.6:0x1 ptr=$retval\n" +
 		"p:faultline_x/malloc /lib/libc.so.6:0x1\n" +
 		"p:faultline_7/free /lib/libc.so.6:0x2 ptr=%di:u64\n\n"
-	g := probeGroups(text)
+	g := rec.ParseProbeGroups(text)
 	if len(g) != 3 || strings.Join(g["faultline_7"], ",") != "malloc__return,free" || strings.Join(g["probe_libc"], ",") != "malloc" {
-		t.Errorf("probeGroups = %v", g)
+		t.Errorf("ParseProbeGroups = %v", g)
 	}
 }
 

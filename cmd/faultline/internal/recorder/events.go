@@ -6,26 +6,30 @@ import (
 	"runtime"
 	"unsafe"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize/unwind"
 	"golang.org/x/sys/unix"
 )
 
-// Where go-perf falls short, golang.org/x/sys/unix is used directly:
-//   - sampling events need read_format PERF_FORMAT_LOST (go-perf's
-//     CountFormat has no Lost) so that LOST_SAMPLES can be written per
-//     event as the kernel counts them; they are opened with
-//     unix.PerfEventOpen and attached to a ring with
-//     PERF_EVENT_IOC_SET_OUTPUT;
-//   - tracepoint filters need PERF_EVENT_IOC_SET_FILTER, which go-perf does
+// Every event, the ring owners included, is opened one way: with
+// perf_event_open(2) through golang.org/x/sys/unix (openRaw), and rings
+// are mapped and read here (ring.go). go-perf (github.com/elastic/go-perf)
+// falls short of what a recording needs at each step, so it is not used:
+//   - sampling events need read_format PERF_FORMAT_LOST (its CountFormat
+//     has no Lost) so that LOST_SAMPLES can be written per event as the
+//     kernel counts them;
+//   - the sideband needs attr.build_id (its Options have no BuildID);
+//   - tracepoint filters need PERF_EVENT_IOC_SET_FILTER, which it does
 //     not implement;
-//   - tracepoint ids come from the tracefs the probes were added to
-//     (go-perf's Tracepoint reads only /sys/kernel/debug/tracing).
-// go-perf opens the ring owners — a dummy software event per CPU (per ring),
-// which carries the MMAP2/COMM/FORK/EXIT tracking like perf's dummy:u and
-// never samples, so it loses nothing of its own — maps their rings and reads
-// them (ReadRawRecord, only ever on its non-blocking path: see drain).
+//   - its rings can only be mapped on events it opened itself, and its
+//     blocking read gives up for good on POLLHUP, which an event waiting
+//     for enable-on-exec can report; the rings here are woken by epoll
+//     (poller) instead.
+// Tracepoint ids come from the tracefs the probes were added to.
+// The ring owners are a dummy software event per CPU (per ring), which
+// carries the MMAP2/COMM/FORK/EXIT tracking like perf's dummy:u and never
+// samples, so it loses nothing of its own; the other events send their
+// records to it with PERF_EVENT_IOC_SET_OUTPUT.
 
 // kind says which ring an event writes to.
 type kind int
@@ -42,7 +46,7 @@ type spec struct {
 	kind   kind
 	attr   perfdata.Attr
 	filter string
-	dummy  bool // a ring owner opened with go-perf
+	dummy  bool // a ring owner
 	stack  bool // carries a user stack
 	// synthetic: an in-process event (inproc.go), never opened: its
 	// samples are written by the recorder with id synthID; format is its
@@ -77,48 +81,11 @@ var userRegsMask = unwind.DefaultPerfMask(map[string]unwind.Arch{
 type openedEvent struct {
 	spec *spec
 	cpu  int
-	fd   int         // raw fd (sampling events)
-	ev   *perf.Event // go-perf event (dummies)
+	fd   int
 	id   uint64
 }
 
-// goPerfAttr converts a dummy spec's attr for go-perf.
-func goPerfAttr(a *perfdata.Attr) *perf.Attr {
-	ga := &perf.Attr{
-		Type:   perf.EventType(a.Type),
-		Config: a.Config,
-		Sample: a.SamplePeriod,
-	}
-	st := a.SampleType
-	ga.SampleFormat = perf.SampleFormat{
-		Identifier: st&perfdata.SampleIdentifier != 0,
-		IP:         st&perfdata.SampleIP != 0,
-		Tid:        st&perfdata.SampleTID != 0,
-		Time:       st&perfdata.SampleTime != 0,
-		CPU:        st&perfdata.SampleCPU != 0,
-	}
-	ga.CountFormat = perf.CountFormat{ID: a.ReadFormat&perfdata.ReadID != 0}
-	ga.ClockID = a.ClockID
-	f := a.Flags
-	ga.Options = perf.Options{
-		Disabled:      f&perfdata.AttrDisabled != 0,
-		Inherit:       f&perfdata.AttrInherit != 0,
-		ExcludeKernel: f&perfdata.AttrExcludeKernel != 0,
-		Mmap:          f&perfdata.AttrMmap != 0,
-		Comm:          f&perfdata.AttrComm != 0,
-		EnableOnExec:  f&perfdata.AttrEnableOnExec != 0,
-		Task:          f&perfdata.AttrTask != 0,
-		MmapData:      f&perfdata.AttrMmapData != 0,
-		SampleIDAll:   f&perfdata.AttrSampleIDAll != 0,
-		Mmap2:         f&perfdata.AttrMmap2 != 0,
-		CommExec:      f&perfdata.AttrCommExec != 0,
-		UseClockID:    f&perfdata.AttrUseClockID != 0,
-	}
-	ga.Label = "dummy"
-	return ga
-}
-
-// openRaw opens a sampling event with perf_event_open(2) itself.
+// openRaw opens an event with perf_event_open(2) itself.
 func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
 	ua := unix.PerfEventAttr{
 		Type:              uint32(a.Type),
@@ -128,6 +95,7 @@ func openRaw(a *perfdata.Attr, pid, cpu int) (int, error) {
 		Sample_type:       uint64(a.SampleType),
 		Read_format:       uint64(a.ReadFormat),
 		Bits:              uint64(a.Flags),
+		Wakeup:            a.WakeupEvents,
 		Sample_regs_user:  a.SampleRegsUser,
 		Sample_stack_user: a.SampleStackUser,
 		Clockid:           a.ClockID,
@@ -148,13 +116,9 @@ func eventID(fd int) (uint64, error) {
 	return id, nil
 }
 
-// setOutput sends fd's records to the ring of leader.
-func setOutput(fd int, leader *perf.Event) error {
-	lfd, err := leader.FD()
-	if err != nil {
-		return err
-	}
-	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, lfd); err != nil {
+// setOutput sends fd's records to the ring of the event leader.
+func setOutput(fd, leader int) error {
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_OUTPUT, leader); err != nil {
 		return os.NewSyscallError("ioctl PERF_EVENT_IOC_SET_OUTPUT", err)
 	}
 	return nil

@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -82,7 +81,7 @@ type inproc struct {
 	spareBuf    []byte
 	spare       []pendingRecord
 	sbuf, sbuf2 []byte
-	raw         perf.RawRecord // the record note is given (not allocated per record)
+	raw         rawRecord // the record note is given (not allocated per record)
 	busySince   map[*shim.Ring]busyMark
 	// idleAt is when each ring was last seen idle (not busy).
 	idleAt   map[*shim.Ring]uint64
@@ -382,10 +381,10 @@ func (s *session) drainInproc() (int, error) {
 	// The kernel's records, with those held from earlier rounds, in time
 	// order: the mappings followed (procMaps) must change in the order
 	// they did, and the rings of several CPUs interleave.
-	var raw perf.RawRecord
+	var raw rawRecord
 	for _, r := range s.rings {
 		for n := 0; n < r.size; {
-			if err := r.ev.ReadRawRecord(expired, &raw); err != nil {
+			if !r.read(&raw) {
 				break
 			}
 			n += int(raw.Header.Size)
@@ -581,7 +580,7 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			delete(ip.maps, binary.NativeEndian.Uint32(body))
 		}
 	}
-	ip.raw = perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(typ), Misc: misc}, Data: body}
+	ip.raw = rawRecord{Header: recordHeader{Type: perfdata.RecordType(typ), Misc: misc}, Data: body}
 	if err := s.note(r, &ip.raw); err != nil {
 		return err
 	}

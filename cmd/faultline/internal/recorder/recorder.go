@@ -9,7 +9,6 @@ package recorder
 
 import (
 	"cmp"
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 	"golang.org/x/sys/unix"
@@ -280,25 +278,18 @@ type session struct {
 	rssSampler *rssSampler // its RssAnon reads
 }
 
-// ring is one mapped ring buffer and the kind of events it holds.
-type ring struct {
-	ev   *perf.Event
-	kind kind
-	cpu  int
-	size int
-}
-
-// closeAll closes every event. The last close of a uprobe event
+// closeAll unmaps the rings and closes every event. The last close of a uprobe event
 // unregisters it, which waits for the kernel's RCU grace periods (about
 // 100 ms each here): closing them concurrently takes one wait, not one per
 // event.
 func (s *session) closeAll() {
+	for _, r := range s.rings {
+		r.unmap()
+	}
 	var wg sync.WaitGroup
 	var static []int
 	for _, o := range s.opened {
 		switch {
-		case o.ev != nil:
-			o.ev.Close()
 		case o.fd >= 0 && strings.HasPrefix(o.spec.name, MapCallGroup+":"):
 			static = append(static, o.fd)
 		case o.fd >= 0:
@@ -371,8 +362,8 @@ func (s *session) buildSpecs() (specs []*spec) {
 			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
 			Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}
 	}
-	// The sideband rides on page-faults, opened by perf_event_open itself:
-	// go-perf, which opens the dummies, cannot ask for build IDs.
+	// The dummies own the rings; the sideband (mappings with build IDs,
+	// comms, tasks) rides on page-faults.
 	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(false)})
 	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
@@ -530,7 +521,7 @@ func (s *session) open(tids []int) error {
 		config uint64
 	}
 	for _, cpu := range s.cpus {
-		leaders := map[kind]*perf.Event{}
+		leaders := map[kind]int{}
 		for ti, tid := range tids {
 			rangeOf := map[source]uint64{} // this CPU's and thread's range events
 			for _, sp := range s.specs {
@@ -538,57 +529,52 @@ func (s *session) open(tids []int) error {
 					continue
 				}
 				o := &openedEvent{spec: sp, cpu: cpu, fd: -1}
-				if sp.dummy {
-					ev, err := perf.Open(goPerfAttr(&sp.attr), tid, cpu, nil)
+				attr := sp.attr
+				pages := s.cfg.RangePages
+				if sp.kind == kindStack {
+					pages = s.cfg.StackPages
+				}
+				if sp.dummy && ti == 0 {
+					// The ring owner: the kernel wakes the poller when
+					// its ring is this full (the recorded attr stays
+					// perf's plain dummy:u).
+					attr.Flags |= perfdata.AttrWatermark
+					attr.WakeupEvents = ringWatermark(pages * os.Getpagesize())
+				}
+				fd, err := openRaw(&attr, tid, cpu)
+				if errors.Is(err, unix.EINVAL) && sp.attr.Flags&perfdata.AttrBuildID != 0 && len(s.ids[sp]) == 0 {
+					// A kernel before 5.12: mappings without build IDs
+					// (the BUILD_ID feature still lists them).
+					sp.attr.Flags &^= perfdata.AttrBuildID
+					attr.Flags &^= perfdata.AttrBuildID
+					s.res.NoMmapBuildIDs = true
+					fd, err = openRaw(&attr, tid, cpu)
+				}
+				if err != nil {
+					return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
+				}
+				o.fd = fd
+				s.opened = append(s.opened, o)
+				if sp.filter != "" {
+					if err := setFilter(fd, sp.filter); err != nil {
+						return fmt.Errorf("%s: %w", sp.name, err)
+					}
+				}
+				if sp.dummy && ti == 0 {
+					r, err := mapRing(fd, pages, sp.kind, cpu)
 					if err != nil {
-						return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
+						return fmt.Errorf("%w: mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", ErrNoEvents, pages, cpu, err)
 					}
-					o.ev = ev
-					s.opened = append(s.opened, o)
-					if ti == 0 {
-						pages := s.cfg.RangePages
-						if sp.kind == kindStack {
-							pages = s.cfg.StackPages
-						}
-						if err := ev.MapRingNumPages(pages); err != nil {
-							return fmt.Errorf("%w: mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", ErrNoEvents, pages, cpu, err)
-						}
-						leaders[sp.kind] = ev
-						s.rings = append(s.rings, &ring{ev: ev, kind: sp.kind, cpu: cpu, size: pages * os.Getpagesize()})
-					} else if err := ev.SetOutput(leaders[sp.kind]); err != nil {
-						return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
-					}
-					if o.id, err = ev.ID(); err != nil {
-						return err
-					}
-				} else {
-					fd, err := openRaw(&sp.attr, tid, cpu)
-					if errors.Is(err, unix.EINVAL) && sp.attr.Flags&perfdata.AttrBuildID != 0 && len(s.ids[sp]) == 0 {
-						// A kernel before 5.12: mappings without build IDs
-						// (the BUILD_ID feature still lists them).
-						sp.attr.Flags &^= perfdata.AttrBuildID
-						s.res.NoMmapBuildIDs = true
-						fd, err = openRaw(&sp.attr, tid, cpu)
-					}
-					if err != nil {
-						return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
-					}
-					o.fd = fd
-					s.opened = append(s.opened, o)
-					if sp.filter != "" {
-						if err := setFilter(fd, sp.filter); err != nil {
-							return fmt.Errorf("%s: %w", sp.name, err)
-						}
-					}
-					if err := setOutput(fd, leaders[sp.kind]); err != nil {
-						return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
-					}
-					if o.id, err = eventID(fd); err != nil {
-						return err
-					}
-					if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
-						s.trackID = o.id
-					}
+					leaders[sp.kind] = fd
+					s.rings = append(s.rings, r)
+				} else if err := setOutput(fd, leaders[sp.kind]); err != nil {
+					return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
+				}
+				if o.id, err = eventID(fd); err != nil {
+					return err
+				}
+				if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
+					s.trackID = o.id
 				}
 				s.ids[sp] = append(s.ids[sp], o.id)
 				s.counts[o.id] = s.perSpec[sp]
@@ -614,21 +600,14 @@ func (s *session) open(tids []int) error {
 	return nil
 }
 
-// expired is a context whose deadline has passed: ReadRawRecord then
-// returns a record if one is in the ring and an error at once if not. It
-// never waits, so it never meets go-perf's "event disabled" while events
-// wait for enable-on-exec (which stops a waiting reader for good) and
-// never spins on it either.
-var expired, _ = context.WithDeadline(context.Background(), time.Unix(0, 0))
-
 // drain copies what the rings hold to the writer; it reports the bytes.
 func (s *session) drain() (int, error) {
-	var raw perf.RawRecord
+	var raw rawRecord
 	total := 0
 	for _, r := range s.rings {
 		// Bound one ring's turn so a busy ring cannot starve the others.
 		for n := 0; n < r.size; {
-			if err := r.ev.ReadRawRecord(expired, &raw); err != nil {
+			if !r.read(&raw) {
 				break
 			}
 			n += int(raw.Header.Size)
@@ -667,7 +646,7 @@ func (s *session) sampleType(id uint64) (perfdata.SampleFormat, bool) {
 
 // note counts a record: samples per event, LOST per ring kind, executable
 // mappings for BUILD_ID. It allocates only for a file not seen before.
-func (s *session) note(r *ring, raw *perf.RawRecord) error {
+func (s *session) note(r *ring, raw *rawRecord) error {
 	d := raw.Data
 	switch perfdata.RecordType(raw.Header.Type) {
 	case perfdata.RecordSample:
@@ -751,15 +730,19 @@ func (s *session) run(held *heldCommand) error {
 		s.released = true
 		s.res.Ran = true
 		done = held.done
-		s.rssSampler = newRSSSampler(held.cmd.Process.Pid)
+		s.rssSampler = startRSSSampler(held.cmd.Process.Pid)
+		defer s.rssSampler.stop()
 	}
 	var (
 		grace, forward <-chan time.Time
 		pending        os.Signal
 		stopping       bool
 	)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
+	p, err := newPoller(s.rings)
+	if err != nil {
+		return err
+	}
+	defer p.close()
 	var kick <-chan struct{}
 	if s.inproc != nil {
 		var stop func()
@@ -772,16 +755,11 @@ func (s *session) run(held *heldCommand) error {
 			return err
 		}
 		// A busy ring is read again at once; the select below still sees
-		// the program's exit and signals.
-		idle := tick.C
-		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
-			idle = nil
-		}
-		if s.rssSampler != nil {
-			s.rssSampler.sample(time.Now())
-		}
+		// the program's exit and signals. Otherwise the loop waits for a
+		// ring to pass its watermark (the poller), or in-process for the
+		// shim's wake word.
 		var again <-chan time.Time
-		if idle == nil {
+		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
 			again = closedTimeChan
 		}
 		select {
@@ -825,7 +803,9 @@ func (s *session) run(held *heldCommand) error {
 			s.res.Unfinished = true
 			s.res.Wall = time.Since(start)
 			return s.finalDrain()
-		case <-idle:
+		case err := <-p.errc:
+			return err
+		case <-p.wake:
 		case <-again:
 		case <-kick:
 		}
@@ -879,7 +859,7 @@ func (s *session) exitStatus(held *heldCommand) {
 		s.res.MaxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
 	}
 	if s.rssSampler != nil {
-		s.res.PeakRssAnon = s.rssSampler.peak
+		s.res.PeakRssAnon = s.rssSampler.stop()
 	}
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	switch {

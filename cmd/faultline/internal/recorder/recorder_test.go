@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -205,7 +204,7 @@ func TestTwinRepair(t *testing.T) {
 	stack := u64(nil, 7, 0x401000, 42<<32|42, 1000, 0xdead000, 1)
 	stack = u64(stack, 1, 0xffffffff81000000, 2, 0x7ffe0000, 8, 0x1122334455667788, 8)
 	want := u64(nil, 70, 0x401000, 42<<32|42, 1000, 0xdead000, 1)
-	got, keep := tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: stack}, st)
+	got, keep := tw.repair(kindRange, &rawRecord{Header: recordHeader{Type: perfdata.RecordSample}, Data: stack}, st)
 	if !keep || !bytes.Equal(got, want) {
 		t.Errorf("fault: keep %v\n got %x\nwant %x", keep, got, want)
 	}
@@ -215,16 +214,16 @@ func TestTwinRepair(t *testing.T) {
 	stack = append(u64(stack, 0), raw...)
 	stack = u64(stack, 0, 0)
 	want = append(u64(nil, 80, 0x7f00, 42<<32|42, 2000, 0), raw...)
-	got, keep = tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: stack}, st)
+	got, keep = tw.repair(kindRange, &rawRecord{Header: recordHeader{Type: perfdata.RecordSample}, Data: stack}, st)
 	if !keep || !bytes.Equal(got, want) {
 		t.Errorf("tracepoint: keep %v\n got %x\nwant %x", keep, got, want)
 	}
 	// A range sample is left alone in its ring and dropped from a stack ring.
 	rng := u64(nil, 70, 1, 2, 3, 4, 5)
-	if got, keep := tw.repair(kindRange, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: rng}, st); !keep || !bytes.Equal(got, rng) {
+	if got, keep := tw.repair(kindRange, &rawRecord{Header: recordHeader{Type: perfdata.RecordSample}, Data: rng}, st); !keep || !bytes.Equal(got, rng) {
 		t.Errorf("range sample in its ring changed")
 	}
-	if _, keep := tw.repair(kindStack, &perf.RawRecord{Header: perf.RecordHeader{Type: perf.RecordType(perfdata.RecordSample)}, Data: rng}, st); keep || tw.dropped != 1 || tw.repaired != 2 {
+	if _, keep := tw.repair(kindStack, &rawRecord{Header: recordHeader{Type: perfdata.RecordSample}, Data: rng}, st); keep || tw.dropped != 1 || tw.repaired != 2 {
 		t.Errorf("range sample in a stack ring kept (%v), dropped %d repaired %d", keep, tw.dropped, tw.repaired)
 	}
 }

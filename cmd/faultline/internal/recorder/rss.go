@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/faultline/faultline/attribute/analyze"
@@ -49,25 +50,64 @@ func rssSpec(flags perfdata.AttrFlags, clock int32) *spec {
 	return sp
 }
 
-// rssSampler reads a process's RssAnon now and then and keeps the peak.
+// rssSampler reads a process's RssAnon every rssEvery, on a goroutine of
+// its own, and keeps the peak. The process starts as the launcher
+// (launch.go: faultline itself, a Go runtime of about 2 MiB RssAnon):
+// reads count only once /proc/PID/exe is no longer the launcher's, that
+// is after the exec.
 type rssSampler struct {
-	pid  int
-	path string
-	next time.Time
-	peak uint64
-	buf  []byte
+	pid      int
+	path     string
+	exe      string // /proc/PID/exe
+	launcher string // its target while the launcher runs; "" after the exec
+	peak     uint64 // the sampling goroutine's until stop
+	buf      []byte
+
+	quit, done chan struct{}
+	once       sync.Once
 }
 
-func newRSSSampler(pid int) *rssSampler {
-	return &rssSampler{pid: pid, path: "/proc/" + strconv.Itoa(pid) + "/status", buf: make([]byte, 0, 4096)}
+// startRSSSampler starts reading pid's RssAnon.
+func startRSSSampler(pid int) *rssSampler {
+	proc := "/proc/" + strconv.Itoa(pid)
+	r := &rssSampler{pid: pid, path: proc + "/status", exe: proc + "/exe", buf: make([]byte, 0, 4096),
+		quit: make(chan struct{}), done: make(chan struct{})}
+	// The launcher is this binary re-executed (startHeld).
+	r.launcher, _ = os.Readlink("/proc/self/exe")
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(rssEvery)
+		defer t.Stop()
+		for {
+			r.sample()
+			select {
+			case <-r.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return r
 }
 
-// sample reads RssAnon when an interval has passed since the last read.
-func (r *rssSampler) sample(now time.Time) {
-	if now.Before(r.next) {
-		return
+// stop ends the reads (once; later calls only return) and returns the
+// peak.
+func (r *rssSampler) stop() uint64 {
+	r.once.Do(func() {
+		close(r.quit)
+		<-r.done
+	})
+	return r.peak
+}
+
+// sample reads RssAnon.
+func (r *rssSampler) sample() {
+	if r.launcher != "" {
+		if exe, err := os.Readlink(r.exe); err != nil || exe == r.launcher {
+			return // not yet the program (or gone)
+		}
+		r.launcher = ""
 	}
-	r.next = now.Add(rssEvery)
 	f, err := os.Open(r.path)
 	if err != nil {
 		return // the process is gone

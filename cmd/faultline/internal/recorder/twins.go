@@ -3,7 +3,6 @@ package recorder
 import (
 	"encoding/binary"
 
-	perf "github.com/elastic/go-perf"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -52,7 +51,7 @@ func prefixLen(st perfdata.SampleFormat) int {
 // repair rewrites raw (a sample read from a ring of kind k) when the
 // kernel mixed the twins up; keep is false when the record must be
 // dropped. attrs maps ids to their sample_type.
-func (t *twins) repair(k kind, raw *perf.RawRecord, st func(uint64) (perfdata.SampleFormat, bool)) (body []byte, keep bool) {
+func (t *twins) repair(k kind, raw *rawRecord, st func(uint64) (perfdata.SampleFormat, bool)) (body []byte, keep bool) {
 	d := raw.Data
 	if uint32(raw.Header.Type) != uint32(perfdata.RecordSample) || len(d) < 8 || t.twinOf == nil {
 		return d, true

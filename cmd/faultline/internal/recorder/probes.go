@@ -1,0 +1,200 @@
+package recorder
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/faultline/faultline/attribute/analyze"
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/tracefs"
+)
+
+// ProbeSystem is the outside world the recorder's probes reach: tracefs'
+// files, and whether a process is alive (to tell a dead run's probes from
+// a live one's). Tests substitute a fake.
+type ProbeSystem interface {
+	tracefs.FS
+	Getpid() int
+	// ProcessAlive reports whether a process with this pid exists.
+	ProcessAlive(pid int) bool
+}
+
+// ProbeGroupPrefix starts the tracefs group of every probe record adds;
+// the group is ProbeGroup(pid), so two runs never share probes and a group
+// whose pid is gone is known to be stale. Nothing outside such a group is
+// ever added or removed.
+const ProbeGroupPrefix = "faultline"
+
+// ProbeGroup is the probe group of the run with process id pid.
+func ProbeGroup(pid int) string { return ProbeGroupPrefix + "_" + strconv.Itoa(pid) }
+
+// Tracefs is the tracefs mount the recorder adds its probes in.
+type Tracefs struct {
+	sys ProbeSystem
+	t   *tracefs.Tracefs
+}
+
+// OpenTracefs finds tracefs, mounting it when it is not mounted (mounted
+// says so; it is left mounted).
+func OpenTracefs(sys ProbeSystem) (t *Tracefs, mounted bool, err error) {
+	tf, mounted, err := tracefs.Find(sys)
+	if err != nil {
+		return nil, mounted, err
+	}
+	return &Tracefs{sys: sys, t: tf}, mounted, nil
+}
+
+// Dir is the mount point.
+func (t *Tracefs) Dir() string { return t.t.Dir() }
+
+// StaleGroup is the probe group of a run that was killed before it could
+// remove its probes, as RemoveStale found it.
+type StaleGroup struct {
+	Group   string
+	Removed []string // its events, removed
+	Busy    []string // its events that a process still has open: left alone
+}
+
+// RemoveStale removes the probes of earlier runs that were killed before
+// they could clean up: groups ProbeGroup(PID) whose process is gone (our
+// own pid's can only be a dead run's whose pid was reused). Groups of runs
+// still alive, and every other group, are left alone.
+func (t *Tracefs) RemoveStale() ([]StaleGroup, error) {
+	groups, err := t.t.Groups()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for group := range groups {
+		pidStr, ok := strings.CutPrefix(group, ProbeGroupPrefix+"_")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if pid != t.sys.Getpid() && t.sys.ProcessAlive(pid) {
+			continue
+		}
+		stale = append(stale, group)
+	}
+	sort.Strings(stale)
+	var out []StaleGroup
+	for _, g := range stale {
+		sg := StaleGroup{Group: g}
+		for _, ev := range groups[g] {
+			switch err := t.t.Remove(g, ev); {
+			case err == nil || errors.Is(err, syscall.ENOENT):
+				sg.Removed = append(sg.Removed, ev)
+			case errors.Is(err, syscall.EBUSY):
+				sg.Busy = append(sg.Busy, ev)
+			default:
+				return out, fmt.Errorf("removing stale probe %s:%s: %w", g, ev, err)
+			}
+		}
+		out = append(out, sg)
+	}
+	return out, nil
+}
+
+// UprobeDef is one uprobe to add: its event name in the group and its
+// uprobe_events line.
+type UprobeDef struct {
+	Event string
+	Line  string
+	// Sized: an allocation entry with a size argument (it gets stack
+	// instances); HasNmemb: it has nmemb too.
+	Sized, HasNmemb bool
+}
+
+// Uprobes are one run's probes, added to tracefs; Close removes exactly
+// them.
+type Uprobes struct {
+	t    *Tracefs
+	defs []UprobeDef
+	evs  []*tracefs.Event
+}
+
+// AddUprobes adds the probes defs, in order. When one cannot be added,
+// those added before it are removed again and the error says which failed.
+func (t *Tracefs) AddUprobes(defs []UprobeDef) (*Uprobes, error) {
+	u := &Uprobes{t: t}
+	for _, d := range defs {
+		ev, err := t.t.AddUprobe(d.Line)
+		if err == nil && ev.Name() != d.Event {
+			err = fmt.Errorf("probe line %q does not define event %s", d.Line, d.Event)
+			err = errors.Join(err, ev.Close())
+		}
+		if err != nil {
+			return nil, errors.Join(err, u.Close())
+		}
+		u.defs = append(u.defs, d)
+		u.evs = append(u.evs, ev)
+	}
+	return u, nil
+}
+
+// Probes are the probes as Config.Probes wants them.
+func (u *Uprobes) Probes() []Probe {
+	out := make([]Probe, len(u.evs))
+	for i, ev := range u.evs {
+		d := u.defs[i]
+		out[i] = Probe{Event: d.Event, ID: ev.ID(), Format: ev.Format(), Sized: d.Sized, HasNmemb: d.HasNmemb}
+	}
+	return out
+}
+
+// Missing lists, as GROUP:EVENT, the probes that are no longer in
+// uprobe_events: someone removed them while the run recorded.
+func (u *Uprobes) Missing() []string { return u.t.t.Missing(u.evs) }
+
+// Close removes the probes, newest first. Close is idempotent: a probe
+// removed once is not removed again.
+func (u *Uprobes) Close() error {
+	var errs []error
+	for i := len(u.evs) - 1; i >= 0; i-- {
+		errs = append(errs, u.evs[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTracefsString refuses a string (a library path, a group name) that
+// would change the meaning of the uprobe_events line it is part of:
+// whitespace, control characters, ':'. what names it in the error.
+func CheckTracefsString(what, s string) error { return tracefs.CheckString(what, s) }
+
+// MapCallProbes reads the memory-map calls' syscall tracepoints
+// (analyze.SyscallEvents, group MapCallGroup) from the first tracefs
+// mount that has them, without mounting it: their ids and formats, for
+// Config.MapCalls. Any user may read them where tracefs is readable.
+func MapCallProbes(fs tracefs.FS) ([]Probe, error) {
+	var t *tracefs.Tracefs
+	for _, d := range tracefs.Dirs {
+		if fs.Exists(filepath.Join(d, "events", MapCallGroup, analyze.SyscallEvents[0], "id")) {
+			t = tracefs.At(fs, d)
+			break
+		}
+	}
+	if t == nil {
+		return nil, errors.New("no syscall tracepoints in tracefs (mount it: mount -t tracefs nodev /sys/kernel/tracing; the kernel needs CONFIG_FTRACE_SYSCALLS)")
+	}
+	var out []Probe
+	for _, name := range analyze.SyscallEvents {
+		ev, err := t.Tracepoint(MapCallGroup, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Probe{Event: name, ID: ev.ID(), Format: ev.Format(), Stack: name == "sys_enter_mmap"})
+	}
+	return out, nil
+}
+
+// ParseProbeGroups maps each group in uprobe_events text to its events.
+func ParseProbeGroups(uprobeEvents string) map[string][]string {
+	return tracefs.ParseGroups(uprobeEvents)
+}
