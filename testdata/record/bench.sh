@@ -23,7 +23,7 @@
 # true` (setup and teardown alone), back to back and a second apart.
 #
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
-# OUTDIR), RUNS, UPROBE.
+# OUTDIR), RUNS, UPROBE, GAP.
 set -euo pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,13 +43,21 @@ sh "$here/gen.sh" "$out" >/dev/null
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# Every timed run of the workloads starts GAP seconds after the previous
+# one ended: a recording's teardown goes on in the kernel after it exits
+# (its syscall tracepoints are unregistered, one RCU grace period each),
+# and a run started within it waits for it. That cost is measured on its
+# own below (record -- true back to back). GAP=0 runs them back to back.
+GAP=${GAP:-0.5}
 elapsed() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1; t1=$(now); echo "$t1 - $t0" | bc -l; }
 
 bench() {
 	name=$1; shift
 	for k in native fl prog ht up; do : >"$out/$name.$k"; done
 	for i in $(seq "$RUNS"); do
+		sleep "$GAP"
 		elapsed "$@" >>"$out/$name.native"
+		sleep "$GAP"
 		t0=$(now)
 		"$FAULTLINE" record -o "$out/$name.data" -- "$@" >/dev/null 2>"$out/$name.log"
 		t1=$(now)
@@ -58,8 +66,10 @@ bench() {
 		read -r prog calls <"$out/$name.sum"
 		echo "$prog" >>"$out/$name.prog"
 		rm -f "$out/$name".ht.*
+		sleep "$GAP"
 		elapsed heaptrack -o "$out/$name.ht" "$@" >>"$out/$name.ht"
 		if [ "$UPROBE" = 1 ]; then
+			sleep "$GAP"
 			elapsed "$FAULTLINE" record -q --method uprobe -o "$out/$name.up.data" -- "$@" >>"$out/$name.up"
 		fi
 	done
