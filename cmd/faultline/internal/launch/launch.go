@@ -105,4 +105,6 @@ func commandEnv(env []string) []string {
 	return out
 }
 
+// hasPrefix is strings.HasPrefix: importing strings would hold this
+// package's init back behind some fifty others (GODEBUG=inittrace).
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
