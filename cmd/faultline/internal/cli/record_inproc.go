@@ -110,17 +110,18 @@ func (r *recorder) describeAllocator(lib string) string {
 // no tracefs; the kernel's events are its page faults and its mappings.
 func (r *recorder) recordInproc(cmdPath string) error {
 	o := r.opts
-	if !o.mmapPagesSet {
-		o.mmapPages = min(o.mmapPages, inprocPages)
-	}
 	if !o.stackPagesSet {
-		o.stackPages = min(o.stackPages, inprocStackPages)
+		o.stackPages = inprocStackPages
 	}
-	if r.sys.Geteuid() != 0 && !o.mmapPagesSet {
-		// The kernel's ring holds only faults and mappings here; a user
-		// may lock perf_event_mlock_kb (516 KiB by default) per CPU.
-		o.mmapPages = unprivilegedPages
-		r.logf("not root: the kernel's ring per CPU is %d pages (perf_event_mlock_kb); faults are lost if they outrun it (record says so): run as root for %d", o.mmapPages, defaultMmapPages)
+	if !o.mmapPagesSet {
+		o.mmapPages = inprocPages
+		if r.sys.Geteuid() != 0 {
+			// The kernel's ring holds only faults and mappings here; a
+			// user may lock perf_event_mlock_kb (516 KiB by default) per
+			// CPU.
+			o.mmapPages = unprivilegedPages
+			r.logf("not root: the kernel's ring per CPU is %d pages (perf_event_mlock_kb); faults are lost if they outrun it (record says so): run as root for %d", o.mmapPages, inprocPages)
+		}
 	}
 	sigs, stop := r.catchSignals()
 	defer stop()
