@@ -142,7 +142,18 @@ static void after_fork_child(void)
 	__atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
 }
 
-/* loaded_objects collects the names of the loaded objects (not the
+/* object_base returns the base name of the file of the object that holds
+ * addr, or NULL. */
+static const char *object_base(void *addr)
+{
+	Dl_info info;
+	if (!dladdr(addr, &info) || !info.dli_fname)
+		return NULL;
+	const char *base = strrchr(info.dli_fname, '/');
+	return base ? base + 1 : info.dli_fname;
+}
+
+/* collect_loaded collects the names of the loaded objects (not the
  * program, which defines no operator new when the shim's is called). */
 struct loaded {
 	int n;
@@ -203,14 +214,10 @@ static void resolve_new(void)
 	real.op_new_array = dlsym(h, "_Znam");
 	real.get_new_handler = dlsym(h, "_ZSt15get_new_handlerv");
 	real.throw_bad_alloc = dlsym(h, "_ZSt17__throw_bad_allocv");
-	Dl_info info;
-	int std = 0;
-	if (real.op_new_array && real.get_new_handler && real.throw_bad_alloc &&
-	    dladdr(nw, &info) && info.dli_fname) {
-		const char *base = strrchr(info.dli_fname, '/');
-		base = base ? base + 1 : info.dli_fname;
-		std = strncmp(base, "libstdc++.so", 12) == 0;
-	}
+	const char *base = object_base(nw);
+	int std = real.op_new_array && real.get_new_handler &&
+		  real.throw_bad_alloc && base &&
+		  strncmp(base, "libstdc++.so", 12) == 0;
 	__atomic_store_n(&std_new, std, __ATOMIC_RELAXED);
 	/* Last: a call that sees op_new set sees the rest. */
 	__atomic_store_n(&real.op_new, (void *(*)(size_t))nw, __ATOMIC_RELEASE);
@@ -231,12 +238,8 @@ static void resolve(void)
 	/* Chunk headers are glibc's: another allocator (preloaded after the
 	 * shim, say) keeps no header there, and reading the word before its
 	 * block could fault a page the program never touches. */
-	Dl_info info;
-	if (real.malloc && dladdr((void *)real.malloc, &info) && info.dli_fname) {
-		const char *base = strrchr(info.dli_fname, '/');
-		base = base ? base + 1 : info.dli_fname;
-		glibc = strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0;
-	}
+	const char *base = real.malloc ? object_base((void *)real.malloc) : NULL;
+	glibc = base && (strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0);
 	resolve_new();
 }
 
