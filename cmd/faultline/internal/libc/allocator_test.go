@@ -1,7 +1,9 @@
 package libc
 
 import (
+	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,4 +177,38 @@ func TestGnuHashLookup(t *testing.T) {
 		t.Fatalf("none of %v has a .gnu.hash section", paths)
 	}
 	t.Logf("%d objects checked", checked)
+}
+
+// TestGnuHashLookupHostile corrupts the committed libc's .gnu.hash header
+// (bucket count, first hashed symbol, bloom size) and its chains: every
+// lookup answers, none panics or reads outside the sections.
+func TestGnuHashLookupHostile(t *testing.T) {
+	data, err := os.ReadFile("../../../../testdata/alloc/symfs/usr/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := f.Section(".gnu.hash")
+	if hs == nil {
+		t.Fatal("the committed libc has no .gnu.hash")
+	}
+	off := int(hs.Offset)
+	for _, c := range []struct {
+		at  int
+		val uint32
+	}{{0, 0}, {0, 1}, {0, 0xffffffff}, {4, 0}, {4, 0xffffffff}, {8, 0xffffffff}, {8, 0x7fffffff}, {16 + 8*64, 0xffffffff}, {int(hs.Size) - 4, 0xfffffffe}} {
+		bad := bytes.Clone(data)
+		binary.LittleEndian.PutUint32(bad[off+c.at:], c.val)
+		g, err := elf.NewFile(bytes.NewReader(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		look := dynDefines(g)
+		for _, name := range []string{"malloc", "free", "mallocx", "tc_malloc", "no_such_function"} {
+			look(name) // must not panic
+		}
+	}
 }
