@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -210,5 +211,37 @@ func TestGnuHashLookupHostile(t *testing.T) {
 		for _, name := range []string{"malloc", "free", "mallocx", "tc_malloc", "no_such_function"} {
 			look(name) // must not panic
 		}
+	}
+}
+
+// TestDynStrings: the needed libraries and run paths read string by
+// string equal debug/elf's (which reads the whole string table), for the
+// committed programs and libraries and this machine's C and C++ runtimes.
+func TestDynStrings(t *testing.T) {
+	paths, _ := filepath.Glob("../../../../testdata/*/symfs/*/*/*/*")
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6", "/bin/sh"} {
+		if _, err := os.Stat(p); err == nil {
+			paths = append(paths, p)
+		}
+	}
+	checked := 0
+	for _, p := range paths {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue // not ELF (a directory, a source file)
+		}
+		for _, tag := range []elf.DynTag{elf.DT_NEEDED, elf.DT_RUNPATH, elf.DT_RPATH, elf.DT_SONAME} {
+			want, _ := f.DynString(tag)
+			if got := dynStrings(f, tag); !slices.Equal(got, want) {
+				t.Errorf("%s: %v: %q, debug/elf %q", p, tag, got, want)
+			}
+		}
+		if needed, _ := f.ImportedLibraries(); len(needed) > 0 {
+			checked++
+		}
+		f.Close()
+	}
+	if checked < 5 {
+		t.Fatalf("%d dynamically linked files checked: the committed symfs trees are missing", checked)
 	}
 }

@@ -107,10 +107,10 @@ func dynInfo(f *elf.File, path string) *binInfo {
 		}
 	}
 	// A file without a dynamic section has no needed libraries.
-	bi.needed, _ = f.ImportedLibraries()
-	runpath, _ := f.DynString(elf.DT_RUNPATH)
+	bi.needed = dynStrings(f, elf.DT_NEEDED)
+	runpath := dynStrings(f, elf.DT_RUNPATH)
 	if len(runpath) == 0 {
-		runpath, _ = f.DynString(elf.DT_RPATH)
+		runpath = dynStrings(f, elf.DT_RPATH)
 	}
 	origin := filepath.Dir(path)
 	for _, rp := range runpath {
@@ -122,6 +122,51 @@ func dynInfo(f *elf.File, path string) *binInfo {
 		}
 	}
 	return bi
+}
+
+// dynStrings returns the strings of f's dynamic entries tagged tag
+// (DT_NEEDED, DT_RUNPATH), as debug/elf's DynString does, but read one by
+// one from the dynamic string table rather than reading it whole: a C++
+// runtime's is over half a megabyte, and every recording looks through
+// the libraries its program needs.
+func dynStrings(f *elf.File, tag elf.DynTag) []string {
+	ds := f.SectionByType(elf.SHT_DYNAMIC)
+	if ds == nil || ds.Link == 0 || int(ds.Link) >= len(f.Sections) {
+		return nil
+	}
+	offs, err := f.DynValue(tag)
+	if err != nil {
+		return nil
+	}
+	strtab := f.Sections[ds.Link]
+	var out []string
+	for _, off := range offs {
+		if s, ok := sectionString(strtab, off); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// maxDynString bounds one dynamic string (a library name or a search path).
+const maxDynString = 64 << 10
+
+// sectionString reads the NUL-terminated string at off in sec.
+func sectionString(sec *elf.Section, off uint64) (string, bool) {
+	var chunk [256]byte
+	var s []byte
+	for off < sec.Size && len(s) < maxDynString {
+		n, err := sec.ReadAt(chunk[:min(uint64(len(chunk)), sec.Size-off)], int64(off))
+		if i := bytes.IndexByte(chunk[:n], 0); i >= 0 {
+			return string(append(s, chunk[:i]...)), true
+		}
+		if err != nil || n == 0 {
+			return "", false
+		}
+		s = append(s, chunk[:n]...)
+		off += uint64(n)
+	}
+	return "", false
 }
 
 // maxShebang bounds #! chains (a script run by a script ...).
