@@ -22,8 +22,8 @@ import (
 // data") — which a record holding only the middle of a compressed block
 // would. A record per block makes every record yield bytes, and a file cut
 // short (a recorder killed) loses at most the block it cuts. A block that
-// does not fit one record (it cannot with zblock-byte blocks, but the
-// encoder is not ours) makes the chunk be compressed again in pieces of
+// does not fit one record (a zblock-byte block of records that do not
+// compress to half) makes the chunk be compressed again in pieces of
 // at most zpieceMax bytes, each a frame of one block that fits a record;
 // a piece that is one record too large even so is written as it is,
 // uncompressed, which perf and Reader read among COMPRESSED records as
@@ -43,8 +43,9 @@ const (
 	// output (at most a chunk) and the unfinished record carried over.
 	compressedChunk = 256 << 10
 	// zblock is the zstd window, and so the largest block: the records of
-	// one COMPRESSED record (see above).
-	zblock = 32 << 10
+	// one COMPRESSED record (see above). zstd's largest: the encoder
+	// runs faster with it than with smaller ones.
+	zblock = 128 << 10
 	// zpieceMax is the largest input of a fallback frame: one block, which
 	// even stored raw (zpieceMax + 3 bytes) with its frame header fits
 	// maxCompressedPayload.
