@@ -678,8 +678,14 @@ func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
 // shortEntry reports whether an entry goes without its top words: an
 // allocating call without a stack, made from the program's own code (the
 // return address in an executable mapping outside the system's
-// libraries), where the return address alone is the site.
+// libraries), where the return address alone is the site. The shim marks
+// the calls from the program's executable itself (shim.FlagShort: it
+// copied only that word); this finds those from the program's own
+// libraries.
 func (s *session) shortEntry(m *procMaps, rec *shim.Record) bool {
+	if rec.Flags&shim.FlagShort != 0 {
+		return true
+	}
 	if m == nil || rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		return false
 	}

@@ -167,4 +167,27 @@ func TestInprocWriteAllocs(t *testing.T) {
 	if *s.perSpec[s.inproc.short[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.entry[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.call[shim.FuncMalloc]] == 0 {
 		t.Errorf("the user-code entry should be short, the library one full, the call whole")
 	}
+	// An entry the shim marked short (a call from the program's
+	// executable) carries one word, and is written short without the
+	// maps (none are known for pid 9); unmarked, one word is too short.
+	one := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Flags: shim.FlagShort, Time: 15, Body: entryBody(user)[:shim.EntryFixed+8]}
+	if !one.Valid(16) || !s.shortEntry(nil, &one) {
+		t.Fatalf("a one-word FlagShort entry: valid %v, short %v; want both", one.Valid(16), s.shortEntry(nil, &one))
+	}
+	shorts := *s.perSpec[s.inproc.short[shim.FuncMalloc]]
+	n, err := s.writeShim(owner{9, 9}, &one, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// IDENTIFIER, TID, TIME (24), then RAW: its u32 size, the common
+	// fields (8) and ip, size, sp, s0 (32), padded from 44 to 48.
+	b := s.inproc.sbuf[:n]
+	if n != 72 || ne.Uint64(b[60:]) != user || *s.perSpec[s.inproc.short[shim.FuncMalloc]] != shorts+1 {
+		t.Errorf("FlagShort entry: %d bytes, s0 %#x, short samples %d→%d; want 72, %#x, one more",
+			n, ne.Uint64(b[60:]), shorts, *s.perSpec[s.inproc.short[shim.FuncMalloc]], user)
+	}
+	one.Flags = 0
+	if one.Valid(16) {
+		t.Errorf("an unmarked entry of one word is valid with 16 words per entry")
+	}
 }

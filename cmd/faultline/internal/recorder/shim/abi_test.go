@@ -38,6 +38,7 @@ int main(void) {
 		FL_MAGIC, FL_VERSION, FL_CTRL_BYTES, FL_MAX_SLOTS, FL_RING_HDR, FL_MAX_WORDS, FL_MAX_STACK);
 	printf("FL_FN_FREE %d\nFL_FN_PVALLOC %d\nFL_NFN %d\nFL_ENTRY %d\nFL_RETURN %d\nFL_FREE %d\n",
 		FL_FN_FREE, FL_FN_PVALLOC, FL_NFN, FL_ENTRY, FL_RETURN, FL_FREE);
+	printf("FL_F_STACK_BIG %d\nFL_F_STACK_SMALL %d\nFL_F_SHORT %d\n", FL_F_STACK_BIG, FL_F_STACK_SMALL, FL_F_SHORT);
 	return 0;
 }
 `
@@ -82,6 +83,7 @@ int main(void) {
 		"FL_RING_HDR": RingHeader, "FL_MAX_WORDS": MaxWords, "FL_MAX_STACK": MaxStack,
 		"FL_FN_FREE": int(FuncFree), "FL_FN_PVALLOC": int(FuncPvalloc), "FL_NFN": int(NumFuncs),
 		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree,
+		"FL_F_STACK_BIG": FlagStackBig, "FL_F_STACK_SMALL": FlagStackSmall, "FL_F_SHORT": FlagShort,
 	}
 	for k, w := range want {
 		if g, ok := got[k]; !ok || g != w {

@@ -327,17 +327,28 @@ func (r *Record) Arg(i int) uint64 { return binary.NativeEndian.Uint64(r.Body[8+
 func (r *Record) SP() uint64 { return binary.NativeEndian.Uint64(r.Body[32:]) }
 func (r *Record) BP() uint64 { return binary.NativeEndian.Uint64(r.Body[40:]) }
 
-// Words are the entry's top-of-stack words (words of them).
+// Words are the entry's top-of-stack words: words of them, or with
+// FlagShort one.
 func (r *Record) Words(words int) ([]byte, bool) {
+	words = r.carried(words)
 	if len(r.Body) < EntryFixed+8*words {
 		return nil, false
 	}
 	return r.Body[EntryFixed : EntryFixed+8*words], true
 }
 
+// carried is how many top words an entry carries when the region's
+// entries carry words.
+func (r *Record) carried(words int) int {
+	if r.Flags&FlagShort != 0 {
+		return 1
+	}
+	return words
+}
+
 // Stack returns a sampled entry's registers (fl_regs) and stack bytes.
 func (r *Record) Stack(words int) (regs, stack []byte, ok bool) {
-	at := EntryFixed + 8*words
+	at := EntryFixed + 8*r.carried(words)
 	if r.Flags&(FlagStackBig|FlagStackSmall) == 0 || len(r.Body) < at+RegsBytes+8 {
 		return nil, nil, false
 	}
@@ -360,7 +371,7 @@ func (r *Record) Status() uint64 { return binary.NativeEndian.Uint64(r.Body[32:]
 func (r *Record) Valid(words int) bool {
 	switch r.Kind {
 	case KindEntry:
-		return len(r.Body) >= EntryFixed+8*words && r.Func < NumFuncs
+		return len(r.Body) >= EntryFixed+8*r.carried(words) && r.Func < NumFuncs
 	case KindReturn:
 		return len(r.Body) >= ReturnSize && r.Func < NumFuncs
 	case KindFree:

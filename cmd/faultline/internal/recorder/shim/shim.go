@@ -87,6 +87,9 @@ const (
 const (
 	FlagStackBig   = 1
 	FlagStackSmall = 2
+	// FlagShort: the entry carries one word (the return address), not
+	// Options.Words: the call came from the program's own executable.
+	FlagShort = 4
 )
 
 // Sizes of the record parts.

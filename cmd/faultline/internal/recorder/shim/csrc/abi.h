@@ -86,6 +86,7 @@ enum {
 enum {
 	FL_F_STACK_BIG = 1,   /* stack: the call is at least stack_min */
 	FL_F_STACK_SMALL = 2, /* stack: 1 in stack_every of the smaller */
+	FL_F_SHORT = 4,       /* one word, not `words`: called from the program */
 };
 
 struct fl_rec {
@@ -98,7 +99,9 @@ struct fl_rec {
 /* FL_ENTRY: after fl_rec, the function's address (what a uprobe reports as
  * __probe_ip), its three integer arguments, the stack and frame pointers
  * at its entry, and `words` words from that stack pointer up (word 0 is the
- * return address). With FL_F_STACK_*: struct fl_regs, a u64 byte count,
+ * return address), or with FL_F_SHORT that word only (the call came from
+ * the program's own executable, whose return address is the site). With
+ * FL_F_STACK_* (never with FL_F_SHORT): struct fl_regs, a u64 byte count,
  * then that many stack bytes (padded to 8). */
 struct fl_entry {
 	uint64_t ip;
