@@ -129,19 +129,15 @@ func x86RegName(r int) string {
 	return fmt.Sprintf("r%d", r)
 }
 
-// readelfCell formats a rule the way readelf -wF prints it.
+// readelfCell formats a rule the way readelf -wF prints it. Same-value,
+// offset, val-offset and register rules are spelled as Row.String spells
+// them (s, c-8, v+16, r6), so those cells check that spelling too.
 func readelfCell(rule Rule, isCFA bool) string {
 	switch rule.Kind {
 	case RuleUnspecified, RuleUndefined:
 		return "u"
-	case RuleSameValue:
-		return "s"
-	case RuleOffset:
-		return fmt.Sprintf("c%+d", rule.Offset)
-	case RuleValOffset:
-		return fmt.Sprintf("v%+d", rule.Offset)
-	case RuleRegister:
-		return fmt.Sprintf("r%d", rule.Reg)
+	case RuleSameValue, RuleOffset, RuleValOffset, RuleRegister:
+		return (&Row{}).fmtRule(rule)
 	case RuleExpression:
 		return "exp"
 	case RuleValExpression:
