@@ -253,14 +253,7 @@ func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := profiles(t)
 	good := filepath.Join(dir, "good.pb.gz")
-	f, err := os.Create(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := base.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	reporttest.Write(t, good, base)
 	if p, err := load(good); err != nil || len(p.Sample) != len(base.Sample) {
 		t.Fatalf("Load(good) = %v, %v", p, err)
 	}
@@ -270,7 +263,7 @@ func TestLoad(t *testing.T) {
 
 	junk := filepath.Join(dir, "junk.txt")
 	os.WriteFile(junk, []byte("hello, world\n"), 0o644)
-	_, err = load(junk)
+	_, err := load(junk)
 	var npe *notProfileError
 	if !errors.As(err, &npe) || npe.Path != junk || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Load(junk) err = %v", err)

@@ -143,3 +143,16 @@ func RoundTrip(tb testing.TB, p *profile.Profile) *profile.Profile {
 	}
 	return q
 }
+
+// Write writes p to the file at path in pprof's wire format (gzipped), and
+// fails tb when it cannot.
+func Write(tb testing.TB, path string, p *profile.Profile) {
+	tb.Helper()
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}

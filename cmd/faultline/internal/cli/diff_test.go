@@ -27,17 +27,6 @@ func synthProfile(t *testing.T, start, stride uint64, dir string, samples []synt
 	return reporttest.Build(t, start, stride, dir, samples)
 }
 
-func writeTestProfile(t *testing.T, path string, p *profile.Profile) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := p.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 var (
 	sMain   = synthFrame{Func: "main", File: "main.c", Line: 40}
 	sRead   = synthFrame{Func: "read_input", File: "io.c", Line: 12}
@@ -79,8 +68,8 @@ func synthPair(t *testing.T, dir string) (base, head string) {
 		{Class: "[stack]", Stack: []synthFrame{sIndex, sMain}, Values: [3]int64{31, 0, 0}},
 	})
 	base, head = filepath.Join(dir, "base.pb.gz"), filepath.Join(dir, "head.pb.gz")
-	writeTestProfile(t, base, bp)
-	writeTestProfile(t, head, np)
+	reporttest.Write(t, base, bp)
+	reporttest.Write(t, head, np)
 	return base, head
 }
 
@@ -100,7 +89,7 @@ func synthBase2(t *testing.T, dir string) string {
 		{Class: "[stack]", Stack: []synthFrame{sMain}, Values: [3]int64{30, 0, 0}},
 	})
 	path := filepath.Join(dir, "base2.pb.gz")
-	writeTestProfile(t, path, p)
+	reporttest.Write(t, path, p)
 	return path
 }
 
