@@ -129,12 +129,19 @@ func Read(tb testing.TB, path string) *profile.Profile {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return Parse(tb, path, data)
+}
+
+// Parse parses a profile in pprof's wire format (gzipped or not) and fails
+// tb, naming the profile what, unless it parses and is valid.
+func Parse(tb testing.TB, what string, data []byte) *profile.Profile {
+	tb.Helper()
 	p, err := profile.ParseData(data)
 	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
+		tb.Fatalf("%s: %v", what, err)
 	}
 	if err := p.CheckValid(); err != nil {
-		tb.Fatalf("%s: %v", path, err)
+		tb.Fatalf("%s: %v", what, err)
 	}
 	return p
 }
