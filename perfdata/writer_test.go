@@ -3,7 +3,6 @@ package perfdata
 import (
 	"encoding/binary"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,13 +93,7 @@ func writeTestRecordingMode(t *testing.T, compress, pipe bool, n int) writtenFil
 // and mode; with opts.Early it stores the tracing data early as well.
 func writeTestRecordingWith(t *testing.T, opts WriterOptions, pipe bool, n int) writtenFile {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "w.data")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := perftest.Create(t, "w.data")
 	flags := AttrSampleIDAll | AttrDisabled | AttrInherit
 	events := []WriterEvent{
 		{Name: "page-faults", IDs: []uint64{10, 11},
@@ -344,10 +337,7 @@ func firstLines(s string, n int) string {
 // (the recorder calls WriteRecordParts once per record it drains).
 func TestWriterNoAllocs(t *testing.T) {
 	for _, compress := range []bool{false, true} {
-		f, err := os.Create(filepath.Join(t.TempDir(), "a.data"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f, _ := perftest.Create(t, "a.data")
 		w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
 			Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, &WriterOptions{Compress: compress})
 		if err != nil {
@@ -358,7 +348,6 @@ func TestWriterNoAllocs(t *testing.T) {
 		if n := allocsPerRecord(t, w); n >= 0.01 {
 			t.Errorf("compress=%v: %.3f allocations per record", compress, n)
 		}
-		f.Close()
 	}
 }
 
@@ -367,11 +356,7 @@ func TestWriterNoAllocs(t *testing.T) {
 func BenchmarkWriterRecord(b *testing.B) {
 	for _, compress := range []bool{false, true} {
 		b.Run("compress="+strconv.FormatBool(compress), func(b *testing.B) {
-			f, err := os.Create(filepath.Join(b.TempDir(), "a.data"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer f.Close()
+			f, _ := perftest.Create(b, "a.data")
 			w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
 				Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, &WriterOptions{Compress: compress})
 			if err != nil {

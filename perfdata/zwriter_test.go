@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,12 +20,7 @@ import (
 // fits a COMPRESSED record). It returns the path and the raw payloads.
 func writeMixedEntropy(t *testing.T, pipe bool) (string, [][]byte) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "z.data")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := perftest.Create(t, "z.data")
 	events := []WriterEvent{{Name: "fltest_1:malloc", IDs: []uint64{20},
 		Attr: Attr{Type: TypeTracepoint, Config: 1234, SamplePeriod: 1, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}
 	td := BuildTracingData(4096, []byte(writerHeaderPage), []byte(writerHeaderEvent),
@@ -34,6 +28,7 @@ func writeMixedEntropy(t *testing.T, pipe bool) (string, [][]byte) {
 	feats := &WriterFeatures{TracingData: td, Arch: "x86_64", NrCPUsAvail: 1, NrCPUsOnline: 1}
 	opts := &WriterOptions{Compress: true, Level: 1}
 	var w *Writer
+	var err error
 	if pipe {
 		w, err = NewPipeWriter(f, events, feats, opts)
 	} else {
@@ -87,25 +82,11 @@ func TestWriterIncompressible(t *testing.T) {
 	for _, pipe := range []bool{false, true} {
 		t.Run("pipe="+strconv.FormatBool(pipe), func(t *testing.T) {
 			path, raws := writeMixedEntropy(t, pipe)
-			rd, err := Open(path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			i := 0
-			for rd.Next() {
-				s, ok := rd.Record().(*Sample)
-				if !ok {
-					continue
-				}
+			i := eachSample(t, path, func(i int, s *Sample) {
 				if i >= len(raws) || !bytes.Equal(s.Raw[:len(raws[i])], raws[i]) {
 					t.Fatalf("sample %d: raw payload differs from the one written", i)
 				}
-				i++
-			}
-			if err := rd.Err(); err != nil {
-				t.Fatal(err)
-			}
+			})
 			if i != len(raws) {
 				t.Fatalf("read %d samples, wrote %d", i, len(raws))
 			}
@@ -255,12 +236,7 @@ func TestWriterKeepUp(t *testing.T) {
 // writeReadBack writes 20000 samples with opts and reads them back; raw
 // says whether all of them are to be stored uncompressed.
 func writeReadBack(t *testing.T, opts *WriterOptions, raw bool) {
-	path := filepath.Join(t.TempDir(), "k.data")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, path := perftest.Create(t, "k.data")
 	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
 		Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, opts)
 	if err != nil {
@@ -278,6 +254,21 @@ func writeReadBack(t *testing.T, opts *WriterOptions, raw bool) {
 	if u := w.UncompressedBytes(); raw && u != w.DataBytes() || !raw && u != 0 {
 		t.Errorf("%d of %d bytes written uncompressed; want all: %v", u, w.DataBytes(), raw)
 	}
+	i := eachSample(t, path, func(i int, s *Sample) {
+		if s.IP != uint64(i) {
+			t.Fatalf("sample %d has ip %d", i, s.IP)
+		}
+	})
+	if i != n {
+		t.Fatalf("read %d of %d samples", i, n)
+	}
+}
+
+// eachSample reads the recording at path with Reader and calls fn with
+// each sample and its index among the samples; it returns how many there
+// were and fails t when the file cannot be read to the end.
+func eachSample(t *testing.T, path string, fn func(i int, s *Sample)) int {
+	t.Helper()
 	rd, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -286,13 +277,12 @@ func writeReadBack(t *testing.T, opts *WriterOptions, raw bool) {
 	i := 0
 	for rd.Next() {
 		if s, ok := rd.Record().(*Sample); ok {
-			if s.IP != uint64(i) {
-				t.Fatalf("sample %d has ip %d", i, s.IP)
-			}
+			fn(i, s)
 			i++
 		}
 	}
-	if err := rd.Err(); err != nil || i != n {
-		t.Fatalf("read %d of %d samples: %v", i, n, err)
+	if err := rd.Err(); err != nil {
+		t.Fatalf("after %d samples: %v", i, err)
 	}
+	return i
 }

@@ -1,6 +1,6 @@
 # genlib.sh — shell functions shared by the fixture generators (gen.sh,
-# gen-real.sh, gen-mixed.sh and heapgrow/, leaf/, deepstack/ and pipeline/
-# gen.sh), which source it.
+# gen-real.sh, gen-mixed.sh and heapgrow/, leaf/, mem/, deepstack/ and
+# pipeline/ gen.sh), which source it.
 # The probe functions want LIBC, TRACEFS and ADDED=(); record_until_no_loss
 # wants MAX_TRIES and a lost_count (this one, or the generator's own).
 
@@ -29,6 +29,47 @@ note_machine() {
 # recordings name and the symfs trees hold them.
 LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
+
+# --- compiling -----------------------------------------------------------------
+# FIXTURE_FLAGS: the flags heapgrow/, leaf/, mem/, deepstack/ and pipeline/
+# compile their programs with (their GENERATED notes print them).
+FIXTURE_FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
+
+# compile_in DIR COMPILER ARG...: runs COMPILER FIXTURE_FLAGS ARG... in DIR,
+# showing the command, with DIR mapped to "." in the debug info so that the
+# binary is the same wherever the checkout is.
+compile_in() {
+	local dir=$1 cc=$2
+	shift 2
+	(cd "$dir" && set -x && "$cc" "${FIXTURE_FLAGS[@]}" -ffile-prefix-map="$PWD"=. "$@")
+}
+
+# libc_fileoff SYMBOL: the file offset of a $LIBC symbol (what a uprobe
+# names): its value mapped through the LOAD segment that holds it.
+libc_fileoff() {
+	local vaddr typ off va memsz
+	vaddr=$((16#$(readelf -Ws "$LIBC" | awk -v s="$1" '$8 ~ "^" s "(@|$)" && !n++ { print $2 }')))
+	while read -r typ off va _ _ memsz _; do
+		if [ "$typ" = LOAD ] && ((vaddr >= va && vaddr < va + memsz)); then
+			printf '0x%x' $((vaddr - va + off))
+			return
+		fi
+	done < <(readelf -lW "$LIBC" | awk '$1 == "LOAD"')
+	die "cannot find $1 in $LIBC"
+}
+
+# remove_group_probes GROUP EVENT...: removes each uprobe GROUP/EVENT that
+# exists, through uprobe_events (for the generators that add their own
+# probe group there).
+remove_group_probes() {
+	local group=$1 e
+	shift
+	for e in "$@"; do
+		if [ -d "$TRACEFS/events/$group/$e" ]; then
+			echo "-:$group/$e" >>"$TRACEFS/uprobe_events" || echo "${0##*/}: warning: could not remove probe $group/$e" >&2
+		fi
+	done
+}
 
 # --- perf probe's probe_libc group -------------------------------------------
 # probe_libc:malloc and probe_libc:malloc__return are shared with other users

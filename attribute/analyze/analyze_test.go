@@ -18,6 +18,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
@@ -218,14 +219,7 @@ func TestProfileInPprof(t *testing.T) {
 	}
 	res, _ := analyzeFixture(t, "../../testdata/perf/basic.plain.data", report.ByAlloc)
 	path := filepath.Join(t.TempDir(), "faults.pb.gz")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := res.Profile.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	reporttest.Write(t, path, res.Profile)
 	// No binaries: pprof must take the names from the profile. (HOME
 	// stays: the go command finds its build cache there, and building
 	// pprof afresh takes minutes on a busy machine.)

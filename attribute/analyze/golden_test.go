@@ -13,9 +13,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/google/pprof/profile"
-
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata/perftest"
 )
 
@@ -87,13 +86,7 @@ func goldenLine(t *testing.T, rel string, mode report.Mode, gz []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := profile.ParseData(gz)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatalf("%s %v: %v", rel, mode, err)
-	}
+	p := reporttest.Parse(t, fmt.Sprintf("%s %v", rel, mode), gz)
 	totals := make([]int64, len(p.SampleType))
 	for _, s := range p.Sample {
 		for i, v := range s.Value {

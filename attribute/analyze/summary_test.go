@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
 
@@ -43,17 +44,7 @@ func TestLossWording(t *testing.T) {
 			[]string{"Lost samples: none"},
 			[]string{"Stack samples lost", "incomplete"}},
 	} {
-		got := text(&tc.s)
-		for _, w := range tc.want {
-			if !strings.Contains(got, w) {
-				t.Errorf("%s: summary lacks %q:\n%s", tc.name, w, got)
-			}
-		}
-		for _, n := range tc.not {
-			if strings.Contains(got, n) {
-				t.Errorf("%s: summary has %q:\n%s", tc.name, n, got)
-			}
-		}
+		perftest.CheckText(t, tc.name+": summary", text(&tc.s), tc.want, tc.not)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 )
 
@@ -21,11 +21,7 @@ import (
 func TestReadPerf(t *testing.T) {
 	for _, name := range []string{"basic.tp", "basic.plain"} {
 		t.Run(name, func(t *testing.T) {
-			root := filepath.Join("..", "..", "testdata", "perf")
-			ref, err := os.ReadFile(filepath.Join(root, name+".script.txt"))
-			if err != nil {
-				t.Fatalf("committed fixture missing: %v", err)
-			}
+			ref := perftest.ReadTestdata(t, "perf", name+".script.txt")
 			type want struct {
 				tid       uint32
 				us        int64
@@ -71,7 +67,7 @@ func TestReadPerf(t *testing.T) {
 				}
 				wants = append(wants, w)
 			}
-			r, err := perfdata.Open(filepath.Join(root, name+".data"), nil)
+			r, err := perfdata.Open(perftest.Testdata(t, "perf", name+".data"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,11 +115,7 @@ func TestProfileSymbolized(t *testing.T) {
 		sess.Maps.Add(0, m)
 	}
 	p2 := reporttest.RoundTrip(t, Profile(res, &Symbolizer{Sess: sess, Pid: 0}))
-	ef, err := elf.Open(filepath.Join("testdata", "symfs", "tmp", "fl_correlate_gen", "selftrace"))
-	if err != nil {
-		t.Fatalf("committed fixture missing: %v", err)
-	}
-	defer ef.Close()
+	ef := perftest.OpenELF(t, filepath.Join("testdata", "symfs", "tmp", "fl_correlate_gen", "selftrace"))
 	syms, err := ef.Symbols()
 	if err != nil {
 		t.Fatal(err)

@@ -9,17 +9,9 @@ import (
 	"os"
 	"strings"
 	"testing"
-)
 
-// The crafted inputs come from testdata/crafted/gen.py (see its README).
-func crafted(t *testing.T, name string) string {
-	t.Helper()
-	path := "../../testdata/crafted/" + name
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("crafted input missing (regenerate with testdata/crafted/gen.sh): %v", err)
-	}
-	return path
-}
+	"github.com/faultline/faultline/perfdata/perftest"
+)
 
 func wantNotProfile(t *testing.T, err error, msg string) {
 	t.Helper()
@@ -32,7 +24,7 @@ func wantNotProfile(t *testing.T, err error, msg string) {
 // A gzip inside a gzip: the outer layer inflates to 2 MB, the inner one
 // would inflate to 2 GiB. Every layer is capped.
 func TestReadNestedGzip(t *testing.T) {
-	_, err := load(crafted(t, "diff-nested.pb.gz"))
+	_, err := load(perftest.Testdata(t, "crafted", "diff-nested.pb.gz"))
 	wantNotProfile(t, err, "gzip layer 2: decompresses to more than 128 MiB")
 }
 
@@ -74,7 +66,7 @@ func TestReadParseCost(t *testing.T) {
 
 // A pipe can be read only once: Sniff keeps what it peeked.
 func TestSniffPipe(t *testing.T) {
-	want, err := os.ReadFile(crafted(t, "diff-sat-new.pb.gz"))
+	want, err := os.ReadFile(perftest.Testdata(t, "crafted", "diff-sat-new.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +96,11 @@ func TestSniffPipe(t *testing.T) {
 // which wraps to -32 in int64 and read as "shrank by 32". Saturated, the
 // site grows by MaxInt64 and regresses.
 func TestCompareSaturates(t *testing.T) {
-	base, err := load(crafted(t, "diff-sat-base.pb.gz"))
+	base, err := load(perftest.Testdata(t, "crafted", "diff-sat-base.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := load(crafted(t, "diff-sat-new.pb.gz"))
+	head, err := load(perftest.Testdata(t, "crafted", "diff-sat-new.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +139,7 @@ func TestCompareSaturates(t *testing.T) {
 // A 16 MiB class name and a 16 MiB flag (diff-wide.pb.gz) print as 512
 // bytes each and a note of what was cut, in every format.
 func TestRenderClipsLabels(t *testing.T) {
-	p, err := load(crafted(t, "diff-wide.pb.gz"))
+	p, err := load(perftest.Testdata(t, "crafted", "diff-wide.pb.gz"))
 	if err != nil {
 		t.Fatal(err)
 	}

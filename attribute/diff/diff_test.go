@@ -26,33 +26,24 @@ func build(t *testing.T, start, stride uint64, dir string, samples []sample) *pr
 	return reporttest.Build(t, start, stride, dir, samples)
 }
 
-var (
-	mainF     = frame{Func: "main", File: "main.c", Line: 40}
-	readInput = frame{Func: "read_input", File: "io.c", Line: 12}
-	buildIdx  = frame{Func: "build_index", File: "index.c", Line: 88}
-	parseLine = frame{Func: "parse_line", File: "parse.c", Line: 30}
-	oldCache  = frame{Func: "old_cache", File: "cache.c", Line: 7}
-	newTable  = frame{Func: "new_table", File: "table.c", Line: 19}
-)
-
 func baseSamples() []sample {
 	return []sample{
-		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Comm: "prog", Values: [3]int64{60, 6, 24576}},
-		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Comm: "prog:worker", Values: [3]int64{40, 4, 16384}},
-		{Stack: []frame{buildIdx, mainF}, Flags: []string{"zero"}, Values: [3]int64{50, 5, 5000}},
-		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
-		{Stack: []frame{oldCache, mainF}, Values: [3]int64{20, 1, 8192}},
-		{Class: "[stack]", Stack: []frame{mainF}, Values: [3]int64{30, 0, 0}},
+		{Stack: []frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Comm: "prog", Values: [3]int64{60, 6, 24576}},
+		{Stack: []frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Comm: "prog:worker", Values: [3]int64{40, 4, 16384}},
+		{Stack: []frame{reporttest.BuildIndex, reporttest.Main}, Flags: []string{"zero"}, Values: [3]int64{50, 5, 5000}},
+		{Stack: []frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
+		{Stack: []frame{reporttest.OldCache, reporttest.Main}, Values: [3]int64{20, 1, 8192}},
+		{Class: "[stack]", Stack: []frame{reporttest.Main}, Values: [3]int64{30, 0, 0}},
 	}
 }
 
 func newSamples() []sample {
 	return []sample{
-		{Stack: []frame{readInput, mainF}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
-		{Stack: []frame{buildIdx, mainF}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
-		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
-		{Stack: []frame{newTable, mainF}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
-		{Class: "[stack]", Stack: []frame{buildIdx, mainF}, Values: [3]int64{31, 0, 0}},
+		{Stack: []frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
+		{Stack: []frame{reporttest.BuildIndex, reporttest.Main}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
+		{Stack: []frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
+		{Stack: []frame{reporttest.NewTable, reporttest.Main}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
+		{Class: "[stack]", Stack: []frame{reporttest.BuildIndex, reporttest.Main}, Values: [3]int64{31, 0, 0}},
 	}
 }
 
@@ -253,14 +244,7 @@ func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 	base, _ := profiles(t)
 	good := filepath.Join(dir, "good.pb.gz")
-	f, err := os.Create(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := base.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	reporttest.Write(t, good, base)
 	if p, err := load(good); err != nil || len(p.Sample) != len(base.Sample) {
 		t.Fatalf("Load(good) = %v, %v", p, err)
 	}
@@ -270,7 +254,7 @@ func TestLoad(t *testing.T) {
 
 	junk := filepath.Join(dir, "junk.txt")
 	os.WriteFile(junk, []byte("hello, world\n"), 0o644)
-	_, err = load(junk)
+	_, err := load(junk)
 	var npe *notProfileError
 	if !errors.As(err, &npe) || npe.Path != junk || strings.Contains(err.Error(), "\n") {
 		t.Errorf("Load(junk) err = %v", err)
@@ -298,16 +282,16 @@ func TestSitesClassesAndFlags(t *testing.T) {
 	pushBack := frame{Func: "std::vector::push_back", File: "/usr/include/c++/12/bits/stl_vector.h", Line: 1294}
 	fill := frame{Func: "app::Store::fill", File: "app.cpp", Line: 31}
 	base := build(t, 0x400000, 0x10, "/build/a/src", []sample{
-		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{100, 4, 4096}},
-		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{10, 0, 0}},
-		{Class: "[file] prog", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
-		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}}, // no faults: no flag row
+		{Stack: []frame{vec, pushBack, fill, reporttest.Main}, Values: [3]int64{100, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{reporttest.Main}, Values: [3]int64{10, 0, 0}},
+		{Class: "[file] prog", Stack: []frame{reporttest.Main}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}}, // no faults: no flag row
 	})
 	head := build(t, 0x555555554000, 0x24, "/ci/b/src", []sample{
-		{Stack: []frame{vec, pushBack, fill, mainF}, Values: [3]int64{105, 4, 4096}},
-		{Class: "[heap]", Stack: []frame{mainF}, Values: [3]int64{50, 0, 0}},
-		{Class: "[file] prog2", Stack: []frame{mainF}, Values: [3]int64{5, 0, 0}},
-		{Stack: []frame{parseLine, mainF}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}},
+		{Stack: []frame{vec, pushBack, fill, reporttest.Main}, Values: [3]int64{105, 4, 4096}},
+		{Class: "[heap]", Stack: []frame{reporttest.Main}, Values: [3]int64{50, 0, 0}},
+		{Class: "[file] prog2", Stack: []frame{reporttest.Main}, Values: [3]int64{5, 0, 0}},
+		{Stack: []frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{0, 3, 96}},
 	})
 	head.Mapping[0].File = "/ci/b/src/prog2" // the binary was renamed
 	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
@@ -364,12 +348,12 @@ func TestKeySite(t *testing.T) {
 	prog := func(shift int64, smallB, smallC int64, deep frame) []sample {
 		return []sample{
 			// two calls in make_small, at lines 8 and 12
-			{Stack: []frame{small(8 + shift), caller, mainF}, Values: [3]int64{2579, 1, 1 << 20}},
-			{Stack: []frame{small(12 + shift), deep, mainF}, Values: [3]int64{smallB, 100, 6400}},
-			{Stack: []frame{small(12 + shift), caller, mainF}, Values: [3]int64{smallC, 100, 6400}},
+			{Stack: []frame{small(8 + shift), caller, reporttest.Main}, Values: [3]int64{2579, 1, 1 << 20}},
+			{Stack: []frame{small(12 + shift), deep, reporttest.Main}, Values: [3]int64{smallB, 100, 6400}},
+			{Stack: []frame{small(12 + shift), caller, reporttest.Main}, Values: [3]int64{smallC, 100, 6400}},
 			// one line, two library calls: two sites
-			{Stack: []frame{idx(26 + shift), mainF}, Via: "std::map::operator[]", Values: [3]int64{80, 5000, 1 << 18}},
-			{Stack: []frame{idx(26 + shift), mainF}, Via: "std::__cxx11::basic_string::basic_string", Values: [3]int64{65, 5000, 1 << 17}},
+			{Stack: []frame{idx(26 + shift), reporttest.Main}, Via: "std::map::operator[]", Values: [3]int64{80, 5000, 1 << 18}},
+			{Stack: []frame{idx(26 + shift), reporttest.Main}, Via: "std::__cxx11::basic_string::basic_string", Values: [3]int64{65, 5000, 1 << 17}},
 		}
 	}
 	base := build(t, 0x400000, 0x10, "/a", prog(0, 30, 10, caller))
@@ -421,9 +405,9 @@ func TestKeySite(t *testing.T) {
 // whole of it as spread.
 func TestCompareBases(t *testing.T) {
 	runOf := func(read, flaky int64) *profile.Profile {
-		ss := []sample{{Stack: []frame{readInput, mainF}, Values: [3]int64{read, 1, 4096}}}
+		ss := []sample{{Stack: []frame{reporttest.ReadInput, reporttest.Main}, Values: [3]int64{read, 1, 4096}}}
 		if flaky > 0 {
-			ss = append(ss, sample{Stack: []frame{newTable, mainF}, Values: [3]int64{flaky, 1, 64}})
+			ss = append(ss, sample{Stack: []frame{reporttest.NewTable, reporttest.Main}, Values: [3]int64{flaky, 1, 64}})
 		}
 		return build(t, 0x400000, 0x10, "/a", ss)
 	}
@@ -482,11 +466,11 @@ func TestMatchLines(t *testing.T) {
 	}
 	alias := func(line int64) frame { return frame{Func: "read_alias_file", File: "localealias.c", Line: line} }
 	base := build(t, 0x400000, 0x10, "/a", []sample{
-		{Stack: []frame{alias(300), mainF}, Values: [3]int64{0, 5, 500}},
-		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+		{Stack: []frame{alias(300), reporttest.Main}, Values: [3]int64{0, 5, 500}},
+		{Stack: []frame{alias(333), reporttest.Main}, Values: [3]int64{39, 78, 117 << 10}},
 	})
 	head := build(t, 0x400000, 0x10, "/a", []sample{
-		{Stack: []frame{alias(333), mainF}, Values: [3]int64{39, 78, 117 << 10}},
+		{Stack: []frame{alias(333), reporttest.Main}, Values: [3]int64{39, 78, 117 << 10}},
 	})
 	r, err := compareOne(base, head, Options{Metric: "faults", Threshold: 0.1, MinDelta: 8})
 	if err != nil {

@@ -147,18 +147,16 @@ func TestChromiumRendersPhases(t *testing.T) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("chromium: %v\n%s", err, msg)
 	}
-	pf, err := os.Open(out)
+	shot, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pf.Close()
-	img, err := png.Decode(pf)
+	img, err := png.Decode(bytes.NewReader(shot))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if keep := os.Getenv("FAULTLINE_TIMELINE_PNG"); keep != "" {
-		data, _ := os.ReadFile(out)
-		if err := os.WriteFile(keep, data, 0o644); err != nil {
+		if err := os.WriteFile(keep, shot, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -345,6 +345,22 @@ func CheckGolden(tb testing.TB, path string, got []string, update bool) {
 	}
 }
 
+// CheckText fails tb for each string of want that text lacks and each of
+// not that it holds; what names the text in the messages.
+func CheckText(tb testing.TB, what, text string, want, not []string) {
+	tb.Helper()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			tb.Errorf("%s lacks %q:\n%s", what, w, text)
+		}
+	}
+	for _, n := range not {
+		if strings.Contains(text, n) {
+			tb.Errorf("%s should not say %q:\n%s", what, n, text)
+		}
+	}
+}
+
 // LookPerf returns perf's path, or skips tb: without perf it cannot check
 // that perf reads what.
 func LookPerf(tb testing.TB, what string) string {

@@ -25,12 +25,7 @@ need_root_and go gcc readelf python3
 
 WORK=$(mktemp -d /tmp/faultline-deepstack-gen.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
-(
-	cd "$TD/src"
-	set -x
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/deep" deep.c
-)
+compile_in "$TD/src" gcc -o "$WORK/deep" deep.c
 (cd "$ROOT" && go build -o "$WORK/faultline" ./cmd/faultline)
 mkdir -p "$BIN"
 install -m 0755 "$WORK/deep" "$BIN/deep"
@@ -60,7 +55,7 @@ symfs_install "$BIN/deep" "$LIBC" "$LDSO"
 	echo "gcc:    $(gcc --version | head -1)"
 	echo "go:     $(go version)"
 	note_machine
-	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/deepstack/src)"
+	echo "flags:  ${FIXTURE_FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/deepstack/src)"
 	echo "deep:   $BIN/deep, build id $(buildid_of "$BIN/deep")"
 	echo "libc:   $LIBC, build id $(buildid_of "$LIBC")"
 	echo "ld.so:  $LDSO, build id $(buildid_of "$LDSO")"

@@ -25,9 +25,7 @@ TD=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../genlib.sh
 . "$TD/../genlib.sh"
 BIN=/tmp/faultline-heapgrow/bin
-LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
 LIBSTDCXX=$(readlink -f /usr/lib/x86_64-linux-gnu/libstdc++.so.6)
-LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 GROUP=fl_heapgrow
 MAX_TRIES=5
 # Stack bytes copied per malloc entry. heapgrow makes 100000 calls: 256
@@ -46,25 +44,13 @@ TRACEFS=/sys/kernel/tracing
 WORK=$(mktemp -d /tmp/faultline-heapgrow-gen.XXXXXX)
 ADDED=0
 cleanup() {
-	if [ "$ADDED" = 1 ]; then
-		for e in malloc__return malloc; do
-			if [ -d "$TRACEFS/events/$GROUP/$e" ]; then
-				echo "-:$GROUP/$e" >>"$TRACEFS/uprobe_events" || echo "gen.sh: warning: could not remove probe $GROUP/$e" >&2
-			fi
-		done
-	fi
+	if [ "$ADDED" = 1 ]; then remove_group_probes "$GROUP" malloc__return malloc; fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
-FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
-(
-	cd "$TD/src"
-	set -x
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/heapgrow" heapgrow.c
-	g++ "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/containers" containers.cpp
-	cd "$TD/../src"
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$PWD"=. -static -o "$WORK/launch" launch.c
-)
+compile_in "$TD/src" gcc -o "$WORK/heapgrow" heapgrow.c
+compile_in "$TD/src" g++ -o "$WORK/containers" containers.cpp
+compile_in "$TD/../src" gcc -static -o "$WORK/launch" launch.c
 mkdir -p "$BIN"
 for b in launch heapgrow containers; do install -m 0755 "$WORK/$b" "$BIN/$b"; done
 
@@ -75,17 +61,7 @@ for b in launch heapgrow containers; do install -m 0755 "$WORK/$b" "$BIN/$b"; do
 if [ -d "$TRACEFS/events/$GROUP" ]; then
 	die "probe group $GROUP exists (a leftover?): remove it with: echo '-:$GROUP/malloc' >> $TRACEFS/uprobe_events (and malloc__return)"
 fi
-# malloc's file offset: its symbol value mapped through the LOAD segment
-# that holds it.
-MALLOC_OFF=
-vaddr=$((16#$(readelf -Ws "$LIBC" | awk '$8 ~ /^malloc(@|$)/ && !n++ { print $2 }')))
-while read -r typ off va _ _ memsz _; do
-	if [ "$typ" = LOAD ] && ((vaddr >= va && vaddr < va + memsz)); then
-		MALLOC_OFF=$(printf '0x%x' $((vaddr - va + off)))
-		break
-	fi
-done < <(readelf -lW "$LIBC" | awk '$1 == "LOAD"')
-[ -n "$MALLOC_OFF" ] || die "cannot find malloc in $LIBC"
+MALLOC_OFF=$(libc_fileoff malloc)
 ADDED=1
 echo "p:$GROUP/malloc $LIBC:$MALLOC_OFF size=%di:u64" >>"$TRACEFS/uprobe_events"
 echo "r:$GROUP/malloc__return $LIBC:$MALLOC_OFF ptr=\$retval hdr=-8(\$retval):u64" >>"$TRACEFS/uprobe_events"
@@ -124,7 +100,7 @@ if [ -f "$dbg" ]; then install -D -m 0644 "$dbg" "$TD/symfs$dbg"; fi
 	echo "perf:   $(perf version)"
 	echo "kernel: $(uname -srm)"
 	echo "glibc:  $(ldd --version | head -1)"
-	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/heapgrow/src; launch: testdata/src, -static)"
+	echo "flags:  ${FIXTURE_FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/heapgrow/src; launch: testdata/src, -static)"
 	echo "probes: $(grep "^[pr]:$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
 	for b in launch heapgrow containers; do
 		echo "$b: $BIN/$b, build id $(buildid_of "$BIN/$b")"

@@ -38,12 +38,7 @@ need_root_and go g++ readelf python3
 # --- 1. compile ------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/faultline-leaf-gen.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
-(
-	cd "$TD/src"
-	set -x
-	g++ "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/leaf" leaf.cpp
-)
+compile_in "$TD/src" g++ -o "$WORK/leaf" leaf.cpp
 (cd "$ROOT" && go build -o "$WORK/faultline" ./cmd/faultline)
 mkdir -p "$BIN"
 install -m 0755 "$WORK/leaf" "$BIN/leaf"
@@ -73,7 +68,7 @@ install -D -m 0644 "$LIBSTDCXX" "$TD/symfs$LIBSTDCXX"
 	echo "g++:    $(g++ --version | head -1)"
 	echo "go:     $(go version)"
 	note_machine
-	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/leaf/src)"
+	echo "flags:  ${FIXTURE_FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/leaf/src)"
 	echo "leaf:   $BIN/leaf, build id $(buildid_of "$BIN/leaf")"
 	echo "libc:   $LIBC, build id $(buildid_of "$LIBC")"
 	echo "libstdc++: $LIBSTDCXX, build id $(buildid_of "$LIBSTDCXX")"

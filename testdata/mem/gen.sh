@@ -29,8 +29,6 @@ TD=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../genlib.sh
 . "$TD/../genlib.sh"
 BIN=/tmp/faultline-mem/bin
-LIBC=/usr/lib/x86_64-linux-gnu/libc.so.6
-LDSO=/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2
 GROUP=fl_mem
 MAX_TRIES=5
 SYSCALLS=(sys_enter_mmap sys_exit_mmap sys_enter_munmap sys_enter_mremap sys_exit_mremap sys_enter_madvise sys_enter_brk sys_exit_brk)
@@ -44,24 +42,12 @@ TRACEFS=/sys/kernel/tracing
 WORK=$(mktemp -d /tmp/faultline-mem-gen.XXXXXX)
 ADDED=0
 cleanup() {
-	if [ "$ADDED" = 1 ]; then
-		for e in malloc__return malloc free; do
-			if [ -d "$TRACEFS/events/$GROUP/$e" ]; then
-				echo "-:$GROUP/$e" >>"$TRACEFS/uprobe_events" || echo "gen.sh: warning: could not remove probe $GROUP/$e" >&2
-			fi
-		done
-	fi
+	if [ "$ADDED" = 1 ]; then remove_group_probes "$GROUP" malloc__return malloc free; fi
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
-FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
-(
-	cd "$TD/src"
-	set -x
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/phases" phases.c
-	cd "$TD/../src"
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$PWD"=. -static -o "$WORK/launch" launch.c
-)
+compile_in "$TD/src" gcc -o "$WORK/phases" phases.c
+compile_in "$TD/../src" gcc -static -o "$WORK/launch" launch.c
 mkdir -p "$BIN"
 for b in launch phases; do install -m 0755 "$WORK/$b" "$BIN/$b"; done
 
@@ -69,21 +55,8 @@ for b in launch phases; do install -m 0755 "$WORK/$b" "$BIN/$b"; done
 if [ -d "$TRACEFS/events/$GROUP" ]; then
 	die "probe group $GROUP exists (a leftover?): remove it with: echo '-:$GROUP/malloc' >> $TRACEFS/uprobe_events (and malloc__return, free)"
 fi
-# fileoff SYMBOL: a libc symbol's file offset, its value mapped through the
-# LOAD segment that holds it.
-fileoff() {
-	local vaddr typ off va memsz
-	vaddr=$((16#$(readelf -Ws "$LIBC" | awk -v s="$1" '$8 ~ "^" s "(@|$)" && !n++ { print $2 }')))
-	while read -r typ off va _ _ memsz _; do
-		if [ "$typ" = LOAD ] && ((vaddr >= va && vaddr < va + memsz)); then
-			printf '0x%x' $((vaddr - va + off))
-			return
-		fi
-	done < <(readelf -lW "$LIBC" | awk '$1 == "LOAD"')
-	die "cannot find $1 in $LIBC"
-}
-MALLOC_OFF=$(fileoff malloc)
-FREE_OFF=$(fileoff free)
+MALLOC_OFF=$(libc_fileoff malloc)
+FREE_OFF=$(libc_fileoff free)
 ADDED=1
 echo "p:$GROUP/malloc $LIBC:$MALLOC_OFF size=%di:u64" >>"$TRACEFS/uprobe_events"
 echo "r:$GROUP/malloc__return $LIBC:$MALLOC_OFF ptr=\$retval hdr=-8(\$retval):u64" >>"$TRACEFS/uprobe_events"
@@ -118,7 +91,7 @@ perf script -i "$TD/phases.data" -G -F comm,pid,time,event,trace 2>/dev/null | g
 	echo "perf:   $(perf version)"
 	echo "kernel: $(uname -srm)"
 	echo "glibc:  $(ldd --version | head -1)"
-	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/mem/src; launch: testdata/src, -static)"
+	echo "flags:  ${FIXTURE_FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/mem/src; launch: testdata/src, -static)"
 	echo "probes: $(grep "^[pr]:$GROUP/" "$TRACEFS/uprobe_events" | tr '\n' ';')"
 	for b in launch phases; do
 		echo "$b: $BIN/$b, build id $(buildid_of "$BIN/$b")"

@@ -36,13 +36,8 @@ need_root_and go gcc perf readelf python3
 # --- 1. compile ------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/faultline-pipeline-gen.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-FLAGS=(-O2 -g -fasynchronous-unwind-tables -Wall -Wextra -Werror)
-(
-	cd "$TD/src"
-	set -x
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/produce" produce.c
-	gcc "${FLAGS[@]}" -ffile-prefix-map="$TD/src"=. -o "$WORK/consume" consume.c
-)
+compile_in "$TD/src" gcc -o "$WORK/produce" produce.c
+compile_in "$TD/src" gcc -o "$WORK/consume" consume.c
 (cd "$ROOT" && go build -o "$WORK/faultline" ./cmd/faultline)
 mkdir -p "$BIN"
 install -m 0755 "$WORK/produce" "$BIN/produce"
@@ -86,7 +81,7 @@ symfs_install "$BIN/produce" "$BIN/consume" "$SH" "$LIBC" "$LDSO"
 	echo "go:     $(go version)"
 	echo "perf:   $(perf version)"
 	note_machine
-	echo "flags:  ${FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/pipeline/src)"
+	echo "flags:  ${FIXTURE_FLAGS[*]} -ffile-prefix-map=\$SRC=. (cwd \$SRC=testdata/pipeline/src)"
 	echo "produce: $BIN/produce, build id $(buildid_of "$BIN/produce")"
 	echo "consume: $BIN/consume, build id $(buildid_of "$BIN/consume")"
 	echo "sh:     $SH, build id $(buildid_of "$SH")"

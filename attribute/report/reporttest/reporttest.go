@@ -31,6 +31,19 @@ type Sample struct {
 	Values [3]int64 // faults, allocs, alloc_space
 }
 
+// The frames of the small program whose builds the tests of diff and of
+// the diff command compare: main reads its input, builds an index and
+// parses lines; old_cache and new_table allocate through xmalloc.
+var (
+	Main       = Frame{Func: "main", File: "main.c", Line: 40}
+	ReadInput  = Frame{Func: "read_input", File: "io.c", Line: 12}
+	BuildIndex = Frame{Func: "build_index", File: "index.c", Line: 88}
+	ParseLine  = Frame{Func: "parse_line", File: "parse.c", Line: 30}
+	OldCache   = Frame{Func: "old_cache", File: "cache.c", Line: 7}
+	NewTable   = Frame{Func: "new_table", File: "table.c", Line: 19}
+	XMalloc    = Frame{Func: "xmalloc", File: "xmalloc.c", Line: 20}
+)
+
 // Build makes a profile the way one build of a program would: its binary
 // mapped at start, each distinct frame at its own address (stride apart),
 // source files under dir. Two builds differ in every address and path. It
@@ -116,12 +129,19 @@ func Read(tb testing.TB, path string) *profile.Profile {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return Parse(tb, path, data)
+}
+
+// Parse parses a profile in pprof's wire format (gzipped or not) and fails
+// tb, naming the profile what, unless it parses and is valid.
+func Parse(tb testing.TB, what string, data []byte) *profile.Profile {
+	tb.Helper()
 	p, err := profile.ParseData(data)
 	if err != nil {
-		tb.Fatalf("%s: %v", path, err)
+		tb.Fatalf("%s: %v", what, err)
 	}
 	if err := p.CheckValid(); err != nil {
-		tb.Fatalf("%s: %v", path, err)
+		tb.Fatalf("%s: %v", what, err)
 	}
 	return p
 }
@@ -142,4 +162,17 @@ func RoundTrip(tb testing.TB, p *profile.Profile) *profile.Profile {
 		tb.Fatal(err)
 	}
 	return q
+}
+
+// Write writes p to the file at path in pprof's wire format (gzipped), and
+// fails tb when it cannot.
+func Write(tb testing.TB, path string, p *profile.Profile) {
+	tb.Helper()
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 }

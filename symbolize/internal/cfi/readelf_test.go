@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,19 +128,15 @@ func x86RegName(r int) string {
 	return fmt.Sprintf("r%d", r)
 }
 
-// readelfCell formats a rule the way readelf -wF prints it.
+// readelfCell formats a rule the way readelf -wF prints it. Same-value,
+// offset, val-offset and register rules are spelled as Row.String spells
+// them (s, c-8, v+16, r6), so those cells check that spelling too.
 func readelfCell(rule Rule, isCFA bool) string {
 	switch rule.Kind {
 	case RuleUnspecified, RuleUndefined:
 		return "u"
-	case RuleSameValue:
-		return "s"
-	case RuleOffset:
-		return fmt.Sprintf("c%+d", rule.Offset)
-	case RuleValOffset:
-		return fmt.Sprintf("v%+d", rule.Offset)
-	case RuleRegister:
-		return fmt.Sprintf("r%d", rule.Reg)
+	case RuleSameValue, RuleOffset, RuleValOffset, RuleRegister:
+		return (&Row{}).fmtRule(rule)
 	case RuleExpression:
 		return "exp"
 	case RuleValExpression:
@@ -244,26 +239,15 @@ func crossCheckTable(t *testing.T, path string, tab *Table, fdes []readelfFDE) {
 	t.Logf("%s (hdr=%v): %d FDEs, %d rows compared with readelf, %d mismatches", path, tab.hdrN > 0, len(fdes), nrows, bad)
 }
 
-// symfsOrSystem returns the file called name from the committed
-// testdata/symfs or, for a file the fixtures do not include (python3.11),
-// this system's copy, skipping when it has none. The comparison does not
-// depend on which file it is: both sides read the same one.
-func symfsOrSystem(t *testing.T, name, system string) string {
+// systemFile returns path, skipping the test where this system has no such
+// file (the fixtures do not include python3.11: the comparison does not
+// depend on which copy it is, as both sides read the same one).
+func systemFile(t *testing.T, path string) string {
 	t.Helper()
-	var found string
-	filepath.Walk("../../../testdata/symfs", func(p string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() && filepath.Base(p) == name && found == "" {
-			found = p
-		}
-		return nil
-	})
-	if found != "" {
-		return found
+	if _, err := os.Stat(path); err != nil {
+		t.Skipf("no %s on this system", path)
 	}
-	if _, err := os.Stat(system); err != nil {
-		t.Skipf("no %s in testdata/symfs or at %s", name, system)
-	}
-	return system
+	return path
 }
 
 func readelfFrames(t *testing.T, path string) io.Reader {
@@ -281,7 +265,7 @@ func readelfFrames(t *testing.T, path string) io.Reader {
 }
 
 func TestReadelfLibc(t *testing.T) {
-	p := symfsOrSystem(t, "libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6")
+	p := perftest.Testdata(t, "symfs", "usr", "lib", "x86_64-linux-gnu", "libc.so.6")
 	crossCheck(t, p, readelfFrames(t, p))
 }
 
@@ -289,6 +273,6 @@ func TestReadelfPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("large binary")
 	}
-	p := symfsOrSystem(t, "python3.11", "/usr/bin/python3.11")
+	p := systemFile(t, "/usr/bin/python3.11")
 	crossCheck(t, p, readelfFrames(t, p))
 }

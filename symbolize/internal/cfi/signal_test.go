@@ -2,6 +2,8 @@ package cfi
 
 import (
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // sigcontextOffsets is where glibc's __restore_rt CFI says each register
@@ -51,5 +53,5 @@ func checkRestoreRT(t *testing.T, path string) {
 func TestRestoreRTStatic(t *testing.T) { checkRestoreRT(t, "../../unwind/testdata/prog") }
 
 func TestRestoreRTLibc(t *testing.T) {
-	checkRestoreRT(t, symfsOrSystem(t, "libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6"))
+	checkRestoreRT(t, perftest.Testdata(t, "symfs", "usr", "lib", "x86_64-linux-gnu", "libc.so.6"))
 }

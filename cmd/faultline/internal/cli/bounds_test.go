@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestMain lets tests run faultline in a child process (see runBounded):
@@ -57,32 +59,19 @@ func runBounded(t *testing.T, args ...string) boundedRun {
 	return r
 }
 
-// craftedPath names a file of testdata/crafted (made by its gen.sh).
-func craftedPath(t *testing.T, name string) string {
-	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "..", "..", "testdata", "crafted", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("crafted input missing (regenerate with testdata/crafted/gen.sh): %v", err)
-	}
-	return p
-}
-
 // diff on hostile inputs: each stops with a clear message and exit 2, or
 // (values near ±2^63, huge labels) answers correctly in little output.
 func TestDiffBounds(t *testing.T) {
-	sat := craftedPath(t, "diff-sat-new.pb.gz")
+	sat := perftest.Testdata(t, "crafted", "diff-sat-new.pb.gz")
 	for _, c := range []struct {
 		base, head string
 		code       int
 		msg        string
 	}{
-		{craftedPath(t, "diff-nested.pb.gz"), sat, ExitFailure, "gzip layer 2: decompresses to more than 128 MiB"},
+		{perftest.Testdata(t, "crafted", "diff-nested.pb.gz"), sat, ExitFailure, "gzip layer 2: decompresses to more than 128 MiB"},
 		{"/dev/zero", sat, ExitFailure, "/dev/zero: not a faultline profile (gzipped pprof) or perf.data recording: more than 64 MiB"},
-		{craftedPath(t, "diff-sat-base.pb.gz"), sat, ExitRegression, "REGRESSION: 1 site grew"},
-		{craftedPath(t, "diff-wide.pb.gz"), craftedPath(t, "diff-wide.pb.gz"), ExitOK, ""},
+		{perftest.Testdata(t, "crafted", "diff-sat-base.pb.gz"), sat, ExitRegression, "REGRESSION: 1 site grew"},
+		{perftest.Testdata(t, "crafted", "diff-wide.pb.gz"), perftest.Testdata(t, "crafted", "diff-wide.pb.gz"), ExitOK, ""},
 	} {
 		r := runBounded(t, "diff", c.base, c.head)
 		if r.code != c.code || !strings.Contains(r.stderr, c.msg) || strings.Count(r.stderr, "\n") > 1 {
@@ -122,7 +111,7 @@ func fifos(t *testing.T, files ...string) []string {
 // diff <(cat base.pb.gz) <(cat new.pb.gz), and the same with pipe-mode
 // recordings: the format is sniffed without reopening the pipe.
 func TestDiffPipes(t *testing.T) {
-	names := fifos(t, craftedPath(t, "diff-sat-base.pb.gz"), craftedPath(t, "diff-sat-new.pb.gz"))
+	names := fifos(t, perftest.Testdata(t, "crafted", "diff-sat-base.pb.gz"), perftest.Testdata(t, "crafted", "diff-sat-new.pb.gz"))
 	code, stdout, stderr := runCLI("diff", names[0], names[1])
 	if code != ExitRegression || !strings.Contains(stdout, "+9223372036854775807") {
 		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -146,7 +135,7 @@ func TestSymfsEscape(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(symfs, "etc", "shadow"), []byte("root:$y$secret:19000::::::\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := runCLI("script", "--symfs", symfs, craftedPath(t, "escape.data"))
+	code, stdout, stderr := runCLI("script", "--symfs", symfs, perftest.Testdata(t, "crafted", "escape.data"))
 	if code != ExitOK || !strings.Contains(stdout, "[unknown] (/../../../../../../../etc/shadow)") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -161,7 +150,7 @@ func TestSymfsEscape(t *testing.T) {
 // zbomb.data (121 KB expanding over 10000×) stops with a clear message and
 // exit 2, in bounded memory, whichever command reads it.
 func TestZbombCommands(t *testing.T) {
-	zbomb := craftedPath(t, "zbomb.data")
+	zbomb := perftest.Testdata(t, "crafted", "zbomb.data")
 	for _, args := range [][]string{{"info", zbomb}, {"script", zbomb}} {
 		r := runBounded(t, args...)
 		if r.code != ExitFailure || !strings.Contains(r.stderr, "compressed records expand") || !strings.Contains(r.stderr, "corrupt or crafted") {

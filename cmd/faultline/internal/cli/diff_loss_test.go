@@ -4,25 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
-// mixedFixtures is testdata/mixed (testdata/gen-mixed.sh): range-first.data
-// lost nothing; lossy.data lost most samples of every event (a 2-page ring).
-const mixedFixtures = "../../../../testdata/mixed"
-
 // perfStats reads per-event SAMPLE and LOST_SAMPLES counts from the
-// `perf report --stats` text gen-mixed.sh saved next to a recording.
+// `perf report --stats` text gen-mixed.sh saved next to a recording of
+// testdata/mixed: range-first.data lost nothing; lossy.data lost most
+// samples of every event (a 2-page ring).
 func perfStats(t *testing.T, name string) map[string][2]uint64 {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(mixedFixtures, name+".stats.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := perftest.ReadTestdata(t, "mixed", name+".stats.txt")
 	out := map[string][2]uint64{}
 	ev := ""
 	for _, line := range strings.Split(string(data), "\n") {
@@ -54,7 +50,7 @@ func TestDiffLoss(t *testing.T) {
 	dir := t.TempDir()
 	prof := func(name string) string {
 		out := filepath.Join(dir, name+".pb.gz")
-		code, stdout, stderr := runCLI("analyze", "-q", "--symfs", "../../../../testdata/symfs", "-o", out, filepath.Join(mixedFixtures, name+".data"))
+		code, stdout, stderr := runCLI("analyze", "-q", "--symfs", perftest.Testdata(t, "symfs"), "-o", out, perftest.Testdata(t, "mixed", name+".data"))
 		if code != ExitOK {
 			t.Fatalf("analyze %s: exit %d\n%s%s", name, code, stdout, stderr)
 		}
@@ -134,7 +130,7 @@ func TestDiffLoss(t *testing.T) {
 // count (LOST records, the same losses per ring buffer, are not added).
 func TestLossAgreesAcrossCommands(t *testing.T) {
 	stats := perfStats(t, "lossy")
-	data := filepath.Join(mixedFixtures, "lossy.data")
+	data := perftest.Testdata(t, "mixed", "lossy.data")
 	code, stdout, stderr := runCLI("info", "--json", data)
 	if code != ExitOK {
 		t.Fatalf("info: exit %d\n%s", code, stderr)
@@ -154,7 +150,7 @@ func TestLossAgreesAcrossCommands(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "p.pb.gz")
-	code, stdout, stderr = runCLI("analyze", "--symfs", "../../../../testdata/symfs", "-o", out, data)
+	code, stdout, stderr = runCLI("analyze", "--symfs", perftest.Testdata(t, "symfs"), "-o", out, data)
 	if code != ExitOK {
 		t.Fatalf("analyze: exit %d\n%s", code, stderr)
 	}

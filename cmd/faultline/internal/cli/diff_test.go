@@ -15,39 +15,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
-// synthFrame and synthSample describe a synthetic by-alloc faultline
-// profile (reporttest).
-type (
-	synthFrame  = reporttest.Frame
-	synthSample = reporttest.Sample
-)
-
-// synthProfile builds one "build" of a program (reporttest.Build).
-func synthProfile(t *testing.T, start, stride uint64, dir string, samples []synthSample) *profile.Profile {
-	return reporttest.Build(t, start, stride, dir, samples)
-}
-
-func writeTestProfile(t *testing.T, path string, p *profile.Profile) {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := p.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-var (
-	sMain   = synthFrame{Func: "main", File: "main.c", Line: 40}
-	sRead   = synthFrame{Func: "read_input", File: "io.c", Line: 12}
-	sIndex  = synthFrame{Func: "build_index", File: "index.c", Line: 88}
-	sParse  = synthFrame{Func: "parse_line", File: "parse.c", Line: 30}
-	sCache  = synthFrame{Func: "old_cache", File: "cache.c", Line: 7}
-	sTable  = synthFrame{Func: "new_table", File: "table.c", Line: 19}
-	sHelper = synthFrame{Func: "xmalloc", File: "xmalloc.c", Line: 20}
-)
-
 // The scenario, faults (allocs, bytes) per site:
 //
 //	site                         BASE           NEW
@@ -63,25 +30,31 @@ var (
 // one site, its callers left out: 20 (1, 8 KiB) → 12 (12, 1200 B).
 func synthPair(t *testing.T, dir string) (base, head string) {
 	t.Helper()
-	bp := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
-		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{60, 6, 24576}},
-		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{40, 4, 16384}},
-		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{50, 5, 5000}},
-		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
-		{Stack: []synthFrame{sHelper, sCache, sMain}, Values: [3]int64{20, 1, 8192}},
-		{Class: "[stack]", Stack: []synthFrame{sMain}, Values: [3]int64{30, 0, 0}},
-	})
-	np := synthProfile(t, 0x555555554000, 0x24, "/ci/b/src", []synthSample{
-		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
-		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
-		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
-		{Stack: []synthFrame{sHelper, sTable, sMain}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
-		{Class: "[stack]", Stack: []synthFrame{sIndex, sMain}, Values: [3]int64{31, 0, 0}},
+	bp := synthBase(t, 60, 40, 50)
+	np := reporttest.Build(t, 0x555555554000, 0x24, "/ci/b/src", []reporttest.Sample{
+		{Stack: []reporttest.Frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Values: [3]int64{130, 10, 40960}},
+		{Stack: []reporttest.Frame{reporttest.BuildIndex, reporttest.Main}, Flags: []string{"zero"}, Values: [3]int64{40, 5, 5000}},
+		{Stack: []reporttest.Frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{6, 3, 96}},
+		{Stack: []reporttest.Frame{reporttest.XMalloc, reporttest.NewTable, reporttest.Main}, Flags: []string{"fast", "zero"}, Values: [3]int64{12, 12, 1200}},
+		{Class: "[stack]", Stack: []reporttest.Frame{reporttest.BuildIndex, reporttest.Main}, Values: [3]int64{31, 0, 0}},
 	})
 	base, head = filepath.Join(dir, "base.pb.gz"), filepath.Join(dir, "head.pb.gz")
-	writeTestProfile(t, base, bp)
-	writeTestProfile(t, head, np)
+	reporttest.Write(t, base, bp)
+	reporttest.Write(t, head, np)
 	return base, head
+}
+
+// synthBase builds a run of BASE whose two read_input allocations took
+// read1 and read2 faults and build_index index faults.
+func synthBase(t *testing.T, read1, read2, index int64) *profile.Profile {
+	return reporttest.Build(t, 0x400000, 0x10, "/build/a/src", []reporttest.Sample{
+		{Stack: []reporttest.Frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Values: [3]int64{read1, 6, 24576}},
+		{Stack: []reporttest.Frame{reporttest.ReadInput, reporttest.Main}, Flags: []string{"mmap"}, Values: [3]int64{read2, 4, 16384}},
+		{Stack: []reporttest.Frame{reporttest.BuildIndex, reporttest.Main}, Flags: []string{"zero"}, Values: [3]int64{index, 5, 5000}},
+		{Stack: []reporttest.Frame{reporttest.ParseLine, reporttest.Main}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
+		{Stack: []reporttest.Frame{reporttest.XMalloc, reporttest.OldCache, reporttest.Main}, Values: [3]int64{20, 1, 8192}},
+		{Class: "[stack]", Stack: []reporttest.Frame{reporttest.Main}, Values: [3]int64{30, 0, 0}},
+	})
 }
 
 // synthBase2 writes base2.pb.gz: a second run of BASE in which read_input
@@ -91,16 +64,8 @@ func synthPair(t *testing.T, dir string) (base, head string) {
 // regression.
 func synthBase2(t *testing.T, dir string) string {
 	t.Helper()
-	p := synthProfile(t, 0x400000, 0x10, "/build/a/src", []synthSample{
-		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{70, 6, 24576}},
-		{Stack: []synthFrame{sRead, sMain}, Flags: []string{"mmap"}, Values: [3]int64{60, 4, 16384}},
-		{Stack: []synthFrame{sIndex, sMain}, Flags: []string{"zero"}, Values: [3]int64{44, 5, 5000}},
-		{Stack: []synthFrame{sParse, sMain}, Flags: []string{"fast"}, Values: [3]int64{4, 2, 64}},
-		{Stack: []synthFrame{sHelper, sCache, sMain}, Values: [3]int64{20, 1, 8192}},
-		{Class: "[stack]", Stack: []synthFrame{sMain}, Values: [3]int64{30, 0, 0}},
-	})
 	path := filepath.Join(dir, "base2.pb.gz")
-	writeTestProfile(t, path, p)
+	reporttest.Write(t, path, synthBase(t, 70, 60, 44))
 	return path
 }
 

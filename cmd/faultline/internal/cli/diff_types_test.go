@@ -21,7 +21,7 @@ func TestDiffUnitsAndSampleTypes(t *testing.T) {
 	bytesHead := filepath.Join(dir, "bytes.pb.gz")
 	hb := hp.Copy()
 	hb.SampleType[0].Unit = "bytes"
-	writeTestProfile(t, bytesHead, hb)
+	reporttest.Write(t, bytesHead, hb)
 	code, _, stderr := runCLI("diff", base, bytesHead)
 	if code != ExitFailure || !strings.Contains(stderr, `BASE measures faults in "count", NEW in "bytes"`) {
 		t.Errorf("faults/count vs faults/bytes: exit %d, %q", code, stderr)
@@ -34,7 +34,7 @@ func TestDiffUnitsAndSampleTypes(t *testing.T) {
 	for _, s := range hf.Sample {
 		s.Value = s.Value[:2]
 	}
-	writeTestProfile(t, fewer, hf)
+	reporttest.Write(t, fewer, hf)
 	out := filepath.Join(dir, "d.pb.gz")
 	code, stdout, stderr := runCLI("diff", "-o", out, base, fewer)
 	if code != ExitRegression || !strings.Contains(stdout, "REGRESSION") || strings.Contains(stderr, "0x") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/cmd/faultline/internal/pyroscope/pyroscopetest"
 	"github.com/google/pprof/profile"
 )
@@ -39,10 +40,7 @@ func TestPushDeliversProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := profile.ParseData(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want := reporttest.Parse(t, prof, raw)
 	if len(want.Sample) == 0 {
 		t.Fatal("the fixture's profile has no samples")
 	}

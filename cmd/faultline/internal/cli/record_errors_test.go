@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
+	"github.com/faultline/faultline/perfdata/perftest"
 )
 
 // TestOpenEventsError: the command tells a permission refusal from a full
@@ -40,17 +40,7 @@ func TestOpenEventsError(t *testing.T) {
 			t.Errorf("%s: no explanation for %v", c.name, c.err)
 			continue
 		}
-		msg := err.Error()
-		for _, w := range c.want {
-			if !strings.Contains(msg, w) {
-				t.Errorf("%s: %q lacks %q", c.name, msg, w)
-			}
-		}
-		for _, n := range c.not {
-			if strings.Contains(msg, n) {
-				t.Errorf("%s: %q should not say %q", c.name, msg, n)
-			}
-		}
+		perftest.CheckText(t, c.name+": the message", err.Error(), c.want, c.not)
 	}
 	// Not the events': an unreadable /proc/PID/maps is EACCES too.
 	if err := openEventsError(fmt.Errorf("-p 1: cannot read its memory map: %w", os.ErrPermission), "2", "1024"); err != nil {
