@@ -106,6 +106,7 @@ type Writer struct {
 	pipe     *pipeState // pipe mode only (pipewriter.go)
 	err      error
 	hdr      [8]byte
+	scratch  []byte // RecordBuffer's, when records are not gathered for compression
 }
 
 type fileSection struct{ off, size int64 }
@@ -215,6 +216,52 @@ func (w *Writer) WriteRecordParts(typ uint32, misc uint16, body []byte) error {
 		return w.err
 	}
 	w.err = w.zp.add(w.hdr[:], body)
+	return w.err
+}
+
+// RecordBuffer returns an empty slice with room for one record of up to
+// max bytes, header included, in the place the record will be written
+// from: a caller that builds its record there (8 bytes for the header,
+// then the body) and hands it to CommitRecord saves WriteRecordParts'
+// copy. Nothing else may be written in between; a record that outgrows
+// max is copied as WriteRecordParts would.
+func (w *Writer) RecordBuffer(max int) []byte {
+	if w.zp != nil && w.err == nil {
+		b, err := w.zp.room(max)
+		if err != nil {
+			w.err = err
+		}
+		if b != nil {
+			return b
+		}
+	}
+	if cap(w.scratch) < max {
+		w.scratch = make([]byte, 0, max)
+	}
+	return w.scratch[:0:max]
+}
+
+// CommitRecord writes rec, built in RecordBuffer's slice, after filling
+// in its header: typ, misc and the size, len(rec).
+func (w *Writer) CommitRecord(typ uint32, misc uint16, rec []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if len(rec) < 8 || len(rec) > 0xffff {
+		return fmt.Errorf("perfdata: record of %d bytes: not 8 to 65535", len(rec))
+	}
+	binary.LittleEndian.PutUint32(rec[0:], typ)
+	binary.LittleEndian.PutUint16(rec[4:], misc)
+	binary.LittleEndian.PutUint16(rec[6:], uint16(len(rec)))
+	w.rawBytes += int64(len(rec))
+	switch {
+	case w.zp == nil:
+		w.write(rec)
+	case w.zp.inPlace(rec):
+		w.zp.cur.in = w.zp.cur.in[:len(w.zp.cur.in)+len(rec)]
+	default:
+		w.err = w.zp.add(rec, nil)
+	}
 	return w.err
 }
 

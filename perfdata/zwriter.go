@@ -132,6 +132,29 @@ func (z *zpipe) add(head, body []byte) error {
 	return nil
 }
 
+// room returns an empty slice at the end of the current chunk with room
+// for a record of up to max bytes (handing the chunk on first if it has
+// not that room), or nil when no chunk can hold one.
+func (z *zpipe) room(max int) ([]byte, error) {
+	if max > compressedChunk {
+		return nil, nil
+	}
+	if len(z.cur.in) > 0 && len(z.cur.in)+max > compressedChunk {
+		if err := z.handOff(); err != nil {
+			return nil, err
+		}
+	}
+	n := len(z.cur.in)
+	return z.cur.in[n:n:min(n+max, cap(z.cur.in))], nil
+}
+
+// inPlace reports whether rec was built where room put it: right after
+// the current chunk's records.
+func (z *zpipe) inPlace(rec []byte) bool {
+	in := z.cur.in
+	return len(rec) > 0 && len(rec) <= cap(in)-len(in) && &rec[0] == &in[len(in):cap(in)][0]
+}
+
 // handOff queues the current chunk and takes an empty one.
 func (z *zpipe) handOff() error {
 	if err := z.failed(); err != nil {

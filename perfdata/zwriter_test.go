@@ -286,3 +286,48 @@ func eachSample(t *testing.T, path string, fn func(i int, s *Sample)) int {
 	}
 	return i
 }
+
+// TestRecordBuffer: samples built in RecordBuffer's slice read back as
+// written, compressed and not: most built in place, every 100th grown
+// past the max it asked for (so copied), between them ones written with
+// WriteRecordParts.
+func TestRecordBuffer(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		f, path := perftest.Create(t, "rb.data")
+		w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
+			Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, &WriterOptions{Compress: compress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 30000 // over 256 KiB chunks' worth
+		for i := 0; i < n; i++ {
+			body := writerSample(1, uint64(i), 3, 3, uint64(i), 0, make([]byte, 24))
+			if i%7 == 3 {
+				if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, body); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			max := 8 + len(body)
+			if i%100 == 0 {
+				max = 8 // the record outgrows it
+			}
+			b := append(w.RecordBuffer(max), make([]byte, 8)...)
+			b = append(b, body...)
+			if err := w.CommitRecord(uint32(RecordSample), MiscUser, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Finish(nil); err != nil {
+			t.Fatal(err)
+		}
+		got := eachSample(t, path, func(i int, s *Sample) {
+			if s.IP != uint64(i) {
+				t.Fatalf("compress %v: sample %d has ip %d", compress, i, s.IP)
+			}
+		})
+		if got != n {
+			t.Fatalf("compress %v: read %d of %d samples", compress, got, n)
+		}
+	}
+}

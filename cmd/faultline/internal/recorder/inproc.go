@@ -76,13 +76,13 @@ type inproc struct {
 	water uint64
 	final bool // the program is gone: write everything
 	// pending holds kernel records stamped after the watermark.
-	pending     []pendingRecord
-	pendingBuf  []byte
-	spareBuf    []byte
-	spare       []pendingRecord
-	sbuf, sbuf2 []byte
-	raw         rawRecord // the record note is given (not allocated per record)
-	busySince   map[*shim.Ring]busyMark
+	pending    []pendingRecord
+	pendingBuf []byte
+	spareBuf   []byte
+	spare      []pendingRecord
+	sbuf2      []byte    // a stack sample being built
+	raw        rawRecord // the record note is given (not allocated per record)
+	busySince  map[*shim.Ring]busyMark
 	// idleAt is when each ring was last seen idle (not busy).
 	idleAt   map[*shim.Ring]uint64
 	lastReap time.Time
@@ -707,7 +707,7 @@ func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 	s.lastT = max(s.lastT, r.Time)
 	ne := binary.NativeEndian
 	sp := ip.call[e.Func]
-	b, rawAt := s.startRaw(ip.sbuf[:0], sp, g, r.Time)
+	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, r.Time)
 	b = ne.AppendUint64(b, e.IP())
 	for i := range e.Func.Args() {
 		b = ne.AppendUint64(b, e.Arg(i))
@@ -719,9 +719,21 @@ func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
 		b = ne.AppendUint32(b, uint32(r.Status()))
 	}
 	b = finishRaw(b, rawAt)
-	ip.sbuf = b[:0]
 	*sp.count++
-	return len(b), s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+	return len(b) - 8, s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+}
+
+// shimSampleMax bounds a shim record's sample without a stack: the
+// header (8), IDENTIFIER, TID, TIME (24), the RAW size and common fields
+// (12), and at most ip, three arguments, sp, bp, MaxWords words and the
+// return's five fields, padded.
+const shimSampleMax = 8 + 24 + 12 + 8*(6+shim.MaxWords+5) + 8
+
+// recordBuffer starts a sample in the writer's own buffer
+// (perfdata.Writer.RecordBuffer): its header's 8 bytes, filled in by
+// CommitRecord.
+func (s *session) recordBuffer() []byte {
+	return append(s.w.RecordBuffer(shimSampleMax), 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
 // owner is the thread a shim record comes from.
@@ -754,7 +766,7 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
 	}
 	ne := binary.NativeEndian
-	b, rawAt := s.startRaw(ip.sbuf[:0], sp, g, rec.Time)
+	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, rec.Time)
 	switch rec.Kind {
 	case shim.KindEntry:
 		b = ne.AppendUint64(b, rec.IP())
@@ -785,10 +797,11 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 	}
 	b = finishRaw(b, rawAt)
 	*sp.count++
-	if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
+	if err := s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
 		return 0, err
 	}
-	n := len(b)
+	n := len(b) - 8
+	b = b[8:] // the body, still in the writer's buffer until the next write
 	if rec.Kind == shim.KindEntry && rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		st := ip.big[rec.Func]
 		if rec.Flags&shim.FlagStackSmall != 0 {
@@ -799,7 +812,7 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 			raw := b[sampleHeadBytes:] // the entry's raw part, size included
 			b2 := s.sampleHead(ip.sbuf2[:0], st, g, rec.Time)
 			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
-			b2 = append(b2, raw...)
+			b2 = append(b2, raw...)     // copied before anything else is written
 			b2 = appendRegs(b2, regs)
 			// STACK_USER: size, the bytes, dyn_size; the record's u16
 			// size bounds the copy.
@@ -820,7 +833,6 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 			ip.sbuf2 = b2[:0]
 		}
 	}
-	ip.sbuf = b[:0]
 	return n, nil
 }
 

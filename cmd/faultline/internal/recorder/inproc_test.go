@@ -181,7 +181,9 @@ func TestInprocWriteAllocs(t *testing.T) {
 	}
 	// IDENTIFIER, TID, TIME (24), then RAW: its u32 size, the common
 	// fields (8) and ip, size, sp, s0 (32), padded from 44 to 48.
-	b := s.inproc.sbuf[:n]
+	// The writer (uncompressed) builds every record in one buffer of
+	// its own: this one's bytes, after the header, are still there.
+	b := s.w.RecordBuffer(shimSampleMax)[8 : 8+n]
 	if n != 72 || ne.Uint64(b[60:]) != user || *s.perSpec[s.inproc.short[shim.FuncMalloc]] != shorts+1 {
 		t.Errorf("FlagShort entry: %d bytes, s0 %#x, short samples %d→%d; want 72, %#x, one more",
 			n, ne.Uint64(b[60:]), shorts, *s.perSpec[s.inproc.short[shim.FuncMalloc]], user)
