@@ -236,12 +236,7 @@ func TestWriterKeepUp(t *testing.T) {
 // writeReadBack writes 20000 samples with opts and reads them back; raw
 // says whether all of them are to be stored uncompressed.
 func writeReadBack(t *testing.T, opts *WriterOptions, raw bool) {
-	f, path := perftest.Create(t, "k.data")
-	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
-		Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := oneEventWriter(t, "k.data", opts)
 	const n = 20000
 	for i := 0; i < n; i++ {
 		if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, writerSample(1, uint64(i), 3, 3, uint64(i), 0, make([]byte, 24))); err != nil {
@@ -262,6 +257,19 @@ func writeReadBack(t *testing.T, opts *WriterOptions, raw bool) {
 	if i != n {
 		t.Fatalf("read %d of %d samples", i, n)
 	}
+}
+
+// oneEventWriter starts a recording named name of one tracepoint event
+// (id 1, wrSampleType) in the test's directory.
+func oneEventWriter(t *testing.T, name string, opts *WriterOptions) (*Writer, string) {
+	t.Helper()
+	f, path := perftest.Create(t, name)
+	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
+		Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, path
 }
 
 // eachSample reads the recording at path with Reader and calls fn with
@@ -293,12 +301,7 @@ func eachSample(t *testing.T, path string, fn func(i int, s *Sample)) int {
 // WriteRecordParts.
 func TestRecordBuffer(t *testing.T) {
 	for _, compress := range []bool{false, true} {
-		f, path := perftest.Create(t, "rb.data")
-		w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1},
-			Attr: Attr{Type: TypeTracepoint, SampleType: wrSampleType, Flags: AttrSampleIDAll}}}, &WriterOptions{Compress: compress})
-		if err != nil {
-			t.Fatal(err)
-		}
+		w, path := oneEventWriter(t, "rb.data", &WriterOptions{Compress: compress})
 		const n = 30000 // over 256 KiB chunks' worth
 		for i := 0; i < n; i++ {
 			body := writerSample(1, uint64(i), 3, 3, uint64(i), 0, make([]byte, 24))

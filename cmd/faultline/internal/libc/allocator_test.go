@@ -133,12 +133,7 @@ func TestForProcessAllocator(t *testing.T) {
 // committed allocator libraries (testdata/alloc/symfs) and of this
 // machine's C and C++ libraries, and for names no object defines.
 func TestGnuHashLookup(t *testing.T) {
-	paths := perftest.Glob(t, "alloc/symfs/*/*/*/*.so*")
-	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libm.so.6"} {
-		if _, err := os.Stat(p); err == nil {
-			paths = append(paths, p)
-		}
-	}
+	paths := committedAndSystem(t, "alloc/symfs/*/*/*/*.so*", "libm.so.6")
 	checked := 0
 	for _, p := range paths {
 		f, err := elf.Open(p)
@@ -212,12 +207,7 @@ func TestGnuHashLookupHostile(t *testing.T) {
 // string equal debug/elf's (which reads the whole string table), for the
 // committed programs and libraries and this machine's C and C++ runtimes.
 func TestDynStrings(t *testing.T) {
-	paths := perftest.Glob(t, "*/symfs/*/*/*/*")
-	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6", "/bin/sh"} {
-		if _, err := os.Stat(p); err == nil {
-			paths = append(paths, p)
-		}
-	}
+	paths := committedAndSystem(t, "*/symfs/*/*/*/*", "libgcc_s.so.1")
 	checked := 0
 	for _, p := range paths {
 		f, err := elf.Open(p)
@@ -238,4 +228,22 @@ func TestDynStrings(t *testing.T) {
 	if checked < 5 {
 		t.Fatalf("%d dynamically linked files checked: the committed symfs trees are missing", checked)
 	}
+}
+
+// committedAndSystem lists the committed files matching pattern (under
+// testdata) and those of this machine's libc, libstdc++ and lib that
+// exist.
+func committedAndSystem(t *testing.T, pattern, lib string) []string {
+	paths := perftest.Glob(t, pattern)
+	for _, name := range []string{"libc.so.6", "libstdc++.so.6", lib} {
+		if p := "/lib/x86_64-linux-gnu/" + name; exists(p) {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

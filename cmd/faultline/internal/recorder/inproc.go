@@ -381,26 +381,16 @@ func (s *session) drainInproc() (int, error) {
 	// The kernel's records, with those held from earlier rounds, in time
 	// order: the mappings followed (procMaps) must change in the order
 	// they did, and the rings of several CPUs interleave.
-	var raw rawRecord
-	for _, r := range s.rings {
-		for n := 0; n < r.size; {
-			if !r.read(&raw) {
-				break
-			}
-			n += int(raw.Header.Size)
-			body, keep := s.twins.repair(r.kind, &raw, s.sampleType)
-			if !keep {
-				continue
-			}
-			t, ok := recordTime(uint32(raw.Header.Type), body)
-			if !ok {
-				t = 0 // no time: first
-			}
-			off := len(ip.pendingBuf)
-			ip.pendingBuf = append(ip.pendingBuf, body...)
-			ip.pending = append(ip.pending, pendingRecord{typ: uint32(raw.Header.Type), misc: raw.Header.Misc, off: off, size: len(body), time: t, ring: r})
+	s.eachKernelRecord(func(r *ring, raw *rawRecord) error {
+		t, ok := recordTime(uint32(raw.Header.Type), raw.Data)
+		if !ok {
+			t = 0 // no time: first
 		}
-	}
+		off := len(ip.pendingBuf)
+		ip.pendingBuf = append(ip.pendingBuf, raw.Data...)
+		ip.pending = append(ip.pending, pendingRecord{typ: uint32(raw.Header.Type), misc: raw.Header.Misc, off: off, size: len(raw.Data), time: t, ring: r})
+		return nil
+	})
 	slices.SortStableFunc(ip.pending, func(a, b pendingRecord) int { return cmp.Compare(a.time, b.time) })
 	kept := ip.spare[:0]
 	for _, p := range ip.pending {

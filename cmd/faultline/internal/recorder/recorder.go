@@ -600,30 +600,48 @@ func (s *session) open(tids []int) error {
 	return nil
 }
 
-// drain copies what the rings hold to the writer; it reports the bytes.
-func (s *session) drain() (int, error) {
+// eachKernelRecord reads what the kernel's rings hold, a ring's size at
+// most from each so a busy ring cannot starve the others, and calls fn
+// with each record to keep (its body repaired, twins.repair); it reports
+// the bytes read.
+func (s *session) eachKernelRecord(fn func(r *ring, raw *rawRecord) error) (int, error) {
 	var raw rawRecord
-	total := 0
+	read := 0
 	for _, r := range s.rings {
-		// Bound one ring's turn so a busy ring cannot starve the others.
 		for n := 0; n < r.size; {
 			if !r.read(&raw) {
 				break
 			}
 			n += int(raw.Header.Size)
+			read += int(raw.Header.Size)
 			body, keep := s.twins.repair(r.kind, &raw, s.sampleType)
 			if !keep {
 				continue
 			}
 			raw.Data = body
-			if err := s.note(r, &raw); err != nil {
-				return total + n, err
+			if err := fn(r, &raw); err != nil {
+				return read, err
 			}
-			if err := s.w.WriteRecordParts(uint32(raw.Header.Type), raw.Header.Misc, body); err != nil {
-				return total + n, err
-			}
-			total += int(raw.Header.Size)
 		}
+	}
+	return read, nil
+}
+
+// drain copies what the rings hold to the writer; it reports the bytes.
+func (s *session) drain() (int, error) {
+	total := 0
+	read, err := s.eachKernelRecord(func(r *ring, raw *rawRecord) error {
+		if err := s.note(r, raw); err != nil {
+			return err
+		}
+		if err := s.w.WriteRecordParts(uint32(raw.Header.Type), raw.Header.Misc, raw.Data); err != nil {
+			return err
+		}
+		total += int(raw.Header.Size)
+		return nil
+	})
+	if err != nil {
+		return read, err
 	}
 	if total > 0 {
 		// perf's promise to readers: nothing after this record is older
