@@ -105,11 +105,12 @@ record does the setup for you:
     the binary that ran after it is rebuilt or upgraded; --no-buildid-cache
     skips the copies.
 
-Flags after CMD belong to CMD. Every probe hit is a trap into the kernel,
-charged to the program as CPU time: an allocation-heavy program runs many
-times slower. record's summary prints the hits and the program's user and
-sys time, so for an allocation-heavy program (user+sys)/hits is what a hit
-cost; the README gives the figure measured on one machine.
+Flags after CMD belong to CMD. What recording costs the program: in-process,
+a clock read and a few dozen bytes written per allocator call, and the
+recorder's own CPU beside it; with uprobes, a trap into the kernel per call,
+charged to the program as CPU time, so an allocation-heavy program runs many
+times slower. record's summary prints the calls and the program's wall,
+user and sys time; the README gives the figures measured on one machine.
 
 Exit status, as env, nice and timeout have it:
   CMD's own  when CMD ran (128+N when signal N killed it, as a shell says)
