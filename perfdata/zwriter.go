@@ -92,7 +92,7 @@ type zpipe struct {
 }
 
 func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
-	z := &zpipe{w: w, workers: encoders(runtime.GOMAXPROCS(0)), keepUp: keepUp,
+	z := &zpipe{w: w, workers: min(2, runtime.GOMAXPROCS(0)), keepUp: keepUp,
 		opts: []zstd.EOption{zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(level)),
 			zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false), zstd.WithWindowSize(zblock),
 			zstd.WithNoEntropyCompression(true)}}
@@ -105,12 +105,6 @@ func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
 	z.cur = z.newJob()
 	return z, nil
 }
-
-// encoders is how many encoder goroutines compress on procs CPUs: one CPU
-// in two, at most two. A recorder's writer shares the machine with the
-// program it records, which on two CPUs runs faster with one encoder than
-// with two (and the recording is no slower).
-func encoders(procs int) int { return max(1, min(2, procs/2)) }
 
 func (z *zpipe) newJob() *zjob {
 	z.jobs++
