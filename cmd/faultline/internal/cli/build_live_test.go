@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -39,7 +40,7 @@ func buildOnce(t *testing.T, name string, make func(path string) error) string {
 	}
 	b := builds.made[name]
 	if b == nil {
-		b = &built{path: builds.dir + "/" + name}
+		b = &built{path: filepath.Join(builds.dir, name)}
 		builds.made[name] = b
 	}
 	builds.Unlock()

@@ -442,7 +442,10 @@ func TestRecordLivePid(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait() // reap it: -count would leave one zombie per run
+	}()
 	// Wait until the loader has mapped libc (record -p finds it there).
 	for i := 0; i < 200; i++ {
 		if m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)); bytes.Contains(m, []byte("libc")) {
