@@ -14,12 +14,15 @@ import (
 )
 
 // TestMain lets tests run faultline in a child process (see runBounded):
-// with FAULTLINE_CLI_CHILD set, the test binary is faultline.
+// with FAULTLINE_CLI_CHILD set, the test binary is faultline. What the live
+// tests built once for the process is removed after the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv("FAULTLINE_CLI_CHILD") != "" {
 		os.Exit(Main(os.Args[1:], StdEnv()))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBuilds()
+	os.Exit(code)
 }
 
 // boundedRun is one faultline run in a child process.

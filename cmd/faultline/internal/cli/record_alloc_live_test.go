@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,12 +58,14 @@ func TestRecordLiveEveryAllocator(t *testing.T) {
 			if _, err := os.Stat(tc.needs); err != nil {
 				t.Skipf("%s is not installed (apt-get install libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev)", tc.needs)
 			}
-			bin := filepath.Join(dir, tc.name)
-			args := append([]string{"-O2", "-g", "-o", bin, src}, tc.link...)
-			if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			data, pb := bin+".data", bin+".pb.gz"
+			bin := buildOnce(t, "alloc-"+tc.name, func(bin string) error {
+				args := append([]string{"-O2", "-g", "-o", bin, src}, tc.link...)
+				if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+					return fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+				return nil
+			})
+			data, pb := filepath.Join(dir, tc.name+".data"), filepath.Join(dir, tc.name+".pb.gz")
 			if tc.preload != "" {
 				t.Setenv("LD_PRELOAD", tc.preload)
 			}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -250,7 +251,7 @@ func sum(m map[uint32]uint64) (n uint64) {
 	return n
 }
 
-// siteFaults runs analyze on a recording and reads its site table: faults
+// summarySites runs analyze on a recording and reads its site table: faults
 // per site text.
 func summarySites(t *testing.T, data string) map[string]int64 {
 	t.Helper()
@@ -259,6 +260,7 @@ func summarySites(t *testing.T, data string) map[string]int64 {
 	if code := Main([]string{"analyze", "-o", data + ".pb.gz", data}, env); code != ExitOK {
 		t.Fatalf("analyze %s: exit %d\n%s", data, code, stderr.String())
 	}
+	t.Logf("analyze %s:\n%s", filepath.Base(data), stdout.String())
 	sites := map[string]int64{}
 	row := regexp.MustCompile(`^\s+(\d+)\s+(\d+)\s+[\d.]+ \S+\s+\S+\s+(.+)$`)
 	inTable := false
@@ -419,15 +421,16 @@ func TestRecordInprocLiveStaticFallsBack(t *testing.T) {
 	}
 }
 
-// buildFaultline builds the faultline command for tests that need record
-// as a process of its own (to stop or kill it).
+// buildFaultline builds the faultline command, once per test process, for
+// tests that need record as a process of its own (to stop or kill it).
 func buildFaultline(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "faultline")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildOnce(t, "faultline", func(bin string) error {
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
+			return fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		return nil
+	})
 }
 
 // TestRecordInprocLiveStuckRecorder stops record (SIGSTOP) while the
@@ -469,6 +472,15 @@ func TestRecordInprocLiveStuckRecorder(t *testing.T) {
 // would on a machine without a C compiler (PATH holds only the go
 // command: cgo is then off) and records with it: the embedded shim makes
 // the in-process method work all the same.
+//
+// The build is made once per test process and uses the go command's
+// build cache. The cache cannot stand in for a C compiler: a package's
+// cache key holds its list of cgo files and, when it has any, the C
+// compiler's identity, and with cgo off no package of the build has cgo
+// files (a file that imports "C" is left out), so every result the build
+// reuses was compiled by the Go toolchain alone from the same inputs; a
+// build that failed is never cached. `go version -m` then reads from the
+// binary the settings it was built with: CGO_ENABLED=0.
 func TestRecordInprocLiveWithoutCompiler(t *testing.T) {
 	progs := requireInproc(t)
 	goBin, err := exec.LookPath("go")
@@ -480,12 +492,22 @@ func TestRecordInprocLiveWithoutCompiler(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(goDir, "gcc")); err == nil {
 		t.Skipf("%s holds gcc too: cannot hide the compiler", goDir)
 	}
-	bin := filepath.Join(t.TempDir(), "faultline")
-	build := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, "github.com/faultline/faultline/cmd/faultline")
-	build.Env = []string{"PATH=" + goDir, "HOME=" + os.Getenv("HOME"), "GOCACHE=" + filepath.Join(t.TempDir(), "cache"),
+	env := []string{"PATH=" + goDir, "HOME=" + os.Getenv("HOME"), "GOCACHE=" + goEnv(t, "GOCACHE"),
 		"GOPATH=" + os.Getenv("GOPATH"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "GOFLAGS=-mod=mod", "GOPROXY=off"}
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build without a C compiler: %v\n%s", err, out)
+	bin := buildOnce(t, "faultline-without-cc", func(bin string) error {
+		build := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, "github.com/faultline/faultline/cmd/faultline")
+		build.Env = env
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build without a C compiler: %v\n%s", err, out)
+		}
+		return nil
+	})
+	info, err := exec.Command(goBin, "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m %s: %v", bin, err)
+	}
+	if !bytes.Contains(info, []byte("\tbuild\tCGO_ENABLED=0\n")) {
+		t.Errorf("go version -m: the faultline built without a C compiler was not built with cgo off:\n%s", info)
 	}
 	data := filepath.Join(t.TempDir(), "x.data")
 	out, err := exec.Command(bin, "record", "-o", data, "--", filepath.Join(progs, "churn"), "1000").CombinedOutput()

@@ -51,18 +51,20 @@ func requirePerf(t *testing.T) string {
 	return p
 }
 
-// buildRecordPrograms builds testdata/record/src with its generator.
+// buildRecordPrograms builds testdata/record/src with its generator, once
+// per test process, and returns the directory holding the programs.
 func buildRecordPrograms(t *testing.T) string {
 	t.Helper()
 	if _, err := exec.LookPath("cc"); err != nil {
 		t.Skip("no C compiler (cc) to build testdata/record/src")
 	}
-	dir := t.TempDir()
-	gen := "../../../../testdata/record/gen.sh"
-	if out, err := exec.Command("sh", gen, dir).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", gen, err, out)
-	}
-	return dir
+	return buildOnce(t, "record-programs", func(dir string) error {
+		gen := "../../../../testdata/record/gen.sh"
+		if out, err := exec.Command("sh", gen, dir).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v\n%s", gen, err, out)
+		}
+		return nil
+	})
 }
 
 // ourGroup is the probe group record uses inside this test process.
@@ -440,7 +442,10 @@ func TestRecordLivePid(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait() // reap it: -count would leave one zombie per run
+	}()
 	// Wait until the loader has mapped libc (record -p finds it there).
 	for i := 0; i < 200; i++ {
 		if m, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", cmd.Process.Pid)); bytes.Contains(m, []byte("libc")) {
@@ -548,10 +553,7 @@ func TestRecordLiveTwoAtOnce(t *testing.T) {
 	requireLiveRecord(t)
 	progs := buildRecordPrograms(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "faultline")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildFaultline(t)
 	lib := libctest.SystemLibc(t)
 	libCopy := filepath.Join(dir, "libc-copy.so.6")
 	copyFile(t, lib, libCopy)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -45,10 +46,12 @@ func TestRecordLiveMemPhases(t *testing.T) {
 		t.Skip("no C compiler (cc) to build testdata/mem/src/phases.c")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "phases")
-	if out, err := exec.Command("cc", "-O2", "-g", "-o", bin, "../../../../testdata/mem/src/phases.c").CombinedOutput(); err != nil {
-		t.Fatalf("cc: %v\n%s", err, out)
-	}
+	bin := buildOnce(t, "phases", func(bin string) error {
+		if out, err := exec.Command("cc", "-O2", "-g", "-o", bin, "../../../../testdata/mem/src/phases.c").CombinedOutput(); err != nil {
+			return fmt.Errorf("cc: %v\n%s", err, out)
+		}
+		return nil
+	})
 	for _, method := range []string{"inproc", "uprobe"} {
 		t.Run(method, func(t *testing.T) {
 			out := filepath.Join(dir, method+".data")
