@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/cli"
+	// Imported for its init: faultline's heap in transparent huge pages.
+	_ "github.com/faultline/faultline/cmd/faultline/internal/hugeheap"
 )
 
 func main() {
