@@ -308,10 +308,15 @@ func (s *session) closeAll() {
 // closeInBackground closes the events of the kernel's static tracepoints
 // (the memory-map calls) without waiting: the last close of a tracepoint's
 // event unregisters it, which waits for an RCU grace period (about 26 ms
-// here, one tracepoint at a time: 185 ms for the map calls' ten). A child
-// (true) inherits them and closes them as it exits, after record has gone
-// on; nothing waits for these closes (no tracefs entry is removed after
-// them, unlike a uprobe's). Where no child can start, they are closed here.
+// here, one tracepoint at a time: 185 ms for the map calls' ten), holding
+// the kernel's event mutex. A child inherits them and closes them as it
+// exits, after record has gone on; nothing waits for these closes (no
+// tracefs entry is removed after them, unlike a uprobe's). The child holds
+// them for closerHold first: a recording that starts meanwhile (a script
+// recording one command after another) opens the same tracepoints while
+// they are still registered, instead of waiting behind their
+// unregistration, and its own closer then takes over the last close.
+// Where no child can start, they are closed here.
 func closeInBackground(fds []int) {
 	if len(fds) == 0 {
 		return
@@ -325,16 +330,23 @@ func closeInBackground(fds []int) {
 			f.Close()
 		}
 	}()
-	bin, err := exec.LookPath("true")
-	if err != nil {
+	var cmd *exec.Cmd
+	if bin, err := exec.LookPath("sleep"); err == nil {
+		cmd = exec.Command(bin, closerHold)
+	} else if bin, err := exec.LookPath("true"); err == nil {
+		cmd = exec.Command(bin)
+	} else {
 		return
 	}
-	cmd := exec.Command(bin)
 	cmd.ExtraFiles = files
 	if cmd.Start() == nil {
 		go cmd.Wait() // reaped when it exits; nobody waits for it
 	}
 }
+
+// closerHold is how long (sleep(1)'s argument) closeInBackground's child
+// keeps the tracepoints registered.
+const closerHold = "1"
 
 // buildSpecs lists the events in attr order: the range ring's owner, page
 // faults and the probes (or the in-process events), then the stack ring's
