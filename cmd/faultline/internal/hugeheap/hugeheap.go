@@ -11,15 +11,16 @@
 // lets the allocation go, so that the memory the Go runtime hands out next
 // lies in advised pages. It imports package launch first, so the launcher
 // faultline record starts a command with (which execs in launch's init)
-// never does this.
+// never does this. It imports only early packages of the standard library
+// (not golang.org/x/sys/unix), so that the runtime runs its init before
+// most others, whose allocations then land in advised pages.
 package hugeheap
 
 import (
 	"bytes"
 	"os"
+	"syscall"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	_ "github.com/faultline/faultline/cmd/faultline/internal/launch"
 )
@@ -50,7 +51,7 @@ func init() {
 	beg := p &^ (arenaBytes - 1)
 	end := (p + HeapBytes) &^ (hugePage - 1)
 	// Advice is a hint: an error leaves the heap as it was.
-	if _, _, e := unix.Syscall(unix.SYS_MADVISE, beg, end-beg, unix.MADV_HUGEPAGE); e == 0 {
+	if _, _, e := syscall.Syscall(syscall.SYS_MADVISE, beg, end-beg, syscall.MADV_HUGEPAGE); e == 0 {
 		advised = [2]uintptr{beg, end}
 	}
 }
