@@ -125,16 +125,7 @@ var sampleBitNames = [...]string{"IP", "TID", "TIME", "ADDR", "READ", "CALLCHAIN
 // String spells the bits as perf report --header-only does ("IP|TID|TIME");
 // bits this package does not know are appended in hex.
 func (f SampleFormat) String() string {
-	var parts []string
-	for i, n := range sampleBitNames {
-		if f&(1<<i) != 0 {
-			parts = append(parts, n)
-		}
-	}
-	if rest := f &^ (1<<len(sampleBitNames) - 1); rest != 0 {
-		parts = append(parts, "0x"+strconv.FormatUint(uint64(rest), 16))
-	}
-	return strings.Join(parts, "|")
+	return bitNames(uint64(f), sampleBitNames[:], "|")
 }
 
 // ReadFormat is perf_event_attr.read_format: a set of PERF_FORMAT_* bits

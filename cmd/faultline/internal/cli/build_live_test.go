@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -24,10 +27,11 @@ type built struct {
 	err  error
 }
 
-// buildOnce returns the path of the artifact name, made by calling
-// make(path) the first time any test asks for it. A failed build fails
-// every test that asks, with the same error.
-func buildOnce(t *testing.T, name string, make func(path string) error) string {
+// buildOnce returns the path of the artifact name, made by running the
+// command that command(path) returns the first time any test asks for it.
+// A failed build fails every test that asks, with the same error: the
+// command line and its output.
+func buildOnce(t *testing.T, name string, command func(path string) *exec.Cmd) string {
 	t.Helper()
 	builds.Lock()
 	if builds.dir == "" {
@@ -44,7 +48,12 @@ func buildOnce(t *testing.T, name string, make func(path string) error) string {
 		builds.made[name] = b
 	}
 	builds.Unlock()
-	b.once.Do(func() { b.err = make(b.path) })
+	b.once.Do(func() {
+		c := command(b.path)
+		if out, err := c.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("%s: %v\n%s", strings.Join(c.Args, " "), err, out)
+		}
+	})
 	if b.err != nil {
 		t.Fatalf("building %s: %v", name, b.err)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,12 +57,8 @@ func TestRecordLiveEveryAllocator(t *testing.T) {
 			if _, err := os.Stat(tc.needs); err != nil {
 				t.Skipf("%s is not installed (apt-get install libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev)", tc.needs)
 			}
-			bin := buildOnce(t, "alloc-"+tc.name, func(bin string) error {
-				args := append([]string{"-O2", "-g", "-o", bin, src}, tc.link...)
-				if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-					return fmt.Errorf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
-				}
-				return nil
+			bin := buildOnce(t, "alloc-"+tc.name, func(bin string) *exec.Cmd {
+				return exec.Command(cc, append([]string{"-O2", "-g", "-o", bin, src}, tc.link...)...)
 			})
 			data, pb := filepath.Join(dir, tc.name+".data"), filepath.Join(dir, tc.name+".pb.gz")
 			if tc.preload != "" {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -425,11 +424,8 @@ func TestRecordInprocLiveStaticFallsBack(t *testing.T) {
 // tests that need record as a process of its own (to stop or kill it).
 func buildFaultline(t *testing.T) string {
 	t.Helper()
-	return buildOnce(t, "faultline", func(bin string) error {
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline").CombinedOutput(); err != nil {
-			return fmt.Errorf("go build: %v\n%s", err, out)
-		}
-		return nil
+	return buildOnce(t, "faultline", func(bin string) *exec.Cmd {
+		return exec.Command("go", "build", "-o", bin, "github.com/faultline/faultline/cmd/faultline")
 	})
 }
 
@@ -494,13 +490,10 @@ func TestRecordInprocLiveWithoutCompiler(t *testing.T) {
 	}
 	env := []string{"PATH=" + goDir, "HOME=" + os.Getenv("HOME"), "GOCACHE=" + goEnv(t, "GOCACHE"),
 		"GOPATH=" + os.Getenv("GOPATH"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE"), "GOFLAGS=-mod=mod", "GOPROXY=off"}
-	bin := buildOnce(t, "faultline-without-cc", func(bin string) error {
+	bin := buildOnce(t, "faultline-without-cc", func(bin string) *exec.Cmd {
 		build := exec.Command(goBin, "build", "-buildvcs=false", "-o", bin, "github.com/faultline/faultline/cmd/faultline")
 		build.Env = env
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build without a C compiler: %v\n%s", err, out)
-		}
-		return nil
+		return build
 	})
 	info, err := exec.Command(goBin, "version", "-m", bin).Output()
 	if err != nil {
@@ -560,15 +553,9 @@ func TestRecordInprocLiveKilledRecorder(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	cmd.Process.Kill()
 	cmd.Wait()
-	for end := time.Now().Add(5 * time.Second); ; {
-		if syscall.Kill(prog, 0) == syscall.ESRCH {
-			break
-		}
-		if time.Now().After(end) {
-			syscall.Kill(prog, syscall.SIGKILL)
-			t.Fatalf("the program (pid %d) still runs 5 s after record was killed", prog)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !processGone(prog) {
+		syscall.Kill(prog, syscall.SIGKILL)
+		t.Fatalf("the program (pid %d) still runs 5 s after record was killed", prog)
 	}
 }
 

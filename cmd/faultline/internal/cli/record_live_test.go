@@ -58,12 +58,8 @@ func buildRecordPrograms(t *testing.T) string {
 	if _, err := exec.LookPath("cc"); err != nil {
 		t.Skip("no C compiler (cc) to build testdata/record/src")
 	}
-	return buildOnce(t, "record-programs", func(dir string) error {
-		gen := "../../../../testdata/record/gen.sh"
-		if out, err := exec.Command("sh", gen, dir).CombinedOutput(); err != nil {
-			return fmt.Errorf("%s: %v\n%s", gen, err, out)
-		}
-		return nil
+	return buildOnce(t, "record-programs", func(dir string) *exec.Cmd {
+		return exec.Command("sh", "../../../../testdata/record/gen.sh", dir)
 	})
 }
 
@@ -153,6 +149,40 @@ func recordedEvents(t *testing.T, path string) []*perfdata.Event {
 		t.Fatal(err)
 	}
 	return rd.Events()
+}
+
+// readStream reads a whole pipe-mode recording (what record -o - wrote)
+// with our reader, failing t on a read error; Meta and Stats of the
+// drained reader it returns describe the recording.
+func readStream(t *testing.T, data []byte) *perfdata.Reader {
+	t.Helper()
+	rd, err := perfdata.NewStream(bytes.NewReader(data), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	for rd.Next() {
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatalf("reading back: %v", err)
+	}
+	return rd
+}
+
+// processGone waits up to 5 s for pid to end (gone, or a zombie nobody
+// reaped yet).
+func processGone(pid int) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return true
+		}
+		// pid (comm) S ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X') {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRecordLiveChurn is issue 10's first acceptance line on a smaller
@@ -402,6 +432,111 @@ func TestRecordLiveErrorAndInterrupt(t *testing.T) {
 	}
 }
 
+// TestRecordLiveFullDisk is issue 23's second repro: the output's
+// filesystem fills up (a 2 MiB tmpfs) while the program runs. record exits
+// 2 saying the program was killed, the program and the child it started
+// are gone, and no temporary file is left.
+func TestRecordLiveFullDisk(t *testing.T) {
+	requireLiveRecord(t)
+	progs := buildRecordPrograms(t)
+	full := filepath.Join(t.TempDir(), "full")
+	if err := os.Mkdir(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", full, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a small tmpfs for the full-disk case: %v", err)
+	}
+	defer syscall.Unmount(full, syscall.MNT_DETACH)
+	start := time.Now()
+	// 100000 rounds would take minutes and write far more than 2 MiB.
+	childFile := filepath.Join(t.TempDir(), "child")
+	code, stderr := runRecordMain("-q", "-o", filepath.Join(full, "x.data"), "--", "/bin/sh", "-c",
+		"sleep 600 & echo $! > '"+childFile+"'; exec '"+filepath.Join(progs, "rounds")+"' 100000")
+	t.Logf("record: exit %d after %v: %s", code, time.Since(start).Round(time.Millisecond), stderr)
+	if code != ExitRecordFailed || !strings.Contains(stderr, "no space left on device") || !strings.Contains(stderr, "the program was killed") {
+		t.Fatalf("exit %d, %q; want exit %d, no space left, the program was killed", code, stderr, ExitRecordFailed)
+	}
+	m := regexp.MustCompile(`pid (\d+), SIGKILL`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no pid in %q", stderr)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if !processGone(pid) {
+		t.Errorf("the program (pid %d) still runs", pid)
+	}
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatalf("the program's child never started: %v", err)
+	}
+	if child, _ := strconv.Atoi(strings.TrimSpace(string(b))); !processGone(child) {
+		syscall.Kill(child, syscall.SIGKILL)
+		t.Errorf("the program's child (pid %d) still runs", child)
+	}
+	if ents, _ := os.ReadDir(full); len(ents) > 0 {
+		t.Errorf("left in the full filesystem: %v", ents)
+	}
+	checkNoProbesLeft(t, "after the disk filled")
+}
+
+// TestRecordLiveKilled: kill -9 of record, with either method, ends the
+// program it started (PR_SET_PDEATHSIG) and leaves no file in the output's
+// directory (the recording is unnamed until it is complete, O_TMPFILE);
+// the uprobe method's probes stay until the next run, which removes them
+// and says so.
+func TestRecordLiveKilled(t *testing.T) {
+	requireLiveRecord(t)
+	for _, method := range []string{methodInproc, methodUprobes} {
+		t.Run(method, func(t *testing.T) {
+			dir := t.TempDir()
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			cmd := exec.Command(os.Args[0], "record", "-q", "--method", method, "-o", filepath.Join(dir, "k.data"), "--",
+				"/bin/sh", "-c", "echo $$ > '"+pidFile+".new' && mv '"+pidFile+".new' '"+pidFile+"' && exec sleep 60")
+			cmd.Env = append(os.Environ(), "FAULTLINE_CLI_CHILD=1")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			for deadline := time.Now().Add(20 * time.Second); pid == 0; time.Sleep(20 * time.Millisecond) {
+				if b, err := os.ReadFile(pidFile); err == nil {
+					pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatal("the recorded program never started")
+				}
+			}
+			group := rec.ProbeGroup(cmd.Process.Pid)
+			probes := rec.ParseProbeGroups(uprobeEvents(t))[group]
+			if method == methodUprobes && len(probes) == 0 {
+				t.Errorf("no probes of %s while it records", group)
+			}
+			cmd.Process.Signal(syscall.SIGKILL)
+			cmd.Wait()
+			if !processGone(pid) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Errorf("the program (pid %d) outlived kill -9 of record", pid)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Errorf("left in the output's directory after kill -9: %v", ents)
+			}
+			if method != methodUprobes {
+				return
+			}
+			if left := rec.ParseProbeGroups(uprobeEvents(t))[group]; len(left) != len(probes) {
+				t.Errorf("probes of the killed run: %v, want those it had (%v) until the next run", left, probes)
+			}
+			code, stderr := runRecordMain("--method", method, "-o", filepath.Join(dir, "next.data"), "--", "/bin/true")
+			if code != ExitOK || !strings.Contains(stderr, "removed the probes of "+group+", left by a run that was killed") {
+				t.Errorf("next run: exit %d, %q", code, stderr)
+			}
+			if left := rec.ParseProbeGroups(uprobeEvents(t))[group]; len(left) > 0 {
+				t.Errorf("the next run left the killed run's probes: %v", left)
+			}
+		})
+	}
+}
+
 // TestRecordLiveNewlineLibc is issue 15's acceptance: a library path with a
 // newline is refused and the probe list is unchanged — in particular a
 // probe the path would have deleted (a group of this test's own) stays.
@@ -482,6 +617,37 @@ func TestRecordLivePid(t *testing.T) {
 	checkNoProbesLeft(t, "after -p")
 }
 
+// TestRecordLivePidWithoutMaps is issue 23's seventh repro: -p of a
+// process whose /proc/PID/maps cannot be read (pid 1 in this sandbox), or
+// of a kernel thread (kthreadd, empty maps), with --libc: record used to
+// write an empty recording and exit 0; now it says why and exits 2,
+// leaving no file.
+func TestRecordLivePidWithoutMaps(t *testing.T) {
+	requireLiveRecord(t)
+	lib := libctest.SystemLibc(t)
+	var cases []struct{ pid, msg string }
+	if _, err := os.ReadFile("/proc/1/maps"); err != nil {
+		cases = append(cases, struct{ pid, msg string }{"1", "cannot read its memory map"})
+	}
+	if b, err := os.ReadFile("/proc/2/comm"); err == nil && strings.TrimSpace(string(b)) == "kthreadd" {
+		cases = append(cases, struct{ pid, msg string }{"2", "no user-space memory"})
+	}
+	if len(cases) == 0 {
+		t.Skip("here root reads /proc/1/maps and pid 2 is not kthreadd: no process without a readable map to try")
+	}
+	for _, c := range cases {
+		out := filepath.Join(t.TempDir(), "p.data")
+		code, stderr := runRecordMain("-q", "-p", c.pid, "--libc", lib, "--duration", "1s", "-o", out)
+		if code != ExitRecordFailed || !strings.Contains(stderr, c.msg) {
+			t.Errorf("-p %s: exit %d, %q; want exit %d and %q", c.pid, code, stderr, ExitRecordFailed, c.msg)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("-p %s: a recording was written", c.pid)
+		}
+	}
+	checkNoProbesLeft(t, "after -p of a process without a map")
+}
+
 // TestRecordLiveSudoOutput is issue 15's acceptance for case 1, live:
 // under sudo (SUDO_UID set) with a symlink planted at the output name,
 // record writes and chowns only the file it created; with -z and -o - the
@@ -525,21 +691,88 @@ func TestRecordLiveSudoOutput(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "-")); err == nil {
 		t.Errorf("a file named - was created")
 	}
+	rd := readStream(t, stdout.Bytes())
+	if n := rd.Stats().Samples; n == 0 || rd.Meta().Compression.Type != perfdata.CompressZstd || rd.Stats().Compressed == 0 {
+		t.Errorf("-z -o -: %d samples, compression %+v", n, rd.Meta().Compression)
+	}
+}
+
+// TestRecordLivePipeToAnalyze is issue 22's item 3, live: `record -o - |
+// analyze -` (both in process, joined by a pipe, analyze reading while
+// record writes) gives the very profile (byte for byte) that analyzing the
+// same recording as a file gives. The recording is pipe mode, compressed by
+// default; perf script reads it from standard input and counts the samples
+// faultline's reader counts.
+func TestRecordLivePipeToAnalyze(t *testing.T) {
+	requireLiveRecord(t)
+	progs := buildRecordPrograms(t)
+	dir := t.TempDir()
+	fromStream, fromFile := filepath.Join(dir, "stream.pb.gz"), filepath.Join(dir, "file.pb.gz")
+	pr, pw := io.Pipe()
+	var rec, stderr, analyzeErr bytes.Buffer
+	analyzed := make(chan int)
+	go func() {
+		code := Main([]string{"analyze", "-q", "-", "-o", fromStream}, &Env{Stdin: pr, Stdout: io.Discard, Stderr: &analyzeErr})
+		io.Copy(io.Discard, pr) // let record finish if analyze stopped early
+		analyzed <- code
+	}()
+	code := Main([]string{"record", "-q", "-o", "-", "--", filepath.Join(progs, "churn"), "20000"},
+		&Env{Stdin: strings.NewReader(""), Stdout: io.MultiWriter(pw, &rec), Stderr: &stderr})
+	pw.Close()
+	if code != ExitOK {
+		t.Fatalf("record -o -: exit %d: %s", code, stderr.String())
+	}
+	if code := <-analyzed; code != ExitOK {
+		t.Fatalf("analyze -: exit %d: %s", code, analyzeErr.String())
+	}
+	if !bytes.HasPrefix(rec.Bytes(), []byte("PERFILE2\x10\x00\x00\x00\x00\x00\x00\x00")) {
+		t.Fatalf("record -o - did not write a pipe-mode header: % x", rec.Bytes()[:min(16, rec.Len())])
+	}
 	piped := filepath.Join(dir, "piped.data")
-	os.WriteFile(piped, stdout.Bytes(), 0o600)
-	rd, err := perfdata.Open(piped, nil)
-	if err != nil {
+	if err := os.WriteFile(piped, rec.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer rd.Close()
-	n := 0
-	for rd.Next() {
-		if _, ok := rd.Record().(*perfdata.Sample); ok {
+
+	if code, _, errs := runCLI("analyze", "-q", piped, "-o", fromFile); code != ExitOK {
+		t.Fatalf("analyze %s: exit %d: %s", piped, code, errs)
+	}
+	a, errA := os.ReadFile(fromStream)
+	b, errB := os.ReadFile(fromFile)
+	if errA != nil || errB != nil || len(a) == 0 || !bytes.Equal(a, b) {
+		t.Errorf("analyze - and analyze FILE differ on one recording (%d and %d bytes; %v %v)", len(a), len(b), errA, errB)
+	}
+
+	rd := readStream(t, rec.Bytes())
+	samples := rd.Stats().Samples
+	if !rd.Meta().PipeMode || rd.Meta().Compression.Type != perfdata.CompressZstd || rd.Stats().Compressed == 0 || samples == 0 {
+		t.Fatalf("read back: pipe mode %v, compression %+v, %d samples", rd.Meta().PipeMode, rd.Meta().Compression, samples)
+	}
+	if len(rd.Meta().BuildIDs) == 0 {
+		t.Errorf("no build ids after the data")
+	}
+
+	perf, err := exec.LookPath("perf")
+	if err != nil {
+		t.Log("no perf in PATH: perf script's reading not checked")
+		return
+	}
+	c := exec.Command(perf, "script", "-F", "event", "-i", "-")
+	c.Stdin = bytes.NewReader(rec.Bytes())
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("perf script -i -: %v", err)
+	}
+	// One line per sample; perf script 6.1 also prints the stack
+	// samples' callchains in a recording with the memory-map calls'
+	// tracepoints: tab-indented lines, a blank line after each chain.
+	var n uint64
+	for _, line := range strings.Split(string(out), "\n") {
+		if line != "" && !strings.HasPrefix(line, "\t") {
 			n++
 		}
 	}
-	if rd.Err() != nil || n == 0 || rd.Meta().Compression.Type != 1 || rd.Stats().Compressed == 0 {
-		t.Errorf("-z -o -: %v, %d samples, compression %+v", rd.Err(), n, rd.Meta().Compression)
+	if n != samples {
+		t.Errorf("perf script -i - printed %d samples, faultline's reader read %d", n, samples)
 	}
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -46,11 +45,8 @@ func TestRecordLiveMemPhases(t *testing.T) {
 		t.Skip("no C compiler (cc) to build testdata/mem/src/phases.c")
 	}
 	dir := t.TempDir()
-	bin := buildOnce(t, "phases", func(bin string) error {
-		if out, err := exec.Command("cc", "-O2", "-g", "-o", bin, "../../../../testdata/mem/src/phases.c").CombinedOutput(); err != nil {
-			return fmt.Errorf("cc: %v\n%s", err, out)
-		}
-		return nil
+	bin := buildOnce(t, "phases", func(bin string) *exec.Cmd {
+		return exec.Command("cc", "-O2", "-g", "-o", bin, "../../../../testdata/mem/src/phases.c")
 	})
 	for _, method := range []string{"inproc", "uprobe"} {
 		t.Run(method, func(t *testing.T) {

@@ -136,13 +136,9 @@ func TestGnuHashLookup(t *testing.T) {
 	paths := committedAndSystem(t, "alloc/symfs/*/*/*/*.so*", "libm.so.6")
 	checked := 0
 	for _, p := range paths {
-		f, err := elf.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := perftest.OpenELF(t, p)
 		look, ok := gnuHashLookup(f)
 		if !ok {
-			f.Close()
 			continue
 		}
 		syms, err := f.DynamicSymbols()
@@ -164,7 +160,6 @@ func TestGnuHashLookup(t *testing.T) {
 			}
 		}
 		checked++
-		f.Close()
 	}
 	if checked == 0 {
 		t.Fatalf("none of %v has a .gnu.hash section", paths)
