@@ -1,7 +1,9 @@
 // Package launch is the launcher faultline record starts the recorded
-// command with: faultline re-executes itself with Env set, and this
-// package's init waits on a pipe (file descriptor FD) until every event is
-// open, then execs the command. The events are opened on the launcher's pid
+// command with where its in-process shim cannot be the launcher (the
+// shim's launcher keeps this protocol; recorder/shim/csrc/shim.c):
+// faultline re-executes itself with Env set, and this package's init
+// waits on a pipe (file descriptor FD) until every event is open, then
+// execs the command. The events are opened on the launcher's pid
 // with enable_on_exec and inherit, so they switch on exactly at the exec
 // and follow every thread and child the command makes. A Go program cannot
 // fork without exec, hence the re-exec.

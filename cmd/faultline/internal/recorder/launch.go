@@ -11,8 +11,10 @@ import (
 	"github.com/faultline/faultline/cmd/faultline/internal/launch"
 )
 
-// The recorded command is started held by the launcher of package launch
-// (which see): startHeld starts it, release lets it exec the command.
+// The recorded command is started held by a launcher: the shim's (in
+// process), or faultline itself with package launch (which see) for the
+// protocol both keep. startHeld starts it, release lets it exec the
+// command.
 
 // heldCommand is a started launcher waiting to exec the command.
 type heldCommand struct {
@@ -22,13 +24,18 @@ type heldCommand struct {
 	err  error // cmd.Wait's
 }
 
-// startHeld starts the launcher for path (resolved) with argv.
-// env holds entries for the command's environment; an LD_PRELOAD among
-// them takes effect at the exec only.
-func startHeld(path string, argv []string, noTHP bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
+// startHeld starts the launcher for path (resolved) with argv: the
+// program launcher names (the shim's, which keeps package launch's
+// protocol), or faultline itself when launcher is "". env holds entries
+// for the command's environment; an LD_PRELOAD among them takes effect at
+// the exec only.
+func startHeld(launcher, path string, argv []string, noTHP bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+	self := launcher
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
+		}
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

@@ -167,6 +167,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	defer rec.closeAll()
 
 	var env []string
+	launcher := "" // faultline itself
 	if cfg.InProcess {
 		if cfg.Cmd == "" || cfg.All {
 			return nil, errors.New("the in-process method records a command it starts (not -p or -a)")
@@ -183,10 +184,11 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		rec.inproc = &inproc{region: region, words: cfg.TopWords, busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{},
 			maps: map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}, faultIDs: map[uint64]bool{}}
 		env = region.Env(os.Getenv("LD_PRELOAD"))
+		launcher = region.Launcher()
 	}
 	var held *heldCommand
 	if cfg.Cmd != "" {
-		held, err = startHeld(cfg.Cmd, cfg.Argv, cfg.NoTHP, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+		held, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
 		if err != nil {
 			return nil, err
 		}

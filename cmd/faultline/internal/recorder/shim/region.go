@@ -120,7 +120,7 @@ func (r *Region) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[o
 // long as the recorder does.
 func (r *Region) Env(preload string) []string {
 	pid := os.Getpid()
-	lib := "/proc/" + strconv.Itoa(pid) + "/fd/" + strconv.Itoa(int(r.lib.Fd()))
+	lib := r.Launcher()
 	if preload != "" {
 		lib += ":" + preload
 	}
@@ -128,6 +128,13 @@ func (r *Region) Env(preload string) []string {
 		"LD_PRELOAD=" + lib,
 		EnvName + "=" + strconv.Itoa(pid) + ":" + strconv.Itoa(int(r.rings.Fd())) + ":" + strconv.FormatUint(r.ino, 10),
 	}
+}
+
+// Launcher returns the path that runs the shim object as faultline
+// record's launcher (shim.c, "The launcher"): this process's /proc/PID/fd
+// entry of it, which exists as long as the recorder does.
+func (r *Region) Launcher() string {
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(r.lib.Fd()))
 }
 
 // Detach tells every thread to stop recording (and waiting).

@@ -18,7 +18,7 @@ build() {
 		-Wall -Wextra -Werror \
 		-ffile-prefix-map="$here"=. \
 		-Wl,--build-id=sha1 -Wl,-z,now -Wl,-z,relro -Wl,--hash-style=gnu \
-		-Wl,-soname,libfaultline-shim.so \
+		-Wl,-soname,libfaultline-shim.so -Wl,-e,fl_launch_start \
 		-o "$1" "$here/shim.c" -ldl
 }
 version=$("$CC" --version | head -n1)
