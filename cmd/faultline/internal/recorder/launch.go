@@ -26,17 +26,11 @@ type heldCommand struct {
 
 // startHeld starts the launcher for path (resolved) with argv: the
 // program launcher names (the shim's, which keeps package launch's
-// protocol), or faultline itself when launcher is "". env holds entries
-// for the command's environment; an LD_PRELOAD among them takes effect at
-// the exec only.
+// protocol), or faultline itself when launcher is "" or cannot be run (a
+// system without the x86-64 dynamic linker at its standard path, or one
+// that forbids running memfds). env holds entries for the command's
+// environment; an LD_PRELOAD among them takes effect at the exec only.
 func startHeld(launcher, path string, argv []string, noTHP bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
-	self := launcher
-	if self == "" {
-		var err error
-		if self, err = os.Executable(); err != nil {
-			return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
-		}
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -46,15 +40,37 @@ func startHeld(launcher, path string, argv []string, noTHP bool, env []string, s
 	if noTHP {
 		mode = launch.ModeNoTHP
 	}
-	c := exec.Command(self, append([]string{path}, argv...)...)
-	c.Args[0] = argv[0]
-	c.Env = append(os.Environ(), launch.Env+"="+mode)
+	cmdEnv := append(os.Environ(), launch.Env+"="+mode)
 	for _, e := range env {
 		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
 			e = launch.PreloadEnv + "=" + v
 		}
-		c.Env = append(c.Env, e)
+		cmdEnv = append(cmdEnv, e)
 	}
+	if launcher != "" {
+		h, err := startLauncher(launcher, path, argv, cmdEnv, r, w, stdin, stdout, stderr)
+		if err == nil {
+			return h, nil
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
+	}
+	h, err := startLauncher(self, path, argv, cmdEnv, r, w, stdin, stdout, stderr)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting the launcher: %w", err)
+	}
+	return h, nil
+}
+
+// startLauncher starts the launcher self, gated by the pipe r, w.
+func startLauncher(self, path string, argv, env []string, r, w *os.File, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+	c := exec.Command(self, append([]string{path}, argv...)...)
+	c.Args[0] = argv[0]
+	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
 	c.ExtraFiles = []*os.File{r}
 	h := &heldCommand{cmd: c, gate: w, done: make(chan struct{})}
@@ -74,8 +90,7 @@ func startHeld(launcher, path string, argv []string, noTHP bool, env []string, s
 		close(h.done)
 	}()
 	if err := <-started; err != nil {
-		w.Close()
-		return nil, fmt.Errorf("starting the launcher: %w", err)
+		return nil, err
 	}
 	return h, nil
 }
