@@ -278,6 +278,20 @@ func summarySites(t *testing.T, data string) map[string]int64 {
 	return sites
 }
 
+// siteSlack is how far a site's faults may differ between the in-process
+// and the uprobe recordings of one program: 0.5%, and for the memory the
+// program mapped itself (sites "… (via mmap)") one page more. The
+// dynamic loader keeps its own bookkeeping in mmapped pages, and a
+// preloaded library (the shim) moves it: recorded with uprobes, the
+// containers program took 13 faults there alone and 14 with libpthread or
+// libz in LD_PRELOAD (13 with libdl, whose path is shorter).
+func siteSlack(site string, n int64) float64 {
+	if strings.HasSuffix(site, "(via mmap)") {
+		return 1 + 0.005*float64(n)
+	}
+	return 0.005 * float64(n)
+}
+
 // TestRecordInprocLiveContainers records the C++ containers program
 // (testdata/record/src/containers.cpp: operator new, std::string, two
 // threads) both ways: the sites and their faults agree within 0.5%, the
@@ -306,7 +320,7 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	}
 	for site, n := range su {
 		m := si[site]
-		if math.Abs(float64(m-n)) > 0.005*float64(n) {
+		if math.Abs(float64(m-n)) > siteSlack(site, n) {
 			t.Errorf("%s: in-process %d faults, uprobes %d", site, m, n)
 		}
 	}
