@@ -21,8 +21,8 @@ import (
 // TestRecordLiveOthersEndMidRun: while one uprobe recording (A) runs,
 // other uprobe recordings of the same libc start and end: B is stopped
 // with SIGINT (it closes its perf events and removes its probes), C is
-// killed with SIGKILL (the kernel closes its events; its probes stay), and
-// D removes C's probes as stale. The kernel keeps one breakpoint per libc
+// killed with SIGKILL (the kernel closes its events; its probes stay until
+// the next run), and D, the next run, removes C's probes as stale. The kernel keeps one breakpoint per libc
 // offset for all of them, so this is where one session ending could
 // disarm another's. A records testdata/record/src/phases.c, which waits
 // between its two phases until B, C and D have ended: the calls of both
@@ -98,21 +98,22 @@ func TestRecordLiveOthersEndMidRun(t *testing.T) {
 	}
 	b, bGroup := other("b")
 	b.Process.Signal(os.Interrupt)
-	if err := b.Wait(); err == nil {
-		t.Errorf("B: record of a churn stopped by SIGINT exited 0")
-	}
+	b.Wait() // 130: record passes the SIGINT on to churn
 	if left, ok := groupEvents(t, bGroup, func(evs []string) bool { return len(evs) == 0 }); !ok {
 		t.Errorf("B removed its probes at SIGINT, yet %v are left", left)
 	}
 	c, cGroup := other("c")
 	c.Process.Kill()
 	c.Wait()
-	if _, ok := groupEvents(t, cGroup, func(evs []string) bool { return len(evs) > 0 }); !ok {
-		t.Errorf("C was killed with SIGKILL, yet its probes are gone before the next run")
-	}
+	// C's probes stay until a run removes them: D, or any other record
+	// that starts meanwhile (another test, another user).
 	d, err := exec.Command(bin, "record", "--method", "uprobe", "-o", filepath.Join(dir, "d.data"), "--", "/bin/true").CombinedOutput()
-	if err != nil || !strings.Contains(string(d), "removed the probes of "+cGroup) {
-		t.Errorf("D: %v; want it to remove C's stale probes:\n%s", err, d)
+	if err != nil {
+		t.Errorf("D: %v\n%s", err, d)
+	}
+	t.Logf("D removed C's probes: %v", strings.Contains(string(d), "removed the probes of "+cGroup))
+	if left, ok := groupEvents(t, cGroup, func(evs []string) bool { return len(evs) == 0 }); !ok {
+		t.Errorf("C's probes after D ran: %v, want none", left)
 	}
 	if left, ok := groupEvents(t, aGroup, func(evs []string) bool { return slices.Equal(evs, aProbes) }); !ok {
 		t.Errorf("A's probes after B, C and D ended: %v, want %v", left, aProbes)
