@@ -22,10 +22,11 @@ import (
 // other uprobe recordings of the same libc start and end: B is stopped
 // with SIGINT (it closes its perf events and removes its probes), C is
 // killed with SIGKILL (the kernel closes its events; its probes stay until
-// the next run), and D, the next run, removes C's probes as stale. The kernel keeps one breakpoint per libc
+// the next run), D, the next run, removes C's probes as stale, and E
+// records system-wide for a moment. The kernel keeps one breakpoint per libc
 // offset for all of them, so this is where one session ending could
 // disarm another's. A records testdata/record/src/phases.c, which waits
-// between its two phases until B, C and D have ended: the calls of both
+// between its two phases until B to E have ended: the calls of both
 // phases, all in one process, must be in A's recording (phases.c's
 // arithmetic: N1 mallocs of 100 bytes, N2 of 200, N1 + N2 frees), or
 // counted lost.
@@ -115,8 +116,14 @@ func TestRecordLiveOthersEndMidRun(t *testing.T) {
 	if left, ok := groupEvents(t, cGroup, func(evs []string) bool { return len(evs) == 0 }); !ok {
 		t.Errorf("C's probes after D ran: %v, want none", left)
 	}
+	// E records system-wide: its probes are armed in every process that
+	// maps the libc, A's included, and disarmed everywhere when it ends,
+	// but where another session still wants them.
+	if e, err := exec.Command(bin, "record", "-q", "--method", "uprobe", "-a", "--duration", "300ms", "-o", filepath.Join(dir, "e.data")).CombinedOutput(); err != nil {
+		t.Errorf("E (-a): %v\n%s", err, e)
+	}
 	if left, ok := groupEvents(t, aGroup, func(evs []string) bool { return slices.Equal(evs, aProbes) }); !ok {
-		t.Errorf("A's probes after B, C and D ended: %v, want %v", left, aProbes)
+		t.Errorf("A's probes after B to E ended: %v, want %v", left, aProbes)
 	}
 
 	release(t, fifo)
