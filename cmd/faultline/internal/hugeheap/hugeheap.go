@@ -28,9 +28,9 @@ import (
 // touched later takes memory.
 const HeapBytes = 32 << 20
 
-// Where the Go runtime maps heap on 64-bit Linux: arenas of arenaBytes,
-// aligned to their size (runtime/malloc.go, heapArenaBytes), so the arena
-// an object lies in is the runtime's from its aligned start.
+// Where the Go runtime maps heap on 64-bit Linux: arenas of arenaBytes
+// (the runtime's heapArenaBytes), aligned to their size, so the arena an
+// object lies in is the runtime's from its aligned start.
 const (
 	arenaBytes = 64 << 20
 	hugePage   = 2 << 20
