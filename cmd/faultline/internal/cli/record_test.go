@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -41,6 +42,13 @@ type fakeSys struct {
 	pid        int
 	regular    map[string]bool // IsRegular answers; default true for known files
 	noExec     map[string]bool // Executable fails for these
+	// skips: the next reads of uprobe_events leave out lines, [from, to)
+	// each, as a read of the seq_file does while another process removes
+	// probes listed before them.
+	skips [][2]int
+	// noGroupRemoval: "-:GROUP/" is refused (EINVAL), as by a kernel that
+	// removes probes only one by one.
+	noGroupRemoval bool
 }
 
 type fakeRun struct {
@@ -79,7 +87,13 @@ func (f *fakeSys) Run(name string, args ...string) ([]byte, []byte, error) {
 
 func (f *fakeSys) ReadFile(path string) ([]byte, error) {
 	if _, ok := f.Text[path]; ok && path == fakeEvents {
-		return []byte(strings.Join(f.probes, "\n") + "\n"), nil
+		lines := f.probes
+		if len(f.skips) > 0 {
+			s := f.skips[0]
+			f.skips = f.skips[1:]
+			lines = append(append([]string(nil), lines[:min(s[0], len(lines))]...), lines[min(s[1], len(lines)):]...)
+		}
+		return []byte(strings.Join(lines, "\n") + "\n"), nil
 	}
 	return f.Files.ReadFile(path)
 }
@@ -130,6 +144,29 @@ func (f *fakeSys) AppendLine(path, line string) error {
 		return fmt.Errorf("write to %s", path)
 	}
 	f.writes = append(f.writes, line)
+	if group, ok := strings.CutPrefix(line, "-:"); ok && strings.HasSuffix(group, "/") {
+		// The whole group, in list order, stopping at a busy probe.
+		if f.noGroupRemoval {
+			return &fs.PathError{Op: "write", Path: path, Err: syscall.EINVAL}
+		}
+		n := 0
+		for i := 0; i < len(f.probes); {
+			name, _, _ := strings.Cut(f.probes[i][2:], " ")
+			if !strings.HasPrefix(name, group) {
+				i++
+				continue
+			}
+			if f.busy[name] {
+				return &fs.PathError{Op: "write", Path: path, Err: syscall.EBUSY}
+			}
+			f.probes = append(f.probes[:i], f.probes[i+1:]...)
+			n++
+		}
+		if n == 0 {
+			return &fs.PathError{Op: "write", Path: path, Err: syscall.ENOENT}
+		}
+		return nil
+	}
 	if name, ok := strings.CutPrefix(line, "-:"); ok {
 		for i, p := range f.probes {
 			if strings.HasPrefix(p[2:], name+" ") {
@@ -630,6 +667,50 @@ func TestProbeLifecycle(t *testing.T) {
 	sys.busy["faultline_4242/malloc"] = true
 	if err := up.Close(); err == nil || !strings.Contains(err.Error(), "echo '-:faultline_4242/malloc' >> /sys/kernel/tracing/uprobe_events") {
 		t.Errorf("busy probe: %v", err)
+	}
+}
+
+// TestRemoveStaleRereads: a read of uprobe_events that skips lines of a
+// dead run's group (as one does while another process removes probes
+// listed before them) does not leave them behind: the group is removed
+// whole ("-:GROUP/") where the kernel can; where it cannot, RemoveStale
+// reads again until two reads in a row list nothing more to remove.
+func TestRemoveStaleRereads(t *testing.T) {
+	live := "p:faultline_1000/malloc /lib/libc.so.6:0x98930 size=%di:u64"
+	events := []string{"malloc", "malloc__return", "calloc", "free", "memalign"}
+	for _, whole := range []bool{true, false} {
+		sys := newFakeSys()
+		sys.alive[1000] = true
+		sys.noGroupRemoval = !whole
+		sys.probes = []string{live}
+		for _, ev := range events {
+			sys.probes = append(sys.probes, "p:faultline_999/"+ev+" /lib/libc.so.6:0x98930 size=%di:u64")
+		}
+		// The first read misses the dead group's first three lines, the
+		// second all of them, the third none.
+		sys.skips = [][2]int{{1, 4}, {0, 6}}
+		tfs, _, err := rec.OpenTracefs(sys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale, err := tfs.RemoveStale()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(sys.probes, "\n") != live {
+			t.Errorf("whole %v: left %q; want only the live run's", whole, sys.probes)
+		}
+		// Removed names what the reads saw: whole, the first read's two.
+		want := "free,memalign"
+		if !whole {
+			want = "free,memalign,malloc,malloc__return,calloc"
+		}
+		if len(stale) != 1 || stale[0].Group != "faultline_999" || strings.Join(stale[0].Removed, ",") != want {
+			t.Errorf("whole %v: stale groups %+v, want faultline_999 with %s removed", whole, stale, want)
+		}
+		if !slices.Contains(sys.writes, "-:faultline_999/") {
+			t.Errorf("whole %v: writes %q, want the group removal tried first", whole, sys.writes)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/tracefs"
@@ -63,10 +64,54 @@ type StaleGroup struct {
 // they could clean up: groups ProbeGroup(PID) whose process is gone (our
 // own pid's can only be a dead run's whose pid was reused). Groups of runs
 // still alive, and every other group, are left alone.
+//
+// uprobe_events is a seq_file read in pages: while another process
+// removes probes listed before a stale group's, one read can skip lines of
+// that group that are still there (tracefs.Tracefs.Missing says more). So
+// a stale group is removed whole (tracefs.Tracefs.RemoveGroup) where the
+// kernel can, else event by event as the reads list them; and it reads
+// again until staleCleanReads reads in a row list nothing more to remove
+// (staleReads reads at most). Removed lists the events the reads saw.
 func (t *Tracefs) RemoveStale() ([]StaleGroup, error) {
+	found := map[string]*StaleGroup{}
+	busy := map[string]bool{}
+	var err error
+	for try, clean := 0, 0; try < staleReads && clean < staleCleanReads && err == nil; try++ {
+		if try > 0 {
+			time.Sleep(staleReadGap)
+		}
+		var removed bool
+		removed, err = t.removeStaleOnce(found, busy)
+		if removed {
+			clean = 0
+		} else {
+			clean++
+		}
+	}
+	out := make([]StaleGroup, 0, len(found))
+	for _, sg := range found {
+		out = append(out, *sg)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, err
+}
+
+// The rereads of RemoveStale: a read that skips lines is one that
+// overlaps another process's removals, which take a few milliseconds
+// each, so a read a moment later rarely skips the same ones.
+const (
+	staleReads      = 8
+	staleCleanReads = 2
+	staleReadGap    = 10 * time.Millisecond
+)
+
+// removeStaleOnce reads uprobe_events once and removes the events it lists
+// of dead runs' groups into found, except those busy already said are in
+// use; removed reports whether it removed any.
+func (t *Tracefs) removeStaleOnce(found map[string]*StaleGroup, busy map[string]bool) (removed bool, err error) {
 	groups, err := t.t.Groups()
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	var stale []string
 	for group := range groups {
@@ -84,22 +129,38 @@ func (t *Tracefs) RemoveStale() ([]StaleGroup, error) {
 		stale = append(stale, group)
 	}
 	sort.Strings(stale)
-	var out []StaleGroup
 	for _, g := range stale {
-		sg := StaleGroup{Group: g}
+		sg := found[g]
+		if sg == nil {
+			sg = &StaleGroup{Group: g}
+			found[g] = sg
+			if t.t.RemoveGroup(g) == nil {
+				// Whole: the events this read lists are gone, and any it
+				// skipped.
+				sg.Removed = append(sg.Removed, groups[g]...)
+				removed = true
+				continue
+			}
+			// Not whole (an older kernel; a busy probe; gone already):
+			// event by event.
+		}
 		for _, ev := range groups[g] {
+			if busy[g+"/"+ev] {
+				continue
+			}
 			switch err := t.t.Remove(g, ev); {
 			case err == nil || errors.Is(err, syscall.ENOENT):
 				sg.Removed = append(sg.Removed, ev)
+				removed = true
 			case errors.Is(err, syscall.EBUSY):
 				sg.Busy = append(sg.Busy, ev)
+				busy[g+"/"+ev] = true
 			default:
-				return out, fmt.Errorf("removing stale probe %s:%s: %w", g, ev, err)
+				return removed, fmt.Errorf("removing stale probe %s:%s: %w", g, ev, err)
 			}
 		}
-		out = append(out, sg)
 	}
-	return out, nil
+	return removed, nil
 }
 
 // UprobeDef is one uprobe to add: its event name in the group and its

@@ -244,6 +244,19 @@ func (t *Tracefs) Remove(group, name string) error {
 	return t.write("-:" + group + "/" + name)
 }
 
+// RemoveGroup removes every probe of group, which this process did not
+// add (a dead run's), in one write of "-:GROUP/", under the kernel's lock
+// of the event list: no read of uprobe_events has to find them all first.
+// A kernel that does not take a group alone answers EINVAL; a probe of
+// the group that a process has open makes it stop there with EBUSY, some
+// removed and some not; ENOENT: the group has no probes (left).
+func (t *Tracefs) RemoveGroup(group string) error {
+	if group == "" || strings.ContainsRune(group, '/') {
+		return fmt.Errorf("refusing to remove probe group %q", group)
+	}
+	return t.write("-:" + group + "/")
+}
+
 // Missing lists, as GROUP:NAME, the probes of evs that are no longer in
 // uprobe_events (someone removed them). uprobe_events is a seq_file read
 // in pages: while another process removes its probes, a read can skip

@@ -149,3 +149,20 @@ func TestFindMount(t *testing.T) {
 		t.Errorf("no tracefs, cannot mount: %v", err)
 	}
 }
+
+// TestRemoveGroup: a group is removed with the one line "-:GROUP/", and
+// the kernel's answer is returned as it comes (memFS takes no group
+// alone: ENOENT); a name that would make the line mean something else is
+// refused before anything is written.
+func TestRemoveGroup(t *testing.T) {
+	m := newMemFS()
+	if err := At(m, dir).RemoveGroup("faultline_999"); !errors.Is(err, syscall.ENOENT) || strings.Join(m.writes, "|") != "-:faultline_999/" {
+		t.Errorf("err %v, writes %q", err, m.writes)
+	}
+	for _, g := range []string{"", "a/b", "g\n-:other/ev"} {
+		m := newMemFS()
+		if err := At(m, dir).RemoveGroup(g); err == nil || len(m.writes) != 0 {
+			t.Errorf("%q: err %v, writes %q", g, err, m.writes)
+		}
+	}
+}
