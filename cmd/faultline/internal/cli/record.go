@@ -768,6 +768,9 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	if res.RangeLost > 0 {
 		r.notes.add(fmt.Errorf("the call and fault rings overflowed: %d records lost (PERF_RECORD_LOST); raise -m (now %d, try %d)", res.RangeLost, o.mmapPages, o.mmapPages*4))
 	}
+	if res.Unreadable > 0 {
+		r.notes.add(fmt.Errorf("%d bytes of the kernel's ring buffers did not read as records and were skipped: the records in them are missing from the recording; record again, and report it if it recurs", res.Unreadable))
+	}
 	if res.StackLost > 0 {
 		r.notes.add(fmt.Errorf("the stack rings overflowed: %d stack samples lost (calls are all kept); raise --stack-mmap-pages (now %d) or --stack-every (now %d)", res.StackLost, o.stackPages, o.stackEvery))
 	}

@@ -102,6 +102,10 @@ type Result struct {
 	Events    []EventCount
 	RangeLost uint64 // PERF_RECORD_LOST totals of the range rings
 	StackLost uint64 // and of the stack rings
+	// Unreadable: bytes of the kernel's rings passed over because they did
+	// not start with a record of a possible size (never seen; a kernel or
+	// memory fault), so the records in them are missing.
+	Unreadable uint64
 	// Samples the kernel gave the wrong one of two twinned events
 	// (twins.go): repaired in the range rings, dropped from the stack rings.
 	TwinsRepaired, TwinsDropped uint64
@@ -868,10 +872,20 @@ func (s *session) finalDrain() error {
 		s.res.Shim = ip.region.Counters()
 		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
 		s.res.Late = ip.late
+		s.countUnreadable()
 		return s.writeUnrecorded()
 	}
 	_, err := s.drain()
+	s.countUnreadable()
 	return err
+}
+
+// countUnreadable totals what the rings passed over (ring.read).
+func (s *session) countUnreadable() {
+	s.res.Unreadable = 0
+	for _, r := range s.rings {
+		s.res.Unreadable += r.skipped
+	}
 }
 
 // closedTimeChan is always ready: the select of a busy loop does not wait.

@@ -31,6 +31,9 @@ type ring struct {
 	// valid until then.
 	tail uint64
 	wrap []byte // a record that wraps around the end, made contiguous
+	// skipped counts the bytes read passed over because they did not
+	// start with a record the kernel could have written.
+	skipped uint64
 }
 
 // rawRecord is one record read from a ring: its header and its body (the
@@ -87,7 +90,8 @@ func (r *ring) read(raw *rawRecord) bool {
 	n := uint64(ne.Uint16(r.data[start+6:]))
 	if n < 8 || n > head-r.tail {
 		// Not what the kernel writes: skip what is there rather than
-		// read garbage as records.
+		// read garbage as records, and count it.
+		r.skipped += head - r.tail
 		r.tail = head
 		atomic.StoreUint64(&r.meta.Data_tail, r.tail)
 		return false

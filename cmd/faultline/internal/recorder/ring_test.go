@@ -76,11 +76,11 @@ func TestRingRead(t *testing.T) {
 		t.Fatalf("data_tail %d, want 152", r.meta.Data_tail)
 	}
 	// A size the kernel never writes (below the header's) skips what is
-	// there instead of reading it as records.
+	// there instead of reading it as records, and counts the 16 bytes.
 	r.data[152%64+6] = 4
 	r.meta.Data_head += 16
-	if r.read(&raw) || r.tail != r.meta.Data_head || r.meta.Data_tail != r.meta.Data_head {
-		t.Fatalf("corrupt record: tail %d, head %d", r.tail, r.meta.Data_head)
+	if r.read(&raw) || r.tail != r.meta.Data_head || r.meta.Data_tail != r.meta.Data_head || r.skipped != 16 {
+		t.Fatalf("corrupt record: tail %d, head %d, skipped %d (want 16)", r.tail, r.meta.Data_head, r.skipped)
 	}
 }
 
