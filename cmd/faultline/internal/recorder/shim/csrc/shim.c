@@ -646,7 +646,7 @@ static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 		flags = FL_F_SHORT;
 		words = 1;
 	}
-	uint32_t nwords = flags & FL_F_SHORT ? 1 : words; /* carried */
+	uint32_t nwords = words; /* carried: past the stack's top, zeros */
 	if (ts.stack_hi && sp + 8 * words > ts.stack_hi)
 		words = sp < ts.stack_hi ? (uint32_t)((ts.stack_hi - sp) / 8) : 0;
 	uint32_t size_ = sizeof(struct fl_rec) + sizeof(struct fl_entry) +
@@ -1045,7 +1045,7 @@ static int has_prefix(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-static void launch_fail(const char *what, const char *arg)
+static __attribute__((noreturn)) void launch_fail(const char *what, const char *arg)
 {
 	const char *why = strerror(errno);
 	dprintf(2, "faultline: %s%s: %s\n", what, arg, why);
@@ -1090,7 +1090,6 @@ HIDDEN __attribute__((noreturn, used)) void fl_launch_main(uint64_t *sp)
 	env[k] = NULL;
 	execve(argv[1], argv + 2, env);
 	launch_fail("cannot run ", argv[1]);
-	_exit(127);
 }
 
 /* The program's interpreter, and its entry: the stack pointer at entry
