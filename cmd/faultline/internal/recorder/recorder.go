@@ -860,6 +860,7 @@ func (s *session) drainAll() (int, error) {
 // program's remaining processes stop recording first (they may outlive
 // it), and everything held for order is written.
 func (s *session) finalDrain() error {
+	defer s.countUnreadable()
 	if ip := s.inproc; ip != nil {
 		ip.region.Detach()
 		if _, err := s.drainInproc(); err != nil {
@@ -872,11 +873,9 @@ func (s *session) finalDrain() error {
 		s.res.Shim = ip.region.Counters()
 		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
 		s.res.Late = ip.late
-		s.countUnreadable()
 		return s.writeUnrecorded()
 	}
 	_, err := s.drain()
-	s.countUnreadable()
 	return err
 }
 

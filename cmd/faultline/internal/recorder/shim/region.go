@@ -120,7 +120,7 @@ func (r *Region) u64(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.mem[o
 // long as the recorder does.
 func (r *Region) Env(preload string) []string {
 	pid := os.Getpid()
-	lib := r.Launcher()
+	lib := r.objectPath()
 	if preload != "" {
 		lib += ":" + preload
 	}
@@ -131,9 +131,12 @@ func (r *Region) Env(preload string) []string {
 }
 
 // Launcher returns the path that runs the shim object as faultline
-// record's launcher (shim.c, "The launcher"): this process's /proc/PID/fd
-// entry of it, which exists as long as the recorder does.
-func (r *Region) Launcher() string {
+// record's launcher (shim.c, "The launcher").
+func (r *Region) Launcher() string { return r.objectPath() }
+
+// objectPath is this process's /proc/PID/fd entry of the shim object,
+// which exists as long as the recorder does.
+func (r *Region) objectPath() string {
 	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(r.lib.Fd()))
 }
 
