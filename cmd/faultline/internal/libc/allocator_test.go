@@ -242,3 +242,21 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// BenchmarkDefinesMalloc: what FindAllocator does to each object it
+// visits (open it, look malloc and the families' marks up), on the
+// committed C++ library, which defines no malloc and has thousands of
+// dynamic symbols.
+func BenchmarkDefinesMalloc(b *testing.B) {
+	path := perftest.Glob(b, "alloc/symfs/*/*/*/libstdc++.so*")[0]
+	for range b.N {
+		f, err := elf.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if d := definesMalloc(f, false); d.malloc {
+			b.Fatalf("%s defines malloc", path)
+		}
+		f.Close()
+	}
+}

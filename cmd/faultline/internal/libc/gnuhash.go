@@ -48,21 +48,16 @@ func gnuHash(name string) uint32 {
 // The table is a header (nbuckets, symoffset, bloom words, bloom shift),
 // the bloom filter (words of the class's size), nbuckets bucket indexes
 // into .dynsym, and one chain word per symbol from symoffset on, holding
-// the symbol's hash with bit 0 marking the last of its bucket.
+// the symbol's hash with bit 0 marking the last of its bucket. Only the
+// table is read whole: a lookup reads the symbols its chain names and
+// their names, some hundred bytes where a C++ library's symbols and
+// names are hundreds of kilobytes.
 func gnuHashLookup(f *elf.File) (func(string) bool, bool) {
 	hs, sym, str := f.Section(".gnu.hash"), f.Section(".dynsym"), f.Section(".dynstr")
-	if hs == nil || sym == nil || str == nil {
+	if hs == nil || sym == nil || str == nil || sym.Type == elf.SHT_NOBITS || str.Type == elf.SHT_NOBITS {
 		return nil, false
 	}
 	h, err := hs.Data()
-	if err != nil {
-		return nil, false
-	}
-	syms, err := sym.Data()
-	if err != nil {
-		return nil, false
-	}
-	strs, err := str.Data()
 	if err != nil {
 		return nil, false
 	}
@@ -83,7 +78,35 @@ func gnuHashLookup(f *elf.File) (func(string) bool, bool) {
 	if nbuckets == 0 || chains > uint64(len(h)) {
 		return nil, false
 	}
-	nsyms := uint64(len(syms) / symSize)
+	nsyms := sym.Size / uint64(symSize)
+	var buf [24]byte
+	// is reports whether symbol i is a function named name that f
+	// defines.
+	is := func(i uint64, name string) bool {
+		s := buf[:symSize]
+		if _, err := sym.ReadAt(s, int64(i)*int64(symSize)); err != nil {
+			return false
+		}
+		var info byte
+		var shndx uint16
+		if f.Class == elf.ELFCLASS32 {
+			info, shndx = s[12], bo.Uint16(s[14:])
+		} else {
+			info, shndx = s[4], bo.Uint16(s[6:])
+		}
+		if !definedFunc(info, elf.SectionIndex(shndx)) {
+			return false
+		}
+		off := uint64(bo.Uint32(s))
+		if off >= str.Size || uint64(len(name)) >= str.Size-off {
+			return false
+		}
+		got := make([]byte, len(name)+1)
+		if _, err := str.ReadAt(got, int64(off)); err != nil {
+			return false
+		}
+		return string(got[:len(name)]) == name && got[len(name)] == 0
+	}
 	look := func(name string) bool {
 		hash := gnuHash(name)
 		i := uint64(bo.Uint32(h[buckets+4*(uint64(hash)%nbuckets):]))
@@ -96,7 +119,7 @@ func gnuHashLookup(f *elf.File) (func(string) bool, bool) {
 				return false
 			}
 			ch := bo.Uint32(h[c:])
-			if ch|1 == hash|1 && symbolIs(syms[i*uint64(symSize):], strs, f.Class, bo, name) {
+			if ch|1 == hash|1 && is(i, name) {
 				return true
 			}
 			if ch&1 != 0 {
@@ -106,20 +129,4 @@ func gnuHashLookup(f *elf.File) (func(string) bool, bool) {
 		return false
 	}
 	return look, true
-}
-
-// symbolIs reports whether the symbol at the start of s is a function
-// named name that the object defines.
-func symbolIs(s, strs []byte, class elf.Class, bo binary.ByteOrder, name string) bool {
-	var info byte
-	var shndx uint16
-	if class == elf.ELFCLASS32 {
-		info, shndx = s[12], bo.Uint16(s[14:])
-	} else {
-		info, shndx = s[4], bo.Uint16(s[6:])
-	}
-	off := uint64(bo.Uint32(s))
-	end := off + uint64(len(name))
-	return definedFunc(info, elf.SectionIndex(shndx)) && end < uint64(len(strs)) &&
-		string(strs[off:end]) == name && strs[end] == 0
 }

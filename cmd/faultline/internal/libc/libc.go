@@ -226,12 +226,7 @@ func Preloadable(sys System, path string) (ok bool, why string) {
 				in.static = false
 			}
 		}
-		syms, _ := f.DynamicSymbols()
-		for _, s := range syms {
-			if s.Name == "malloc" && s.Section != elf.SHN_UNDEF && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-				in.mallocDefined = true
-			}
-		}
+		in.mallocDefined = dynDefines(f)("malloc")
 		return in
 	})
 	switch {
