@@ -3,6 +3,7 @@ package recorder
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -105,9 +106,9 @@ func TestFinishRaw(t *testing.T) {
 	}
 }
 
-// TestInprocWriteAllocs: turning shim records into samples allocates
-// nothing per record once the buffers have grown.
-func TestInprocWriteAllocs(t *testing.T) {
+// writeSession returns an in-process session writing to a file (or to
+// nowhere, in pipe mode, when discard), its specs counted.
+func writeSession(tb testing.TB, discard bool) *session {
 	cfg := testConfig()
 	cfg.InProcess, cfg.TopWords = true, 16
 	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
@@ -119,12 +120,56 @@ func TestInprocWriteAllocs(t *testing.T) {
 		s.perSpec[sp] = sp.count
 		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{sp.synthID + 1}})
 	}
-	f, _ := perftest.Create(t, "w.data")
-	w, err := perfdata.NewWriter(f, events, nil)
+	var w *perfdata.Writer
+	var err error
+	if discard {
+		w, err = perfdata.NewPipeWriter(io.Discard, events, &perfdata.WriterFeatures{}, nil)
+	} else {
+		f, _ := perftest.Create(tb, "w.data")
+		w, err = perfdata.NewWriter(f, events, nil)
+	}
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s.w = w
+	return s
+}
+
+// BenchmarkInprocWrite: a malloc from the program's code written as one
+// call sample and its free, as drainRing writes churn's (to nowhere: the
+// recorder's own work).
+func BenchmarkInprocWrite(b *testing.B) {
+	s := writeSession(b, true)
+	ne := binary.NativeEndian
+	eb := make([]byte, shim.EntryFixed+8)
+	ne.PutUint64(eb, 0x7f1000)
+	ne.PutUint64(eb[shim.EntryFixed:], 0x401000)
+	rb := make([]byte, shim.ReturnSize)
+	fb := make([]byte, shim.FreeSize)
+	e := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Flags: shim.FlagShort, Body: eb}
+	r := shim.Record{Kind: shim.KindReturn, Func: shim.FuncMalloc, Body: rb}
+	f := shim.Record{Kind: shim.KindFree, Func: shim.FuncFree, Body: fb}
+	g := owner{7, 8}
+	b.ResetTimer()
+	for i := range b.N {
+		t := uint64(1000 + 3*i)
+		e.Time, r.Time, f.Time = t, t+1, t+2
+		ne.PutUint64(eb[8:], uint64(16+i%61*8))
+		ne.PutUint64(rb[8:], uint64(0x5000+i%64*512))
+		ne.PutUint64(fb[8:], uint64(0x5000+i%64*512))
+		if _, err := s.writeCall(g, &e, &r); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.writeShim(g, &f, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestInprocWriteAllocs: turning shim records into samples allocates
+// nothing per record once the buffers have grown.
+func TestInprocWriteAllocs(t *testing.T) {
+	s := writeSession(t, false)
 	const user, lib = 0x401000, 0x7f0000
 	s.inproc.maps[7] = &procMaps{code: []codeRange{{addrRange{0x400000, 0x402000}, false}, {addrRange{0x7f0000, 0x7f8000}, true}}}
 	ne := binary.NativeEndian
