@@ -322,7 +322,10 @@ func (s *session) closeAll() {
 // recording one command after another) opens the same tracepoints while
 // they are still registered, instead of waiting behind their
 // unregistration, and its own closer then takes over the last close.
-// Where no child can start, they are closed here.
+// Only a recording that starts as a closer exits waits (for the 0.1-0.2
+// s the unregistration takes); the longer the hold, the rarer a gap
+// between recordings of just that length. Where no child can start, they
+// are closed here.
 func closeInBackground(fds []int) {
 	if len(fds) == 0 {
 		return
@@ -351,8 +354,10 @@ func closeInBackground(fds []int) {
 }
 
 // closerHold is how long (sleep(1)'s argument) closeInBackground's child
-// keeps the tracepoints registered.
-const closerHold = "1"
+// keeps the tracepoints registered: longer than the pauses scripts put
+// between recordings (a second, say), and a sleeping process holding
+// events on a task that has exited costs the system nothing.
+const closerHold = "10"
 
 // buildSpecs lists the events in attr order: the range ring's owner, page
 // faults and the probes (or the in-process events), then the stack ring's
