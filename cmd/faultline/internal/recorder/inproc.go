@@ -602,6 +602,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	defer g.Release()
 	// The mappings change only between drains (writeKernel).
 	maps := ip.maps[g.Pid()]
+	var rec, next shim.Record
 	for {
 		if total-released >= releaseEvery {
 			// Room for the owner while the rest is drained: everything
@@ -609,7 +610,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			g.Release()
 			released = total
 		}
-		rec, ok, err := g.Peek(head)
+		ok, err := g.Peek(head, &rec)
 		if err != nil {
 			return total, err
 		}
@@ -624,7 +625,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 		if short {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
-			next, ok, err := g.Peek(head)
+			ok, err := g.Peek(head, &next)
 			if err != nil {
 				return total, err
 			}

@@ -268,32 +268,36 @@ func (g *Ring) Empty() bool { return g.tail == g.Head() }
 // that wrote over the shared memory.
 var ErrCorrupt = errors.New("shim: corrupt ring")
 
-// Peek returns the next committed record, or false when there is none.
-// The record's bytes are shared memory: valid until Release.
-func (g *Ring) Peek(head uint64) (Record, bool, error) {
+// Peek reads the next committed record into rec, or reports false when
+// there is none. The record's bytes are shared memory: valid until
+// Release. (It fills the caller's Record rather than returning one: the
+// drain calls it for every record, and a returned struct is copied
+// through the stack once more.)
+func (g *Ring) Peek(head uint64, rec *Record) (bool, error) {
 	rb := uint64(len(g.data))
 	for g.tail < head {
 		off := g.tail & (rb - 1)
 		if rb-off < 8 {
-			return Record{}, false, fmt.Errorf("%w: record at ring offset %d of thread %d", ErrCorrupt, off, g.tid)
+			return false, fmt.Errorf("%w: record at ring offset %d of thread %d", ErrCorrupt, off, g.tid)
 		}
 		size := uint64(binary.NativeEndian.Uint32(g.data[off:]))
 		kind := g.data[off+4]
 		if size < 8 || size%8 != 0 || off+size > rb || g.tail+size > head {
-			return Record{}, false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
+			return false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
 		}
 		if kind == KindPad {
 			g.tail += size
 			continue
 		}
 		if size < RecHeader {
-			return Record{}, false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
+			return false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
 		}
 		b := g.data[off : off+size]
-		return Record{Kind: kind, Func: Func(b[5]), Flags: binary.NativeEndian.Uint16(b[6:]),
-			Time: binary.NativeEndian.Uint64(b[8:]), Body: b[RecHeader:]}, true, nil
+		rec.Kind, rec.Func, rec.Flags = kind, Func(b[5]), binary.NativeEndian.Uint16(b[6:])
+		rec.Time, rec.Body = binary.NativeEndian.Uint64(b[8:]), b[RecHeader:]
+		return true, nil
 	}
-	return Record{}, false, nil
+	return false, nil
 }
 
 // Consume moves past the record Peek returned.
