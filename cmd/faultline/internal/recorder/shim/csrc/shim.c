@@ -554,6 +554,10 @@ static int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
 	}
 }
 
+/* How far ahead of a record begin asks for the ring's bytes: 16 cache
+ * lines, about seven calls. */
+#define FL_PREFETCH 1024
+
 /* begin reserves size bytes, marks the ring busy and stamps the time;
  * commit publishes the record. Between the two nothing can be preempted
  * out of order: a recorder that sees the ring idle knows every later
@@ -585,6 +589,11 @@ static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
 	 * reach a cache line the recorder was reading: a third of a call's
 	 * time. */
 	__atomic_store_n(&r->busy, 1, __ATOMIC_RELAXED);
+	/* Ask for the ring's bytes FL_PREFETCH ahead, to be written: the
+	 * recorder read them last, on another CPU, and a store to a line
+	 * another CPU holds waits for it; asked early, the wait overlaps
+	 * this call's work (PREFETCHW; a hint, it never faults). */
+	__builtin_prefetch(data + ((off + FL_PREFETCH) & (rb - 1)), 1, 3);
 	struct fl_rec *rec = (struct fl_rec *)(data + off);
 	rec->size = size;
 	rec->time = now_ns();
