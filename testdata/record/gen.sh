@@ -25,4 +25,5 @@ $CXX $flags -o "$out/cxxnew" "$here/src/cxxnew.cpp"
 $CXX $flags -fPIC -shared -o "$out/libcxxplugin.so" "$here/src/cxxplugin.cpp"
 $CXX $flags -fPIC -shared -static-libstdc++ -o "$out/libcxxplugin-static.so" "$here/src/cxxplugin.cpp"
 $CC $flags -o "$out/dlopener" "$here/src/dlopener.c" -ldl
+$CC $flags -pthread -o "$out/clocks" "$here/src/clocks.c"
 echo "$out"

@@ -169,6 +169,7 @@ type recordOptions struct {
 	libc        string
 	method      string
 	shimWait    time.Duration
+	shimClock   string
 	// mmapPagesSet, stackPagesSet: -m, --stack-mmap-pages were given
 	// (else the in-process method lowers them)
 	mmapPagesSet, stackPagesSet bool
@@ -252,6 +253,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.libc, "libc", "", "probe the allocator in `PATH` (a library, or a program that links one) instead of the one malloc binds to (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
+	fs.StringVar(&o.shimClock, "shim-clock", "auto", "in-process: how the shim stamps calls: `C` = tsc (the CPU's time-stamp counter, converted to CLOCK_MONOTONIC), monotonic (clock_gettime for every call), or auto (tsc where the kernel's clock is read from a constant-rate TSC)")
+	fs.MarkHidden("shim-clock")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
 	fs.MarkHidden("cpuprofile")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
@@ -293,6 +296,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: -o wants a file name")
 	case o.method != methodAuto && o.method != methodInproc && o.method != methodUprobes:
 		return nil, usageError("record: --method %q: want inproc, uprobe or auto", o.method)
+	case o.shimClock != "auto" && o.shimClock != "tsc" && o.shimClock != "monotonic":
+		return nil, usageError("record: --shim-clock %q: want tsc, monotonic or auto", o.shimClock)
 	case o.buildIDCacheMax < 0:
 		return nil, usageError("record: --buildid-cache-max wants 0 or more MB")
 	}

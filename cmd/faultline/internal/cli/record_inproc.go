@@ -143,6 +143,18 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
+	why := "as asked (--shim-clock)"
+	switch o.shimClock {
+	case "tsc":
+		cfg.ShimTSC = true
+	case "auto":
+		cfg.ShimTSC, why = shim.TSCUsable()
+	}
+	if cfg.ShimTSC {
+		r.notes.add(&detailNote{errors.New("the shim stamps calls from the CPU's time-stamp counter, converted to CLOCK_MONOTONIC")})
+	} else {
+		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})
+	}
 	alloc := "the C library's malloc"
 	if a, err := r.allocator(cmdPath); err == nil {
 		alloc = a.String()
@@ -174,6 +186,9 @@ func (r *recorder) noteShim(res *rec.Result) {
 	}
 	if os.Getenv("FAULTLINE_DEBUG_SHIM") != "" {
 		r.logf("debug: shim %+v late %d shimfaults %d", res.Shim, res.Late, res.ShimFaults)
+	}
+	if res.TSCJumps > 0 {
+		r.notes.add(fmt.Errorf("the CPU's time-stamp counter disagreed with CLOCK_MONOTONIC %d times, first %.3f s into the run; from then on the shim read CLOCK_MONOTONIC, and calls up to 20 µs before may be stamped off by the difference (record with --shim-clock=monotonic to leave the counter alone)", res.TSCJumps, float64(res.TSCJumpAt-min(res.TSCJumpAt, res.FirstTime))/1e9))
 	}
 	if res.Late > 0 {
 		r.notes.add(fmt.Errorf("%d records were written after newer ones (a thread stalled between its clock read and its write); analyze may misorder them", res.Late))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/attribute/report/reporttest"
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -606,4 +607,162 @@ func childPid(ppid int, comm string) int {
 		}
 	}
 	return 0
+}
+
+// TestRecordInprocLiveClock records testdata/record/src/clocks.c, whose
+// threads read CLOCK_MONOTONIC around each malloc and free, once with
+// the shim stamping calls from the TSC and once with clock_gettime: each
+// call's stamps lie between the program's own readings around it, and
+// each thread's stamps never go back. From the TSC a stamp may be off by
+// half the time between the two TSC reads around the shim's last reading of
+// CLOCK_MONOTONIC (it uses none further apart than 200 ns) and by the
+// rate's error over the 20 µs it converts for (shim.c, "The clock"): the
+// test allows 110 ns. With clock_gettime it allows nothing.
+func TestRecordInprocLiveClock(t *testing.T) {
+	progs := requireInproc(t)
+	for _, c := range []struct {
+		clock string
+		slack uint64
+	}{{"tsc", 110}, {"monotonic", 0}} {
+		t.Run(c.clock, func(t *testing.T) {
+			if ok, why := shim.TSCUsable(); c.clock == "tsc" && !ok {
+				t.Skipf("the shim would not use the TSC here: %s", why)
+			}
+			dir := t.TempDir()
+			data, calls := filepath.Join(dir, "clock.data"), filepath.Join(dir, "calls.txt")
+			t.Setenv("FAULTLINE_DEBUG_SHIM", "1") // the shim's counters
+			code, stderr := runRecordMain("-v", "--shim-clock", c.clock, "-o", data, "--", filepath.Join(progs, "clocks"), calls)
+			t.Logf("%s", stderr)
+			if code != ExitOK {
+				t.Fatalf("exit %d", code)
+			}
+			if c.clock == "tsc" && !strings.Contains(stderr, "from the CPU's time-stamp counter") || strings.Contains(stderr, "disagreed") {
+				t.Errorf("record did not stamp from the TSC throughout")
+			}
+			n := checkClockStamps(t, data, calls, c.slack)
+			// A malloc's entry and return and a free read the clock
+			// once each without the TSC; with it, far fewer do.
+			m := regexp.MustCompile(`ClockReads:(\d+)`).FindStringSubmatch(stderr)
+			if m == nil {
+				t.Fatalf("no ClockReads in the shim's counters")
+			}
+			reads, _ := strconv.Atoi(m[1])
+			t.Logf("%d pairs of calls, %d reads of CLOCK_MONOTONIC", n, reads)
+			if c.clock == "tsc" && reads > 3*n/10 || c.clock == "monotonic" && reads < 3*n {
+				t.Errorf("%d reads of CLOCK_MONOTONIC for %d pairs of calls with --shim-clock %s", reads, n, c.clock)
+			}
+		})
+	}
+}
+
+// checkClockStamps compares the stamps of a recording of clocks.c with
+// the readings it wrote to calls, and returns how many malloc and free
+// pairs it compared.
+func checkClockStamps(t *testing.T, data, calls string, slack uint64) int {
+	t.Helper()
+	type window struct{ lo, hi uint64 }
+	type key struct {
+		tid  uint32
+		size uint64
+	}
+	mallocs, frees := map[key][]window{}, map[uint32][]window{}
+	sizeOf := map[uint32]uint64{}
+	b, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var tid uint32
+		var size uint64
+		var k int
+		var before, mid, after uint64
+		if _, err := fmt.Sscan(line, &tid, &size, &k, &before, &mid, &after); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		mallocs[key{tid, size}] = append(mallocs[key{tid, size}], window{before, mid})
+		frees[tid] = append(frees[tid], window{mid, after})
+		sizeOf[tid] = size
+	}
+	rd, err := perfdata.Open(data, &perfdata.Options{Order: perfdata.FileOrder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	last := map[uint32]uint64{}
+	nm, nf := map[key]int{}, map[uint32]int{}
+	// open: the malloc whose free comes next on the thread, or -1 (the
+	// thread's own calls are written in their order; glibc frees some
+	// blocks of an exiting thread through the PLT after its last call).
+	open := map[uint32]int{}
+	var worst int64
+	outside := 0
+	inside := func(what string, tid uint32, k int, ts uint64, w window) {
+		if ts+slack < w.lo || ts > w.hi+slack {
+			t.Errorf("thread %d, %s %d: stamped %d, outside the program's readings [%d, %d] by more than %d ns", tid, what, k, ts, w.lo, w.hi, slack)
+		}
+		if ts < w.lo || ts > w.hi {
+			outside++
+		}
+		worst = max(worst, int64(w.lo)-int64(ts), int64(ts)-int64(w.hi))
+	}
+	for rd.Next() {
+		smp, ok := rd.Record().(*perfdata.Sample)
+		if !ok || smp.Event == nil || smp.Event.Format == nil || smp.Event.Attr.SampleType&perfdata.SampleStackUser != 0 {
+			continue
+		}
+		size, ours := sizeOf[smp.Tid]
+		if !ours || smp.Event.Format.System != "faultline" {
+			continue
+		}
+		if smp.Time < last[smp.Tid] {
+			t.Errorf("thread %d: a stamp %d after %d", smp.Tid, smp.Time, last[smp.Tid])
+		}
+		last[smp.Tid] = smp.Time
+		name := smp.Event.Format.Name
+		switch {
+		case name == "free":
+			if k, ok := open[smp.Tid]; ok && k >= 0 && k < len(frees[smp.Tid]) {
+				inside("free", smp.Tid, k, smp.Time, frees[smp.Tid][k])
+				nf[smp.Tid]++
+			}
+			open[smp.Tid] = -1
+		case strings.HasPrefix(name, "malloc"):
+			f := smp.Event.Format.Field("size")
+			if f == nil { // a return: the call's, counted at its entry
+				k := nm[key{smp.Tid, size}] - 1
+				if w := mallocs[key{smp.Tid, size}]; k >= 0 && k < len(w) && smp.Event.Format.Field("ptr") != nil {
+					inside("malloc return", smp.Tid, k, smp.Time, w[k])
+				}
+				continue
+			}
+			if s, _ := f.Uint64(smp.Raw); s != size {
+				continue
+			}
+			k := nm[key{smp.Tid, size}]
+			if w := mallocs[key{smp.Tid, size}]; k < len(w) {
+				inside("malloc", smp.Tid, k, smp.Time, w[k])
+			}
+			nm[key{smp.Tid, size}]++
+			open[smp.Tid] = k
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for k, w := range mallocs {
+		if nm[k] != len(w) {
+			t.Errorf("thread %d: %d calls of malloc(%d) recorded, the program made %d", k.tid, nm[k], k.size, len(w))
+		}
+	}
+	for tid, w := range frees {
+		if nf[tid] != len(w) {
+			t.Errorf("thread %d: %d frees recorded, the program made %d", tid, nf[tid], len(w))
+		}
+	}
+	t.Logf("%d stamps outside the program's readings; the farthest by %d ns (negative: inside)", outside, worst)
+	n := 0
+	for _, k := range nf {
+		n += k
+	}
+	return n
 }

@@ -80,6 +80,9 @@ type Config struct {
 	ShimSlots     int
 	Glibc         bool
 	TopWords      int
+	// ShimTSC lets the shim stamp calls from the CPU's time-stamp
+	// counter (shim.TSCUsable says where it may).
+	ShimTSC bool
 
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
 	Stdin   io.Reader        // Cmd's standard streams
@@ -140,6 +143,11 @@ type Result struct {
 	Abandoned   bool
 	AbandonedAt uint64
 	Late        uint64
+	// TSCJumps counts the times a thread of the program found the TSC
+	// disagreeing with CLOCK_MONOTONIC (Config.ShimTSC), the first at
+	// TSCJumpAt: from then on the shim read CLOCK_MONOTONIC.
+	TSCJumps  uint32
+	TSCJumpAt uint64
 	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
 	// them: for the build-id cache.
 	BuildIDs []perfdata.BuildID
@@ -180,6 +188,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
 			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
 			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(cmp.Or(cfg.ShimWait, shimWait)),
+			TSC: cfg.ShimTSC,
 		})
 		if err != nil {
 			return nil, err
@@ -877,6 +886,7 @@ func (s *session) finalDrain() error {
 		}
 		s.res.Shim = ip.region.Counters()
 		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
+		s.res.TSCJumps, s.res.TSCJumpAt = ip.region.TSCJumps()
 		s.res.Late = ip.late
 		return s.writeUnrecorded()
 	}

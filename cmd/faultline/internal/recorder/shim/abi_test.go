@@ -31,8 +31,9 @@ int main(void) {
 	O(fl_ctrl, glibc); O(fl_ctrl, wake); O(fl_ctrl, sleeping); O(fl_ctrl, detached);
 	O(fl_ctrl, abandoned); O(fl_ctrl, abandoned_time); O(fl_ctrl, wait_ns); O(fl_ctrl, unrecorded);
 	O(fl_ctrl, slots_full); O(fl_ctrl, slot_state);
+	O(fl_ctrl, tsc); O(fl_ctrl, tsc_jumps); O(fl_ctrl, tsc_jump_time);
 	O(fl_ring, head); O(fl_ring, busy); O(fl_ring, pid); O(fl_ring, tid); O(fl_ring, waiting);
-	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, tail); O(fl_ring, tail_seq);
+	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, clock_reads); O(fl_ring, tail); O(fl_ring, tail_seq);
 	S(fl_rec); S(fl_entry); S(fl_regs); S(fl_return); S(fl_free); S(fl_ctrl); S(fl_ring);
 	printf("FL_MAGIC %u\nFL_VERSION %u\nFL_CTRL_BYTES %u\nFL_MAX_SLOTS %u\nFL_RING_HDR %u\nFL_MAX_WORDS %u\nFL_MAX_STACK %u\n",
 		FL_MAGIC, FL_VERSION, FL_CTRL_BYTES, FL_MAX_SLOTS, FL_RING_HDR, FL_MAX_WORDS, FL_MAX_STACK);
@@ -74,8 +75,9 @@ int main(void) {
 		"fl_ctrl.wake": offWake, "fl_ctrl.sleeping": offSleeping, "fl_ctrl.detached": offDetached,
 		"fl_ctrl.abandoned": offAbandoned, "fl_ctrl.abandoned_time": offAbandonedTime, "fl_ctrl.wait_ns": offWaitNs,
 		"fl_ctrl.unrecorded": offUnrecorded, "fl_ctrl.slots_full": offSlotsFull, "fl_ctrl.slot_state": offSlotState,
+		"fl_ctrl.tsc": offTSC, "fl_ctrl.tsc_jumps": offTSCJumps, "fl_ctrl.tsc_jump_time": offTSCJumpTime,
 		"fl_ring.head": offHead, "fl_ring.busy": offBusy, "fl_ring.pid": offPid, "fl_ring.tid": offTid,
-		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits,
+		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits, "fl_ring.clock_reads": offClockReads,
 		"fl_ring.tail": offTail, "fl_ring.tail_seq": offTailSeq,
 		"sizeof.fl_rec": RecHeader, "sizeof.fl_entry": EntryFixed, "sizeof.fl_regs": RegsBytes,
 		"sizeof.fl_return": ReturnSize, "sizeof.fl_free": FreeSize,

@@ -22,6 +22,9 @@ type Options struct {
 	Words      int    // top-of-stack words per entry, at most MaxWords
 	Glibc      bool   // the allocator is glibc's: returns carry its chunk header
 	WaitNs     uint64 // the longest a thread waits for room before recording stops
+	// TSC: the shim stamps calls from the CPU's time-stamp counter,
+	// converted to CLOCK_MONOTONIC (shim.c, "The clock"); see TSCUsable.
+	TSC bool
 }
 
 // Region is the shared memory the shim writes: a memfd the program maps
@@ -36,7 +39,7 @@ type Region struct {
 	live       []*Ring
 	bySlot     map[int]*Ring
 	// Counters of the rings freed so far.
-	freedNested, freedWaits uint64
+	freedNested, freedWaits, freedClockReads uint64
 }
 
 // NewRegion creates a region.
@@ -91,6 +94,9 @@ func NewRegion(o Options) (*Region, error) {
 		ne.PutUint32(mem[offGlibc:], 1)
 	}
 	ne.PutUint64(mem[offWaitNs:], o.WaitNs)
+	if o.TSC {
+		ne.PutUint32(mem[offTSC:], 1)
+	}
 	// The recorder is always willing to be woken.
 	ne.PutUint32(mem[offSleeping:], 1)
 	atomic.StoreUint32(r.u32(offMagic), Magic)
@@ -157,12 +163,27 @@ func (r *Region) Abandoned() (bool, uint64) {
 	return true, atomic.LoadUint64(r.u64(offAbandonedTime))
 }
 
-// Counters are calls the shim could not record.
+// TSCJumps reports how many times a thread found the TSC disagreeing with
+// CLOCK_MONOTONIC (Options.TSC), after which the program's threads read
+// CLOCK_MONOTONIC, and when the first was (CLOCK_MONOTONIC ns).
+func (r *Region) TSCJumps() (uint32, uint64) {
+	n := atomic.LoadUint32(r.u32(offTSCJumps))
+	if n == 0 {
+		return 0, 0
+	}
+	return n, atomic.LoadUint64(r.u64(offTSCJumpTime))
+}
+
+// Counters are what the shim counted: calls it could not record, and
+// how it ran.
 type Counters struct {
 	Unrecorded uint64 // calls not recorded: of threads that found no free ring, or after a thread gave up waiting
 	SlotsFull  uint64 // threads that found no free ring
 	Nested     uint64 // calls made by the shim's own work (not the program's)
 	Waits      uint64 // times a thread waited for room in its ring
+	// ClockReads counts the shim's reads of CLOCK_MONOTONIC: one per
+	// stamp, or with Options.TSC only those that calibrate the TSC.
+	ClockReads uint64
 }
 
 // Counters returns what the shim counted so far (rings freed meanwhile
@@ -172,10 +193,11 @@ func (r *Region) Counters() Counters {
 		Unrecorded: atomic.LoadUint64(r.u64(offUnrecorded)),
 		SlotsFull:  atomic.LoadUint64(r.u64(offSlotsFull)),
 	}
-	c.Nested, c.Waits = r.freedNested, r.freedWaits
+	c.Nested, c.Waits, c.ClockReads = r.freedNested, r.freedWaits, r.freedClockReads
 	for _, g := range r.bySlot {
 		c.Nested += atomic.LoadUint64(g.u64(offNested))
 		c.Waits += atomic.LoadUint64(g.u64(offWaits))
+		c.ClockReads += atomic.LoadUint64(g.u64(offClockReads))
 	}
 	return c
 }
@@ -220,6 +242,7 @@ func (r *Region) Rings() []*Ring {
 func (r *Region) Free(g *Ring) {
 	r.freedNested += atomic.LoadUint64(g.u64(offNested))
 	r.freedWaits += atomic.LoadUint64(g.u64(offWaits))
+	r.freedClockReads += atomic.LoadUint64(g.u64(offClockReads))
 	atomic.StoreUint32(g.u32(offPid), 0)
 	atomic.StoreUint32(r.u32(offSlotState+4*g.slot), slotFree)
 	for i, x := range r.live {

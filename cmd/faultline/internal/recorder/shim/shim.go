@@ -25,7 +25,7 @@ func Supported() bool { return runtime.GOARCH == "amd64" }
 // Layout constants, as in abi.h.
 const (
 	Magic      = 0x31534c46
-	Version    = 1
+	Version    = 2
 	CtrlBytes  = 16384
 	MaxSlots   = 1024
 	RingHeader = 4096
@@ -54,19 +54,23 @@ const (
 	offUnrecorded    = 72
 	offSlotsFull     = 80
 	offSlotState     = 88
+	offTSC           = 4184
+	offTSCJumps      = 4188
+	offTSCJumpTime   = 4192
 )
 
 // fl_ring field offsets.
 const (
-	offHead    = 0
-	offBusy    = 8
-	offPid     = 12
-	offTid     = 16
-	offWaiting = 20
-	offNested  = 24
-	offWaits   = 32
-	offTail    = 64
-	offTailSeq = 72
+	offHead       = 0
+	offBusy       = 8
+	offPid        = 12
+	offTid        = 16
+	offWaiting    = 20
+	offNested     = 24
+	offWaits      = 32
+	offClockReads = 40
+	offTail       = 64
+	offTailSeq    = 72
 )
 
 // Slot states.

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FL_MAGIC 0x31534c46u /* "FLS1" little-endian */
-#define FL_VERSION 1
+#define FL_VERSION 2
 #define FL_CTRL_BYTES 16384 /* control block */
 #define FL_MAX_SLOTS 1024
 #define FL_RING_HDR 4096
@@ -46,6 +46,9 @@ struct fl_ctrl {
 	uint64_t unrecorded;     /* calls not recorded: no free ring, or abandoned */
 	uint64_t slots_full;     /* threads that found no free ring */
 	uint32_t slot_state[FL_MAX_SLOTS]; /* FL_SLOT_* */
+	uint32_t tsc;           /* 1: stamp from the TSC (shim.c, "The clock") */
+	uint32_t tsc_jumps;     /* times the TSC disagreed with CLOCK_MONOTONIC */
+	uint64_t tsc_jump_time; /* CLOCK_MONOTONIC of the first of them */
 };
 
 enum { FL_SLOT_FREE = 0, FL_SLOT_CLAIMED = 1 };
@@ -58,7 +61,8 @@ struct fl_ring {
 	uint32_t waiting;  /* producer is blocked for room */
 	uint64_t nested;   /* calls made while the shim itself was running */
 	uint64_t waits;    /* times the producer waited for room */
-	uint8_t pad0[64 - 40];
+	uint64_t clock_reads; /* CLOCK_MONOTONIC read for a stamp (shim.c) */
+	uint8_t pad0[64 - 48];
 	uint64_t tail;     /* bytes consumed by the recorder (monotonic) */
 	uint32_t tail_seq; /* futex word: bumped when tail moves */
 	uint32_t pad1;

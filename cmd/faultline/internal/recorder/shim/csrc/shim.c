@@ -118,6 +118,9 @@ struct tstate {
 	uint32_t count; /* smaller calls since the last sampled one */
 	uintptr_t stack_lo, stack_hi; /* the mapping holding the stack */
 	uintptr_t copy_hi; /* stack copies end here: all unwinding reads */
+	uint64_t cal_m, cal_c; /* the clock's last pair (CLOCK_MONOTONIC, TSC) */
+	uint64_t base_m, base_c; /* the pair the rate is next measured from */
+	uint64_t last;         /* the last stamp */
 };
 static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 
@@ -128,11 +131,149 @@ static size_t region_bytes;
 static uint32_t gen = 1; /* bumped in a forked child: rings are per process */
 static int state;        /* 0 new, 1 initializing, 2 ready */
 
-static inline uint64_t now_ns(void)
+static inline uint64_t mono_ns(void)
 {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/*
+ * The clock. Records are stamped with CLOCK_MONOTONIC, the clock of the
+ * page faults' perf events. Read through the vDSO it cost 28-44 ns on the
+ * virtual machine this was measured on, the largest part of a recorded
+ * call's own cost (three reads per malloc and free). With ctrl->tsc (the
+ * recorder sets it where the kernel's own clock reads the CPU's
+ * time-stamp counter and the counter runs at a constant rate) a stamp is
+ * the TSC (about 11 ns) converted from the thread's last pair of readings
+ * of both clocks, which it takes again whenever FL_TSC_RECAL_NS have
+ * passed since. The rate (ns per tick, << 32) is measured by each thread
+ * between two of its pairs FL_TSC_BASE_NS to FL_TSC_RATE_MAX_NS apart,
+ * and the process converts with the last one measured: recent, it follows
+ * the kernel's slewing of CLOCK_MONOTONIC. Until a rate is known, stamps
+ * read CLOCK_MONOTONIC.
+ *
+ * A stamp so made is off by at most half the distance of the pair's two
+ * TSC reads (pairs further apart than FL_TSC_PAIR_NS are not used) and
+ * the rate's error over FL_TSC_RECAL_NS (a rate measured over 2 ms from
+ * such pairs is good to 1e-4: 2 ns over 20 µs). A thread's stamps never
+ * go back (ts.last). A pair that disagrees by more than FL_TSC_SLACK_NS
+ * with the thread's previous one, if that is at most FL_TSC_CHECK_NS old
+ * (a counter that jumped, or that differs between CPUs), turns the TSC
+ * off for the process and is counted in ctrl->tsc_jumps: that thread's
+ * stamps since its previous pair, at most FL_TSC_RECAL_NS back, may be
+ * off by the jump.
+ */
+#define FL_TSC_RECAL_NS 20000u
+#define FL_TSC_BASE_NS 2000000u
+#define FL_TSC_RATE_MAX_NS 100000000u
+#define FL_TSC_PAIR_NS 200u
+#define FL_TSC_SLACK_NS 1000
+#define FL_TSC_CHECK_NS 100000u
+
+static int use_tsc;        /* ctrl->tsc, until the counter jumps */
+static uint64_t tsc_mul;   /* ns per tick << 32; 0: not known (yet) */
+static uint64_t tsc_recal; /* FL_TSC_RECAL_NS in ticks */
+static uint64_t tsc_gap_min = UINT64_MAX; /* the closest pair's ticks */
+
+#if defined(__x86_64__)
+static inline uint64_t tsc_read(void) { return __builtin_ia32_rdtsc(); }
+#else
+static inline uint64_t tsc_read(void) { return 0; }
+#endif
+
+static void tsc_jumped(uint64_t m)
+{
+	__atomic_store_n(&use_tsc, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
+	if (__atomic_add_fetch(&ctrl->tsc_jumps, 1, __ATOMIC_RELAXED) == 1)
+		__atomic_store_n(&ctrl->tsc_jump_time, m, __ATOMIC_RELAXED);
+}
+
+/* tsc_calibrate reads both clocks, checks the pair against the thread's
+ * previous one, keeps it, measures the rate, and returns CLOCK_MONOTONIC.
+ * A pair stands for its CLOCK_MONOTONIC reading at the middle of its two
+ * TSC reads, so its error is up to half their distance: a call of
+ * clock_gettime on cold caches (the first after a sleep) takes several
+ * times longer than a warm one, and a pair that took more than twice the
+ * shortest the process has seen is read again, up to three times. */
+static uint64_t __attribute__((noinline)) tsc_calibrate(void)
+{
+	uint64_t mul = __atomic_load_n(&tsc_mul, __ATOMIC_RELAXED);
+	uint64_t gmin = __atomic_load_n(&tsc_gap_min, __ATOMIC_RELAXED);
+	uint64_t good = gmin == UINT64_MAX ? 0 : 2 * gmin;
+	uint64_t m = 0, pm = 0, c = 0, gap = UINT64_MAX;
+	for (int i = 0; i < 3 && gap > good; i++) {
+		uint64_t c0 = tsc_read();
+		m = mono_ns();
+		ts.ring->clock_reads++;
+		uint64_t c1 = tsc_read();
+		if (c1 >= c0 && c1 - c0 < gap) {
+			gap = c1 - c0;
+			pm = m;
+			c = c0 + gap / 2;
+		}
+	}
+	if (gap < gmin)
+		__atomic_store_n(&tsc_gap_min, gap, __ATOMIC_RELAXED);
+	/* Before the rate is known, FL_TSC_PAIR_NS cannot be told in ticks:
+	 * four times the closest pair stands in for it. */
+	if (gap == UINT64_MAX || (!mul && gmin != UINT64_MAX && gap > 4 * gmin) ||
+	    (mul && (unsigned __int128)gap * mul >
+			    (unsigned __int128)FL_TSC_PAIR_NS << 32))
+		return m; /* no pair close enough: m alone */
+	if (mul && ts.cal_c && pm - ts.cal_m <= FL_TSC_CHECK_NS) {
+		__int128 pred = (__int128)ts.cal_m +
+				(((__int128)(int64_t)(c - ts.cal_c) * mul) >> 32);
+		__int128 off = pred - (__int128)pm;
+		if (off > FL_TSC_SLACK_NS || off < -FL_TSC_SLACK_NS) {
+			tsc_jumped(m);
+			return m;
+		}
+	}
+	ts.cal_m = pm;
+	ts.cal_c = c;
+	uint64_t span = pm - ts.base_m;
+	if (ts.base_c && span >= FL_TSC_BASE_NS && span <= FL_TSC_RATE_MAX_NS &&
+	    c > ts.base_c) {
+		uint64_t nm = (uint64_t)(((unsigned __int128)span << 32) /
+					 (c - ts.base_c));
+		if (nm) {
+			__atomic_store_n(&tsc_recal,
+					 (uint64_t)(((uint64_t)FL_TSC_RECAL_NS
+						     << 32) / nm),
+					 __ATOMIC_RELAXED);
+			__atomic_store_n(&tsc_mul, nm, __ATOMIC_SEQ_CST);
+			/* tsc_jumped stores use_tsc, then tsc_mul: one of
+			 * the two stores of 0 comes after this one. */
+			if (!__atomic_load_n(&use_tsc, __ATOMIC_SEQ_CST))
+				__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
+		}
+	}
+	if (!ts.base_c || span >= FL_TSC_BASE_NS) {
+		ts.base_m = pm;
+		ts.base_c = c;
+	}
+	return m;
+}
+
+static inline uint64_t now_ns(void)
+{
+	uint64_t t;
+	uint64_t mul = __atomic_load_n(&tsc_mul, __ATOMIC_RELAXED);
+	uint64_t d = mul ? tsc_read() - ts.cal_c : 0;
+	if (likely(mul) && d < __atomic_load_n(&tsc_recal, __ATOMIC_RELAXED))
+		t = ts.cal_m + (uint64_t)(((unsigned __int128)d * mul) >> 32);
+	else if (__atomic_load_n(&use_tsc, __ATOMIC_RELAXED))
+		t = tsc_calibrate();
+	else {
+		t = mono_ns();
+		ts.ring->clock_reads++;
+	}
+	if (t < ts.last)
+		t = ts.last;
+	ts.last = t;
+	return t;
 }
 
 static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *t)
@@ -319,6 +460,14 @@ static void attach(void)
 	}
 	region = m;
 	region_bytes = (size_t)st.st_size;
+#if defined(__x86_64__)
+	/* A program that made RDTSC fault (prctl PR_SET_TSC) keeps the
+	 * vDSO. */
+	int tsc_mode = 0;
+	if (c->tsc && prctl(PR_GET_TSC, &tsc_mode, 0, 0, 0) == 0 &&
+	    tsc_mode == PR_TSC_ENABLE)
+		use_tsc = 1;
+#endif
 	pthread_atfork(NULL, NULL, after_fork_child);
 	__atomic_store_n(&ctrl, c, __ATOMIC_RELEASE);
 }
@@ -404,6 +553,7 @@ static struct fl_ring *claim(void)
 		r->waiting = 0;
 		r->nested = 0;
 		r->waits = 0;
+		r->clock_reads = 0;
 		r->tail = 0;
 		r->tid = (uint32_t)syscall(SYS_gettid);
 		/* pid last: a non-zero pid tells the recorder the ring is live. */
