@@ -65,7 +65,6 @@ type zjob struct {
 	out    []byte // the records to write: COMPRESSED, or raw ones
 	zbytes int64  // COMPRESSED payload bytes in out
 	zin    int64  // the input bytes behind them
-	frame  []byte // scratch: the encoder's output
 	ready  chan struct{}
 }
 
@@ -196,8 +195,12 @@ func (z *zpipe) start() {
 			enc, _ = zstd.NewWriter(nil, z.opts...) // checked by newZpipe
 		}
 		go func() {
+			// The encoder's output, one per encoder rather than per
+			// chunk: memory touched for the first time is what a
+			// short recording spends much of its time on.
+			var frame []byte
 			for j := range z.work {
-				j.out, j.zbytes, j.zin, j.frame = appendCompressed(enc, j.in, j.out[:0], j.frame)
+				j.out, j.zbytes, j.zin, frame = appendCompressed(enc, j.in, j.out[:0], frame)
 				j.ready <- struct{}{}
 			}
 		}()
@@ -248,7 +251,7 @@ func (z *zpipe) finish() error {
 		if len(j.in) == 0 {
 			return nil
 		}
-		j.out, j.zbytes, j.zin, j.frame = appendCompressed(z.enc, j.in, j.out[:0], j.frame)
+		j.out, j.zbytes, j.zin, _ = appendCompressed(z.enc, j.in, j.out[:0], nil)
 		return z.emit(j)
 	}
 	if len(z.cur.in) > 0 {
