@@ -62,7 +62,8 @@ var zlag = 16
 // zjob is one chunk on its way through the pipeline.
 type zjob struct {
 	in     []byte // whole records
-	out    []byte // the records to write: COMPRESSED, or raw ones
+	out    []byte // the records to write: COMPRESSED, or raw ones (own, or in)
+	own    []byte // the buffer compressed records are built in
 	zbytes int64  // COMPRESSED payload bytes in out
 	zin    int64  // the input bytes behind them
 	ready  chan struct{}
@@ -159,7 +160,9 @@ func (z *zpipe) handOff() error {
 	z.order <- z.cur
 	if z.keepUp && len(z.work) >= zlag {
 		j := z.cur
-		j.out, j.zbytes, j.zin = append(j.out[:0], j.in...), 0, 0
+		// Written from in as it is: no copy, and no out buffer
+		// grown to a chunk's size.
+		j.out, j.zbytes, j.zin = j.in, 0, 0
 		j.ready <- struct{}{}
 	} else {
 		z.work <- z.cur
@@ -200,7 +203,8 @@ func (z *zpipe) start() {
 			// short recording spends much of its time on.
 			var frame []byte
 			for j := range z.work {
-				j.out, j.zbytes, j.zin, frame = appendCompressed(enc, j.in, j.out[:0], frame)
+				j.out, j.zbytes, j.zin, frame = appendCompressed(enc, j.in, j.own[:0], frame)
+				j.own = j.out
 				j.ready <- struct{}{}
 			}
 		}()
@@ -251,7 +255,7 @@ func (z *zpipe) finish() error {
 		if len(j.in) == 0 {
 			return nil
 		}
-		j.out, j.zbytes, j.zin, _ = appendCompressed(z.enc, j.in, j.out[:0], nil)
+		j.out, j.zbytes, j.zin, _ = appendCompressed(z.enc, j.in, j.own[:0], nil)
 		return z.emit(j)
 	}
 	if len(z.cur.in) > 0 {
