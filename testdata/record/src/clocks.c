@@ -9,7 +9,10 @@
  * from fresh readings and from the TSC. Nothing else is allocated until
  * the threads are done. Then it writes, to the file argv[1], one line per
  * call: "tid size k before mid after" (ns). A recorded malloc's stamps
- * lie in [before, mid] and its free's in [mid, after].
+ * lie in [before, mid] and its free's in [mid, after]. With a second
+ * argument "notsc" the program first makes RDTSC fault in its threads
+ * (prctl PR_SET_TSC, after a first malloc, so with the shim already
+ * running), as a sandbox might: the shim must stop reading the TSC.
  *
  *   cc -O2 -pthread -o clocks clocks.c && faultline record -- ./clocks out.txt
  */
@@ -17,6 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,9 +61,16 @@ static void *work(void *arg)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: clocks OUTFILE\n");
+	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "notsc") != 0)) {
+		fprintf(stderr, "usage: clocks OUTFILE [notsc]\n");
 		return 2;
+	}
+	if (argc == 3) {
+		free(malloc(1));
+		if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) != 0) {
+			perror("prctl PR_SET_TSC");
+			return 1;
+		}
 	}
 	pthread_t t[THREADS];
 	for (int i = 0; i < THREADS; i++)

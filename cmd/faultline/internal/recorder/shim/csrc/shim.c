@@ -9,7 +9,7 @@
  * its thread in shared memory (abi.h). The recorder drains the rings into
  * perf.data samples shaped like its uprobe events, so analysis is the same
  * for both methods. No trap into the kernel per call: a call costs two
- * vDSO clock reads and a few stores.
+ * clock reads (the TSC where it may: "The clock" below) and a few stores.
  *
  * Rules this file keeps:
  *  - Nothing here may allocate through the allocator while recording:
@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -255,6 +256,28 @@ static uint64_t __attribute__((noinline)) tsc_calibrate(void)
 		ts.base_c = c;
 	}
 	return m;
+}
+
+/* prctl(PR_SET_TSC, PR_TSC_SIGSEGV) makes RDTSC fault in the calling
+ * thread and the threads it creates later: the shim stops reading the TSC
+ * in every thread before the program's call, which goes straight to the
+ * kernel. (A program that calls the syscall itself, not the C library's
+ * prctl, is not seen: one that disables RDTSC that way is recorded with
+ * --shim-clock monotonic.) */
+__attribute__((visibility("default"))) int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long);
+	unsigned long a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long);
+	unsigned long a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	if (option == PR_SET_TSC) {
+		__atomic_store_n(&use_tsc, 0, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
+	}
+	return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
 }
 
 static inline uint64_t now_ns(void)
