@@ -177,16 +177,19 @@ static uint64_t tsc_mul;   /* ns per tick << 32; 0: not known (yet) */
 static uint64_t tsc_recal; /* FL_TSC_RECAL_NS in ticks */
 static uint64_t tsc_gap_min = UINT64_MAX; /* the closest pair's ticks */
 
-#if defined(__x86_64__)
 static inline uint64_t tsc_read(void) { return __builtin_ia32_rdtsc(); }
-#else
-static inline uint64_t tsc_read(void) { return 0; }
-#endif
 
-static void tsc_jumped(uint64_t m)
+/* tsc_off stops every thread reading the TSC: use_tsc first, then
+ * tsc_mul (tsc_calibrate relies on that order). */
+static void tsc_off(void)
 {
 	__atomic_store_n(&use_tsc, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
+}
+
+static void tsc_jumped(uint64_t m)
+{
+	tsc_off();
 	if (__atomic_add_fetch(&ctrl->tsc_jumps, 1, __ATOMIC_RELAXED) == 1)
 		__atomic_store_n(&ctrl->tsc_jump_time, m, __ATOMIC_RELAXED);
 }
@@ -245,8 +248,8 @@ static uint64_t __attribute__((noinline)) tsc_calibrate(void)
 						     << 32) / nm),
 					 __ATOMIC_RELAXED);
 			__atomic_store_n(&tsc_mul, nm, __ATOMIC_SEQ_CST);
-			/* tsc_jumped stores use_tsc, then tsc_mul: one of
-			 * the two stores of 0 comes after this one. */
+			/* tsc_off stores use_tsc, then tsc_mul: one of the
+			 * two stores of 0 comes after this one. */
 			if (!__atomic_load_n(&use_tsc, __ATOMIC_SEQ_CST))
 				__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
 		}
@@ -273,10 +276,8 @@ __attribute__((visibility("default"))) int prctl(int option, ...)
 	unsigned long a4 = va_arg(ap, unsigned long);
 	unsigned long a5 = va_arg(ap, unsigned long);
 	va_end(ap);
-	if (option == PR_SET_TSC) {
-		__atomic_store_n(&use_tsc, 0, __ATOMIC_SEQ_CST);
-		__atomic_store_n(&tsc_mul, 0, __ATOMIC_SEQ_CST);
-	}
+	if (option == PR_SET_TSC)
+		tsc_off();
 	return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
 }
 
@@ -483,14 +484,12 @@ static void attach(void)
 	}
 	region = m;
 	region_bytes = (size_t)st.st_size;
-#if defined(__x86_64__)
 	/* A program that made RDTSC fault (prctl PR_SET_TSC) keeps the
 	 * vDSO. */
 	int tsc_mode = 0;
 	if (c->tsc && prctl(PR_GET_TSC, &tsc_mode, 0, 0, 0) == 0 &&
 	    tsc_mode == PR_TSC_ENABLE)
 		use_tsc = 1;
-#endif
 	pthread_atfork(NULL, NULL, after_fork_child);
 	__atomic_store_n(&ctrl, c, __ATOMIC_RELEASE);
 }
