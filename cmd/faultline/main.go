@@ -6,8 +6,10 @@ import (
 	"os"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/cli"
-	// Imported for its init: faultline's heap in transparent huge pages.
+	// Imported for their inits: faultline's heap in transparent huge
+	// pages, and its code mapped at start rather than a fault at a time.
 	_ "github.com/faultline/faultline/cmd/faultline/internal/hugeheap"
+	_ "github.com/faultline/faultline/cmd/faultline/internal/prefault"
 )
 
 func main() {
