@@ -103,6 +103,11 @@ func newZpipe(w *Writer, level int, keepUp bool) (*zpipe, error) {
 	}
 	z.enc = enc
 	z.cur = z.newJob()
+	// The encoder takes its buffers and tables on its first block, a few
+	// milliseconds of memory touched for the first time: done now, beside
+	// the caller (EncodeAll waits for the encoder if a chunk needs it
+	// first), rather than when the first chunk waits for it.
+	go enc.EncodeAll(make([]byte, 64), nil)
 	return z, nil
 }
 
