@@ -30,7 +30,7 @@ func NewPipeWriter(out io.Writer, events []WriterEvent, head *WriterFeatures, op
 	if len(events) == 0 {
 		return nil, errors.New("perfdata: writer needs at least one event")
 	}
-	w := &Writer{bw: bufio.NewWriterSize(out, 1<<20), events: events, pipe: &pipeState{}}
+	w := &Writer{bw: bufio.NewWriterSize(out, writeBuffer), events: events, pipe: &pipeState{}}
 	if err := w.startCompression(opts); err != nil {
 		return nil, err
 	}
