@@ -87,6 +87,7 @@ func TestRecordInprocLiveLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	in, up := filepath.Join(dir, "inproc.data"), filepath.Join(dir, "uprobe.data")
 	prog := filepath.Join(progs, "lifecycle")
+	t.Setenv("FAULTLINE_DEBUG_SHIM", "1") // the shim's counters
 	code, stderr := runRecordMain("-o", in, "--", prog)
 	t.Logf("in-process:\n%s", stderr)
 	if code != ExitOK {
@@ -94,6 +95,20 @@ func TestRecordInprocLiveLifecycle(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "in-process") {
 		t.Errorf("record did not say it recorded in-process")
+	}
+	// Each thread's ring is populated 256 KiB at a time as it fills: the
+	// 68 threads (main, 64 workers, the three children) each write under
+	// 256 KiB of records, so the region holds their rings' headers and
+	// first steps and the control block (measured: exactly that, 68
+	// rings), where populating whole 2 MiB rings took over 136 MiB. Four
+	// rings to spare.
+	m := regexp.MustCompile(`Resident:(\d+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatal("no Resident in the shim's counters")
+	}
+	const rings, step = 68 + 4, 4096 + 256<<10
+	if n, _ := strconv.ParseUint(m[1], 10, 64); n == 0 || n > rings*step+16384 {
+		t.Errorf("the rings hold %s bytes of memory, want at most %d (%d rings of %d)", m[1], rings*step+16384, rings, step)
 	}
 	code, stderr = runRecordMain("--method", "uprobe", "-o", up, "--", prog)
 	t.Logf("uprobes:\n%s", stderr)

@@ -184,6 +184,10 @@ type Counters struct {
 	// ClockReads counts the shim's reads of CLOCK_MONOTONIC: one per
 	// stamp, or with Options.TSC only those that calibrate the TSC.
 	ClockReads uint64
+	// Resident is the bytes of the region in memory: the rings' pages
+	// the threads populated (a step at a time, as they fill them) and the
+	// control block.
+	Resident uint64
 }
 
 // Counters returns what the shim counted so far (rings freed meanwhile
@@ -194,6 +198,10 @@ func (r *Region) Counters() Counters {
 		SlotsFull:  atomic.LoadUint64(r.u64(offSlotsFull)),
 	}
 	c.Nested, c.Waits, c.ClockReads = r.freedNested, r.freedWaits, r.freedClockReads
+	var st unix.Stat_t
+	if unix.Fstat(int(r.rings.Fd()), &st) == nil {
+		c.Resident = uint64(st.Blocks) * 512
+	}
 	for _, g := range r.bySlot {
 		c.Nested += atomic.LoadUint64(g.u64(offNested))
 		c.Waits += atomic.LoadUint64(g.u64(offWaits))

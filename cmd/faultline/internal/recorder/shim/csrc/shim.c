@@ -122,6 +122,7 @@ struct tstate {
 	uint64_t cal_m, cal_c; /* the clock's last pair (CLOCK_MONOTONIC, TSC) */
 	uint64_t base_m, base_c; /* the pair the rate is next measured from */
 	uint64_t last;         /* the last stamp */
+	uint64_t pop_end; /* ring data populated below this head; ~0: all */
 };
 static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 
@@ -557,6 +558,20 @@ static inline struct fl_ring *ring_at(uint32_t i)
 				  (size_t)i * (FL_RING_HDR + ctrl->ring_bytes));
 }
 
+/* How much of a ring is populated at a time: a thread that makes few
+ * calls touches little of its ring, and one that fills it maps each step
+ * in one system call, not a page fault per page. */
+#define FL_POP_STEP (256u << 10)
+
+/* populate maps n bytes at p with MADV_POPULATE_WRITE (Linux 5.14; before
+ * that the pages fault in as they are written), keeping errno. */
+static void populate(void *p, size_t n)
+{
+	int e = errno;
+	madvise(p, n, MADV_POPULATE_WRITE);
+	errno = e;
+}
+
 static struct fl_ring *claim(void)
 {
 	uint32_t n = ctrl->nslots;
@@ -568,8 +583,10 @@ static struct fl_ring *claim(void)
 						 __ATOMIC_RELAXED))
 			continue;
 		struct fl_ring *r = ring_at(i);
-		/* Populated now, the ring never faults while recording. */
-		madvise(r, FL_RING_HDR + ctrl->ring_bytes, MADV_POPULATE_WRITE);
+		/* The header and the first of the data: the rest as the
+		 * thread gets to it (begin). */
+		populate(r, FL_RING_HDR +
+			    (ctrl->ring_bytes < FL_POP_STEP ? ctrl->ring_bytes : FL_POP_STEP));
 		r->head = 0;
 		r->busy = 0;
 		r->waiting = 0;
@@ -676,6 +693,7 @@ static struct fl_ring *ring(void)
 		ts.off = ts.ring == NULL;
 		ts.count = 0;
 		ts.stack_lo = ts.stack_hi = ts.copy_hi = 0;
+		ts.pop_end = c->ring_bytes > FL_POP_STEP ? FL_POP_STEP : ~(uint64_t)0;
 		if (ts.ring)
 			stack_bounds();
 		ts.depth--;
@@ -730,6 +748,18 @@ static int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
  * lines, about seven calls. */
 #define FL_PREFETCH 1024
 
+/* populate_more maps the ring's data up to the step that holds byte
+ * `need` (a head, before the ring first wraps). */
+static void __attribute__((noinline)) populate_more(struct fl_ring *r, uint64_t need)
+{
+	uint32_t rb = ctrl->ring_bytes;
+	uint64_t end = (need + FL_POP_STEP) & ~(uint64_t)(FL_POP_STEP - 1);
+	if (end > rb)
+		end = rb;
+	populate((uint8_t *)r + FL_RING_HDR + ts.pop_end, end - ts.pop_end);
+	ts.pop_end = end == rb ? ~(uint64_t)0 : end;
+}
+
 /* begin reserves size bytes, marks the ring busy and stamps the time;
  * commit publishes the record. Between the two nothing can be preempted
  * out of order: a recorder that sees the ring idle knows every later
@@ -738,6 +768,10 @@ static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
 {
 	uint32_t rb = ctrl->ring_bytes;
 	uint64_t head = r->head;
+	/* The bytes this record and the prefetch below reach, populated
+	 * before the time is read. */
+	if (unlikely(head + size + FL_PREFETCH >= ts.pop_end))
+		populate_more(r, head + size + FL_PREFETCH);
 	uint32_t off = (uint32_t)head & (rb - 1);
 	uint32_t pad = off + size > rb ? rb - off : 0;
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
