@@ -583,10 +583,11 @@ static struct fl_ring *claim(void)
 						 __ATOMIC_RELAXED))
 			continue;
 		struct fl_ring *r = ring_at(i);
-		/* The header and the first of the data: the rest as the
-		 * thread gets to it (begin). */
-		populate(r, FL_RING_HDR +
-			    (ctrl->ring_bytes < FL_POP_STEP ? ctrl->ring_bytes : FL_POP_STEP));
+		/* The header and the first step of the data (a ring holds
+		 * at least one: attach checks): the rest as the thread gets
+		 * to it (begin). */
+		populate(r, FL_RING_HDR + FL_POP_STEP);
+		ts.pop_end = FL_POP_STEP;
 		r->head = 0;
 		r->busy = 0;
 		r->waiting = 0;
@@ -693,7 +694,6 @@ static struct fl_ring *ring(void)
 		ts.off = ts.ring == NULL;
 		ts.count = 0;
 		ts.stack_lo = ts.stack_hi = ts.copy_hi = 0;
-		ts.pop_end = c->ring_bytes > FL_POP_STEP ? FL_POP_STEP : ~(uint64_t)0;
 		if (ts.ring)
 			stack_bounds();
 		ts.depth--;
