@@ -66,6 +66,7 @@ type inproc struct {
 	// entry, ret: the events by function; big, small: the entries' stack
 	// instances (nil for free).
 	entry, short, ret, call, big, small [shim.NumFuncs]*spec
+	scratch                             call // the call being written
 	// faults are the fault times of each thread in this round (sorted
 	// on first use: faultsSorted): a call during which its thread
 	// faulted is written as entry and return, so analyze charges those
@@ -621,6 +622,14 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
+		if rec.Kind == shim.KindCall {
+			n, err := s.writeWhole(owner{g.Pid(), g.Tid()}, &rec)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
 		short := rec.Kind == shim.KindEntry && s.shortEntry(maps, &rec)
 		if short {
 			// The call in one sample when its return is here too and
@@ -631,7 +640,9 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			}
 			if ok && next.Time <= limit && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
 				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
-				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, &rec, &next)
+				c := &ip.scratch
+				pairCall(c, &rec, &next)
+				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, c)
 				total += n
 				if err != nil {
 					return total, err
@@ -687,31 +698,117 @@ func (s *session) shortEntry(m *procMaps, rec *shim.Record) bool {
 	return m.userCode(binary.NativeEndian.Uint64(w))
 }
 
-// writeCall writes an entry and its return as one fn__call sample, at
-// the return's time.
-func (s *session) writeCall(g owner, e, r *shim.Record) (int, error) {
-	ip := s.inproc
-	s.stamp(r.Time)
-	if s.firstT == 0 || e.Time < s.firstT {
-		s.firstT = e.Time
-	}
-	s.lastT = max(s.lastT, r.Time)
-	ne := binary.NativeEndian
-	sp := ip.call[e.Func]
-	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, r.Time)
-	b = ne.AppendUint64(b, e.IP())
-	for i := range e.Func.Args() {
-		b = ne.AppendUint64(b, e.Arg(i))
-	}
-	b = ne.AppendUint64(b, r.RetIP())
-	b = ne.AppendUint64(b, r.Ptr())
-	b = ne.AppendUint64(b, r.Hdr())
+// call is a call made from the program's own code, entry and return:
+// what a fn__call sample holds, or a short entry and a return.
+type call struct {
+	fn             shim.Func
+	t0, t          uint64 // the entry's time and the return's
+	ip             uint64
+	args           [3]uint64
+	sp             uint64 // at the entry
+	retIP          uint64 // the return address: the site
+	ptr, hdr, stat uint64
+}
+
+// pairCall sets c to the call of a short entry e and its return r.
+func pairCall(c *call, e, r *shim.Record) {
+	*c = call{fn: e.Func, t0: e.Time, t: r.Time, ip: e.IP(), sp: e.SP(), retIP: r.RetIP(), ptr: r.Ptr(), hdr: r.Hdr(),
+		args: [3]uint64{e.Arg(0), e.Arg(1), e.Arg(2)}}
 	if e.Func == shim.FuncPosixMemalign {
-		b = ne.AppendUint32(b, uint32(r.Status()))
+		c.stat = r.Status()
+	}
+}
+
+// writeWhole writes a call the shim wrote whole (shim.KindCall): one
+// fn__call sample, or, when its thread took a fault during it, its entry
+// (fn_short, at the entry's time) and its return apart, as the shim's
+// separate records of such a call would be written.
+func (s *session) writeWhole(g owner, rec *shim.Record) (int, error) {
+	c := &s.inproc.scratch
+	*c = call{fn: rec.Func, t0: rec.EntryTime(), t: rec.Time, ip: rec.IP(), sp: rec.CallSP(),
+		retIP: rec.RetIP(), ptr: rec.Ptr(), hdr: rec.Hdr()}
+	c.args[0], c.args[1] = rec.CallArg(0), rec.CallArg(1)
+	if !s.inproc.faultedIn(g.tid, c.t0, c.t) {
+		return s.writeCall(g, c)
+	}
+	n, err := s.writeCallPart(g, c, true)
+	if err != nil {
+		return n, err
+	}
+	m, err := s.writeCallPart(g, c, false)
+	return n + m, err
+}
+
+// writeCall writes a call as one fn__call sample, at the return's time.
+func (s *session) writeCall(g owner, c *call) (int, error) {
+	ip := s.inproc
+	s.stamp(c.t)
+	if s.firstT == 0 || c.t0 < s.firstT {
+		s.firstT = c.t0
+	}
+	s.lastT = max(s.lastT, c.t)
+	ne := binary.NativeEndian
+	sp := ip.call[c.fn]
+	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, c.t)
+	b = ne.AppendUint64(b, c.ip)
+	for i := range c.fn.Args() {
+		b = ne.AppendUint64(b, c.args[i])
+	}
+	b = appendReturnFields(b, c.fn, c.retIP, c.ptr, c.hdr, c.stat)
+	b = finishRaw(b, rawAt)
+	*sp.count++
+	return len(b) - 8, s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+}
+
+// writeCallPart writes a call's short entry (entry) or its return as a
+// sample of its own.
+func (s *session) writeCallPart(g owner, c *call, entry bool) (int, error) {
+	ip := s.inproc
+	t, sp := c.t, ip.ret[c.fn]
+	if entry {
+		t, sp = c.t0, ip.short[c.fn]
+	}
+	s.stamp(t)
+	if s.firstT == 0 || t < s.firstT {
+		s.firstT = t
+	}
+	s.lastT = max(s.lastT, t)
+	ne := binary.NativeEndian
+	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, t)
+	b = ne.AppendUint64(b, c.ip)
+	if entry {
+		b = appendShortEntryFields(b, c.fn, c.args[:], c.sp, c.retIP)
+	} else {
+		b = appendReturnFields(b, c.fn, c.retIP, c.ptr, c.hdr, c.stat)
 	}
 	b = finishRaw(b, rawAt)
 	*sp.count++
 	return len(b) - 8, s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+}
+
+// appendShortEntryFields appends a short entry's fields after its
+// __probe_ip: the arguments, sp and the return address (s0).
+func appendShortEntryFields(b []byte, fn shim.Func, args []uint64, sp, s0 uint64) []byte {
+	ne := binary.NativeEndian
+	for i := range fn.Args() {
+		b = ne.AppendUint64(b, args[i])
+	}
+	b = ne.AppendUint64(b, sp)
+	return ne.AppendUint64(b, s0)
+}
+
+// appendReturnFields appends a return's fields after its __probe_func
+// (returnFields): the return address, the pointer, the chunk header and
+// posix_memalign's status.
+func appendReturnFields(b []byte, fn shim.Func, retIP, ptr, hdr, stat uint64) []byte {
+	ne := binary.NativeEndian
+	b = ne.AppendUint64(b, retIP)
+	b = ne.AppendUint64(b, ptr)
+	b = ne.AppendUint64(b, hdr)
+	if fn == shim.FuncPosixMemalign {
+		b = ne.AppendUint32(b, uint32(stat))
+	}
+	return b
 }
 
 // shimSampleMax bounds a shim record's sample without a stack: the
@@ -761,28 +858,23 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 	switch rec.Kind {
 	case shim.KindEntry:
 		b = ne.AppendUint64(b, rec.IP())
+		w, _ := rec.Words(ip.words)
+		if short {
+			args := [3]uint64{rec.Arg(0), rec.Arg(1), rec.Arg(2)}
+			b = appendShortEntryFields(b, rec.Func, args[:], rec.SP(), ne.Uint64(w))
+			break
+		}
 		for i := range rec.Func.Args() {
 			b = ne.AppendUint64(b, rec.Arg(i))
 		}
-		w, _ := rec.Words(ip.words)
-		switch {
-		case rec.Func == shim.FuncFree:
-		case short:
-			b = ne.AppendUint64(b, rec.SP())
-			b = append(b, w[:8]...)
-		default:
+		if rec.Func != shim.FuncFree {
 			b = ne.AppendUint64(b, rec.SP())
 			b = ne.AppendUint64(b, rec.BP())
 			b = append(b, w...)
 		}
 	case shim.KindReturn:
 		b = ne.AppendUint64(b, rec.IP())
-		b = ne.AppendUint64(b, rec.RetIP())
-		b = ne.AppendUint64(b, rec.Ptr())
-		b = ne.AppendUint64(b, rec.Hdr())
-		if rec.Func == shim.FuncPosixMemalign {
-			b = ne.AppendUint32(b, uint32(rec.Status()))
-		}
+		b = appendReturnFields(b, rec.Func, rec.RetIP(), rec.Ptr(), rec.Hdr(), rec.Status())
 	case shim.KindFree:
 		b = ne.AppendUint64(b, rec.Ptr())
 	}

@@ -1,6 +1,7 @@
 package recorder
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -109,6 +110,15 @@ func TestFinishRaw(t *testing.T) {
 // writeSession returns an in-process session writing to a file (or to
 // nowhere, in pipe mode, when discard), its specs counted.
 func writeSession(tb testing.TB, discard bool) *session {
+	if discard {
+		return writeSessionTo(tb, io.Discard)
+	}
+	return writeSessionTo(tb, nil)
+}
+
+// writeSessionTo is writeSession writing in pipe mode to out, or to a
+// file when out is nil.
+func writeSessionTo(tb testing.TB, out io.Writer) *session {
 	cfg := testConfig()
 	cfg.InProcess, cfg.TopWords = true, 16
 	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
@@ -122,8 +132,8 @@ func writeSession(tb testing.TB, discard bool) *session {
 	}
 	var w *perfdata.Writer
 	var err error
-	if discard {
-		w, err = perfdata.NewPipeWriter(io.Discard, events, &perfdata.WriterFeatures{}, nil)
+	if out != nil {
+		w, err = perfdata.NewPipeWriter(out, events, &perfdata.WriterFeatures{}, nil)
 	} else {
 		f, _ := perftest.Create(tb, "w.data")
 		w, err = perfdata.NewWriter(f, events, nil)
@@ -135,29 +145,36 @@ func writeSession(tb testing.TB, discard bool) *session {
 	return s
 }
 
-// BenchmarkInprocWrite: a malloc from the program's code written as one
-// call sample and its free, as drainRing writes churn's (to nowhere: the
-// recorder's own work).
+// wholeRecord returns a whole call of malloc (shim.KindCall) from t0 to
+// t: size, sp, the return address ret, the pointer and its chunk header.
+func wholeRecord(t0, t, size, sp, ret, ptr, hdr uint64) shim.Record {
+	ne := binary.NativeEndian
+	b := make([]byte, shim.CallSize)
+	for i, v := range []uint64{0x7f1000, ptr, hdr, ret, t0, size, 0, sp} {
+		ne.PutUint64(b[8*i:], v)
+	}
+	return shim.Record{Kind: shim.KindCall, Func: shim.FuncMalloc, Flags: shim.FlagShort, Time: t, Body: b}
+}
+
+// BenchmarkInprocWrite: a malloc from the program's code, written whole
+// by the shim, as one call sample, and its free, as drainRing writes
+// churn's (to nowhere: the recorder's own work).
 func BenchmarkInprocWrite(b *testing.B) {
 	s := writeSession(b, true)
 	ne := binary.NativeEndian
-	eb := make([]byte, shim.EntryFixed+8)
-	ne.PutUint64(eb, 0x7f1000)
-	ne.PutUint64(eb[shim.EntryFixed:], 0x401000)
-	rb := make([]byte, shim.ReturnSize)
+	c := wholeRecord(0, 0, 0, 0x7ffff000, 0x401000, 0, 0)
 	fb := make([]byte, shim.FreeSize)
-	e := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Flags: shim.FlagShort, Body: eb}
-	r := shim.Record{Kind: shim.KindReturn, Func: shim.FuncMalloc, Body: rb}
 	f := shim.Record{Kind: shim.KindFree, Func: shim.FuncFree, Body: fb}
 	g := owner{7, 8}
 	b.ResetTimer()
 	for i := range b.N {
 		t := uint64(1000 + 3*i)
-		e.Time, r.Time, f.Time = t, t+1, t+2
-		ne.PutUint64(eb[8:], uint64(16+i%61*8))
-		ne.PutUint64(rb[8:], uint64(0x5000+i%64*512))
+		c.Time, f.Time = t+1, t+2
+		ne.PutUint64(c.Body[32:], t)
+		ne.PutUint64(c.Body[40:], uint64(16+i%61*8))
+		ne.PutUint64(c.Body[8:], uint64(0x5000+i%64*512))
 		ne.PutUint64(fb[8:], uint64(0x5000+i%64*512))
-		if _, err := s.writeCall(g, &e, &r); err != nil {
+		if _, err := s.writeWhole(g, &c); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := s.writeShim(g, &f, false); err != nil {
@@ -188,7 +205,11 @@ func TestInprocWriteAllocs(t *testing.T) {
 	deep := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Time: 11, Body: entryBody(lib)}
 	ret := shim.Record{Kind: shim.KindReturn, Func: shim.FuncMalloc, Time: 12, Body: retBody}
 	free := shim.Record{Kind: shim.KindFree, Func: shim.FuncFree, Time: 13, Body: freeBody}
+	whole := wholeRecord(14, 15, 100, 0x7ffff000, user, 0x5000, 0x71)
 	g := owner{7, 8}
+	// A fault of thread 8 during the whole call: written as two samples.
+	s.inproc.faults = map[uint32][]uint64{8: {14}}
+	s.inproc.faultsSorted = map[uint32]bool{}
 	run := func() {
 		for _, r := range []*shim.Record{&user1, &deep, &ret, &free} {
 			short := r.Kind == shim.KindEntry && s.shortEntry(s.inproc.maps[g.pid], r)
@@ -196,13 +217,20 @@ func TestInprocWriteAllocs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := s.writeCall(g, &user1, &ret); err != nil {
+		pairCall(&s.inproc.scratch, &user1, &ret)
+		if _, err := s.writeCall(g, &s.inproc.scratch); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.writeWhole(g, &whole); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.writeWhole(owner{7, 9}, &whole); err != nil {
 			t.Fatal(err)
 		}
 	}
 	run()
 	if n := testing.AllocsPerRun(200, run); n != 0 {
-		t.Errorf("%.1f allocations per 5 records", n)
+		t.Errorf("%.1f allocations per 7 records", n)
 	}
 	// A return of free (no such event) from a corrupt ring is an error.
 	bad := shim.Record{Kind: shim.KindReturn, Func: shim.FuncFree, Time: 14, Body: retBody}
@@ -236,5 +264,74 @@ func TestInprocWriteAllocs(t *testing.T) {
 	one.Flags = 0
 	if one.Valid(16) {
 		t.Errorf("an unmarked entry of one word is valid with 16 words per entry")
+	}
+}
+
+// TestInprocWholeCall: a call the shim wrote whole is written as the
+// same samples as the entry and return it stands for: one call sample
+// when its thread took no fault during it (as drainRing pairs a short
+// entry with its return), a short entry at the entry's time and a return
+// when it did — byte for byte.
+func TestInprocWholeCall(t *testing.T) {
+	const t0, t1, size, sp, ret, ptr, hdr = 1000, 1500, 100, 0x7ffff000, 0x401234, 0x5010, 0x71
+	ne := binary.NativeEndian
+	eb := make([]byte, shim.EntryFixed+8)
+	for i, v := range []uint64{0x7f1000, size, 0, 0, sp, 0, ret} {
+		ne.PutUint64(eb[8*i:], v)
+	}
+	entry := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Flags: shim.FlagShort, Time: t0, Body: eb}
+	rb := make([]byte, shim.ReturnSize)
+	for i, v := range []uint64{0x7f1000, ptr, hdr, ret, 0} {
+		ne.PutUint64(rb[8*i:], v)
+	}
+	retRec := shim.Record{Kind: shim.KindReturn, Func: shim.FuncMalloc, Time: t1, Body: rb}
+	whole := wholeRecord(t0, t1, size, sp, ret, ptr, hdr)
+	if !whole.Valid(16) || !entry.Valid(16) || !retRec.Valid(16) {
+		t.Fatal("the records are not valid")
+	}
+	for _, fault := range []uint64{0, t0 + 1} {
+		var apart, together bytes.Buffer
+		a, w := writeSessionTo(t, &apart), writeSessionTo(t, &together)
+		for _, s := range []*session{a, w} {
+			s.inproc.faults = map[uint32][]uint64{8: {fault}}
+			s.inproc.faultsSorted = map[uint32]bool{}
+		}
+		g := owner{7, 8}
+		if fault == 0 {
+			pairCall(&a.inproc.scratch, &entry, &retRec)
+			if _, err := a.writeCall(g, &a.inproc.scratch); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			for _, r := range []*shim.Record{&entry, &retRec} {
+				if _, err := a.writeShim(g, r, r.Kind == shim.KindEntry); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		n, err := w.writeWhole(g, &whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*session{a, w} {
+			if err := s.w.Finish(&perfdata.WriterFeatures{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// After each sample's 8-byte header: IDENTIFIER, TID, TIME (24),
+		// then RAW: its u32 size, the common fields (8) and 40 bytes
+		// (ip, size, ret_ip, ptr, hdr) for the call, 32 (ip, size, sp,
+		// s0; ip, ret_ip, ptr, hdr) for each of the two, padded to 8.
+		wantN := 24 + 56
+		if fault != 0 {
+			wantN = 2 * (24 + 48)
+		}
+		if !bytes.Equal(apart.Bytes(), together.Bytes()) || n != wantN {
+			t.Errorf("fault at %d: the whole call wrote %d bytes (want %d), same as apart: %v", fault, n, wantN, bytes.Equal(apart.Bytes(), together.Bytes()))
+		}
+		calls, shorts, rets := *w.perSpec[w.inproc.call[shim.FuncMalloc]], *w.perSpec[w.inproc.short[shim.FuncMalloc]], *w.perSpec[w.inproc.ret[shim.FuncMalloc]]
+		if fault == 0 && (calls != 1 || shorts+rets != 0) || fault != 0 && (calls != 0 || shorts != 1 || rets != 1) {
+			t.Errorf("fault at %d: %d call, %d short entry, %d return samples", fault, calls, shorts, rets)
+		}
 	}
 }

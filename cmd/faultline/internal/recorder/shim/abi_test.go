@@ -34,11 +34,13 @@ int main(void) {
 	O(fl_ctrl, tsc); O(fl_ctrl, tsc_jumps); O(fl_ctrl, tsc_jump_time);
 	O(fl_ring, head); O(fl_ring, busy); O(fl_ring, pid); O(fl_ring, tid); O(fl_ring, waiting);
 	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, clock_reads); O(fl_ring, tail); O(fl_ring, tail_seq);
-	S(fl_rec); S(fl_entry); S(fl_regs); S(fl_return); S(fl_free); S(fl_ctrl); S(fl_ring);
+	S(fl_rec); S(fl_entry); S(fl_regs); S(fl_return); S(fl_free); S(fl_call); S(fl_ctrl); S(fl_ring);
+	O(fl_call, ip); O(fl_call, ptr); O(fl_call, hdr); O(fl_call, ret_ip); O(fl_call, entry_time); O(fl_call, args); O(fl_call, sp);
+	O(fl_return, ptr); O(fl_return, hdr); O(fl_return, ret_ip);
 	printf("FL_MAGIC %u\nFL_VERSION %u\nFL_CTRL_BYTES %u\nFL_MAX_SLOTS %u\nFL_RING_HDR %u\nFL_MAX_WORDS %u\nFL_MAX_STACK %u\n",
 		FL_MAGIC, FL_VERSION, FL_CTRL_BYTES, FL_MAX_SLOTS, FL_RING_HDR, FL_MAX_WORDS, FL_MAX_STACK);
-	printf("FL_FN_FREE %d\nFL_FN_PVALLOC %d\nFL_NFN %d\nFL_ENTRY %d\nFL_RETURN %d\nFL_FREE %d\n",
-		FL_FN_FREE, FL_FN_PVALLOC, FL_NFN, FL_ENTRY, FL_RETURN, FL_FREE);
+	printf("FL_FN_FREE %d\nFL_FN_PVALLOC %d\nFL_NFN %d\nFL_ENTRY %d\nFL_RETURN %d\nFL_FREE %d\nFL_CALL %d\n",
+		FL_FN_FREE, FL_FN_PVALLOC, FL_NFN, FL_ENTRY, FL_RETURN, FL_FREE, FL_CALL);
 	printf("FL_F_STACK_BIG %d\nFL_F_STACK_SMALL %d\nFL_F_SHORT %d\n", FL_F_STACK_BIG, FL_F_STACK_SMALL, FL_F_SHORT);
 	return 0;
 }
@@ -80,11 +82,16 @@ int main(void) {
 		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits, "fl_ring.clock_reads": offClockReads,
 		"fl_ring.tail": offTail, "fl_ring.tail_seq": offTailSeq,
 		"sizeof.fl_rec": RecHeader, "sizeof.fl_entry": EntryFixed, "sizeof.fl_regs": RegsBytes,
-		"sizeof.fl_return": ReturnSize, "sizeof.fl_free": FreeSize,
+		"sizeof.fl_return": ReturnSize, "sizeof.fl_free": FreeSize, "sizeof.fl_call": CallSize,
+		// A whole call's return fields where a return has them (Ptr, Hdr,
+		// RetIP read both), then its own (EntryTime, CallArg, CallSP).
+		"fl_return.ptr": 8, "fl_return.hdr": 16, "fl_return.ret_ip": 24,
+		"fl_call.ip": 0, "fl_call.ptr": 8, "fl_call.hdr": 16, "fl_call.ret_ip": 24,
+		"fl_call.entry_time": 32, "fl_call.args": 40, "fl_call.sp": 56,
 		"FL_MAGIC": Magic, "FL_VERSION": Version, "FL_CTRL_BYTES": CtrlBytes, "FL_MAX_SLOTS": MaxSlots,
 		"FL_RING_HDR": RingHeader, "FL_MAX_WORDS": MaxWords, "FL_MAX_STACK": MaxStack,
 		"FL_FN_FREE": int(FuncFree), "FL_FN_PVALLOC": int(FuncPvalloc), "FL_NFN": int(NumFuncs),
-		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree,
+		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree, "FL_CALL": KindCall,
 		"FL_F_STACK_BIG": FlagStackBig, "FL_F_STACK_SMALL": FlagStackSmall, "FL_F_SHORT": FlagShort,
 	}
 	for k, w := range want {

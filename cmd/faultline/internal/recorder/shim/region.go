@@ -406,11 +406,18 @@ func (r *Record) Stack(words int) (regs, stack []byte, ok bool) {
 	return regs, rest[:n], true
 }
 
-// Return fields: Ptr, Hdr, RetIP, Status.
+// Return fields (of a whole call too): Ptr, Hdr, RetIP; Status (a
+// return's only).
 func (r *Record) Ptr() uint64    { return binary.NativeEndian.Uint64(r.Body[8:]) }
 func (r *Record) Hdr() uint64    { return binary.NativeEndian.Uint64(r.Body[16:]) }
 func (r *Record) RetIP() uint64  { return binary.NativeEndian.Uint64(r.Body[24:]) }
 func (r *Record) Status() uint64 { return binary.NativeEndian.Uint64(r.Body[32:]) }
+
+// Whole-call fields: the entry's time, its i-th argument (of two) and
+// its stack pointer.
+func (r *Record) EntryTime() uint64    { return binary.NativeEndian.Uint64(r.Body[32:]) }
+func (r *Record) CallArg(i int) uint64 { return binary.NativeEndian.Uint64(r.Body[40+8*i:]) }
+func (r *Record) CallSP() uint64       { return binary.NativeEndian.Uint64(r.Body[56:]) }
 
 // Valid reports whether the record's body is as long as its kind needs.
 func (r *Record) Valid(words int) bool {
@@ -421,6 +428,8 @@ func (r *Record) Valid(words int) bool {
 		return len(r.Body) >= ReturnSize && r.Func < NumFuncs
 	case KindFree:
 		return len(r.Body) >= FreeSize
+	case KindCall:
+		return len(r.Body) >= CallSize && r.Func < NumFuncs && r.Func != FuncFree
 	}
 	return false
 }

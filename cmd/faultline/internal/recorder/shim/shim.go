@@ -25,7 +25,7 @@ func Supported() bool { return runtime.GOARCH == "amd64" }
 // Layout constants, as in abi.h.
 const (
 	Magic      = 0x31534c46
-	Version    = 2
+	Version    = 3
 	CtrlBytes  = 16384
 	MaxSlots   = 1024
 	RingHeader = 4096
@@ -85,6 +85,9 @@ const (
 	KindEntry  = 1
 	KindReturn = 2
 	KindFree   = 3
+	// KindCall is a whole call, written at its return in place of an
+	// entry with FlagShort and its return (abi.h, fl_call).
+	KindCall = 4
 )
 
 // Record flags (fl_rec.flags).
@@ -103,6 +106,7 @@ const (
 	RegsBytes  = 64 // fl_regs
 	ReturnSize = 40 // fl_return
 	FreeSize   = 16 // fl_free
+	CallSize   = 64 // fl_call: fl_return's first four fields, entry time, args[2], sp
 )
 
 // Func is an interposed entry point (fl_rec.fn).

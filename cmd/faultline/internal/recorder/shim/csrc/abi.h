@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FL_MAGIC 0x31534c46u /* "FLS1" little-endian */
-#define FL_VERSION 2
+#define FL_VERSION 3
 #define FL_CTRL_BYTES 16384 /* control block */
 #define FL_MAX_SLOTS 1024
 #define FL_RING_HDR 4096
@@ -56,7 +56,8 @@ enum { FL_SLOT_FREE = 0, FL_SLOT_CLAIMED = 1 };
 /* Ring header: the producer's cache line, then the consumer's. */
 struct fl_ring {
 	uint64_t head;     /* bytes committed by the producer (monotonic) */
-	uint32_t busy;     /* producer between its clock read and its commit */
+	uint32_t busy;     /* producer between its clock read and its commit
+	                    * (for FL_CALL, from the entry's clock read) */
 	uint32_t pid, tid; /* the owner */
 	uint32_t waiting;  /* producer is blocked for room */
 	uint64_t nested;   /* calls made while the shim itself was running */
@@ -69,7 +70,7 @@ struct fl_ring {
 };
 
 /* Record kinds. */
-enum { FL_PAD = 0, FL_ENTRY = 1, FL_RETURN = 2, FL_FREE = 3 };
+enum { FL_PAD = 0, FL_ENTRY = 1, FL_RETURN = 2, FL_FREE = 3, FL_CALL = 4 };
 
 /* Entry points (the recorder names events after them). */
 enum {
@@ -125,6 +126,20 @@ struct fl_regs {
  * (posix_memalign's status). */
 struct fl_return {
 	uint64_t ip, ptr, hdr, ret_ip, status;
+};
+
+/* FL_CALL: a whole call written once, at its return (fl_rec.time), in
+ * place of an entry with FL_F_SHORT and its return: a call from the
+ * program's own executable that takes no stack, to an entry point with at
+ * most two arguments and no status. The return's fields come first, at
+ * fl_return's offsets, then the entry's time, its two arguments and its
+ * stack pointer (the return address is ret_ip). The ring stays busy from
+ * the entry's clock read to this record's commit. */
+struct fl_call {
+	uint64_t ip, ptr, hdr, ret_ip;
+	uint64_t entry_time;
+	uint64_t args[2];
+	uint64_t sp;
 };
 
 /* FL_FREE: the function's address and the pointer. */

@@ -5,8 +5,9 @@
  * runs. It interposes the C allocator's entry points, calls the allocator
  * the program would have called (the next definition, RTLD_NEXT), and
  * writes each call — entry with its arguments and the top of the stack,
- * return with the pointer, free — as a fixed-layout record into a ring of
- * its thread in shared memory (abi.h). The recorder drains the rings into
+ * return with the pointer, free; or a call from the program's own
+ * executable without a stack whole, at its return — as a fixed-layout
+ * record into a ring of its thread in shared memory (abi.h). The recorder drains the rings into
  * perf.data samples shaped like its uprobe events, so analysis is the same
  * for both methods. No trap into the kernel per call: a call costs two
  * clock reads (the TSC where it may: "The clock" below) and a few stores.
@@ -123,6 +124,8 @@ struct tstate {
 	uint64_t base_m, base_c; /* the pair the rate is next measured from */
 	uint64_t last;         /* the last stamp */
 	uint64_t pop_end; /* ring data populated below this head; ~0: all */
+	uint32_t calls;   /* FL_CALL calls between entry and return: the ring
+			   * stays busy until the last of them commits */
 };
 static __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 
@@ -693,6 +696,7 @@ static struct fl_ring *ring(void)
 		ts.ring = claim();
 		ts.off = ts.ring == NULL;
 		ts.count = 0;
+		ts.calls = 0;
 		ts.stack_lo = ts.stack_hi = ts.copy_hi = 0;
 		if (ts.ring)
 			stack_bounds();
@@ -714,6 +718,11 @@ static int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
 {
 	uint64_t start = now_ns();
 	r->waits++;
+	/* A call recorded whole (FL_CALL) keeps the ring busy from its entry;
+	 * a thread that waits is not busy. (Only a record a signal handler
+	 * wrote inside such a call can take the room its entry made, so its
+	 * entry time may come out older than the recorder's look.) */
+	__atomic_store_n(&r->busy, 0, __ATOMIC_RELAXED);
 	for (;;) {
 		uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 		if (r->head + need - tail <= ctrl->ring_bytes)
@@ -760,15 +769,14 @@ static void __attribute__((noinline)) populate_more(struct fl_ring *r, uint64_t 
 	ts.pop_end = end == rb ? ~(uint64_t)0 : end;
 }
 
-/* begin reserves size bytes, marks the ring busy and stamps the time;
- * commit publishes the record. Between the two nothing can be preempted
- * out of order: a recorder that sees the ring idle knows every later
- * record of it is stamped later than its look. */
-static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
+/* make_room makes the ring hold size more bytes at head (and the pad
+ * that would take it to the ring's start), populated, waiting for room if
+ * need be; it returns the pad, or -1 when recording must stop. */
+static inline int64_t make_room(struct fl_ring *r, uint32_t size)
 {
 	uint32_t rb = ctrl->ring_bytes;
 	uint64_t head = r->head;
-	/* The bytes this record and the prefetch below reach, populated
+	/* The bytes this record and begin's prefetch reach, populated
 	 * before the time is read. */
 	if (unlikely(head + size + FL_PREFETCH >= ts.pop_end))
 		populate_more(r, head + size + FL_PREFETCH);
@@ -776,7 +784,23 @@ static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
 	uint32_t pad = off + size > rb ? rb - off : 0;
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	if (unlikely(head + pad + size - tail > rb) && !wait_room(r, pad + size))
+		return -1;
+	return pad;
+}
+
+/* begin reserves size bytes, marks the ring busy and stamps the time;
+ * commit publishes the record. Between the two nothing can be preempted
+ * out of order: a recorder that sees the ring idle knows every later
+ * record of it is stamped later than its look. */
+static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
+{
+	uint32_t rb = ctrl->ring_bytes;
+	int64_t room = make_room(r, size);
+	if (room < 0)
 		return NULL;
+	uint32_t pad = (uint32_t)room;
+	uint64_t head = r->head;
+	uint32_t off = (uint32_t)head & (rb - 1);
 	uint8_t *data = (uint8_t *)r + FL_RING_HDR;
 	if (pad) {
 		struct fl_rec *p = (struct fl_rec *)(data + off);
@@ -813,7 +837,9 @@ static inline void commit(struct fl_ring *r, struct fl_rec *rec)
 	uint64_t head = old + rec->size;
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
-	__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	/* Still busy while a call recorded whole is in flight (a record
+	 * written by a signal handler inside it). */
+	__atomic_store_n(&r->busy, ts.calls != 0, __ATOMIC_RELEASE);
 	/* Wake a sleeping recorder when the ring passes half full. */
 	if (unlikely(head - tail >= rb / 2 && old - tail < rb / 2) &&
 	    __atomic_load_n(&ctrl->sleeping, __ATOMIC_SEQ_CST)) {
@@ -834,13 +860,35 @@ static inline uint64_t entry_sp(const struct saved *s)
 	return (uint64_t)s + STUB_FRAME;
 }
 
+/* A call between its entry and its return. time != 0: its entry wrote
+ * nothing, the call is written whole at its return (FL_CALL) with the
+ * entry's time, arguments and stack pointer kept here. */
+struct call {
+	uint64_t time, a0, a1, sp;
+};
+
+#define CALL_BYTES (sizeof(struct fl_rec) + sizeof(struct fl_call))
+
+/* whole reports whether a call to fn can be an FL_CALL record: at most
+ * two arguments and no status. */
+static inline int whole(int fn)
+{
+	return fn != FL_FN_FREE && fn != FL_FN_REALLOCARRAY &&
+	       fn != FL_FN_POSIX_MEMALIGN;
+}
+
 /* entry records a call's entry: size is what decides whether it gets a
- * stack (the bytes it asks for). */
+ * stack (the bytes it asks for). A call from the program's own executable
+ * without a stack writes nothing yet: it is written whole at its return,
+ * one record instead of two (room made for it now, the ring busy from the
+ * time read here, so a recorder that sees the ring idle knows the entry is
+ * later than its look). */
 static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 		  uint64_t a1, uint64_t a2, uint64_t size,
-		  const struct saved *s)
+		  const struct saved *s, struct call *c)
 {
 	uint64_t sp = entry_sp(s);
+	c->time = 0;
 	uint32_t words = ctrl->words;
 	uint16_t flags = 0;
 	uint64_t stack = 0;
@@ -858,6 +906,15 @@ static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 		}
 	}
 	if (!flags && fn != FL_FN_FREE && own_code(*(const uint64_t *)sp)) {
+		if (whole(fn) && make_room(r, CALL_BYTES) >= 0) {
+			ts.calls++;
+			__atomic_store_n(&r->busy, 1, __ATOMIC_RELAXED);
+			c->time = now_ns();
+			c->a0 = a0;
+			c->a1 = a1;
+			c->sp = sp;
+			return;
+		}
 		flags = FL_F_SHORT;
 		words = 1;
 	}
@@ -901,6 +958,19 @@ static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 	commit(r, rec);
 }
 
+/* put_return writes a return's first four fields, which a whole call's
+ * record (fl_call) starts with too: ip, ptr, hdr, ret_ip. */
+static inline void put_return(uint64_t *x, void *ip, void *ptr,
+			      const struct saved *s)
+{
+	x[0] = (uint64_t)ip;
+	x[1] = (uint64_t)ptr;
+	/* glibc's chunk header (size and flags) is the word before the
+	 * pointer; malloc wrote it, so reading it faults nothing. */
+	x[2] = glibc && ctrl->glibc && ptr ? ((const uint64_t *)ptr)[-1] : 0;
+	x[3] = *(const uint64_t *)entry_sp(s);
+}
+
 static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
 		const struct saved *s)
 {
@@ -911,13 +981,31 @@ static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
 	rec->fn = (uint8_t)fn;
 	rec->flags = 0;
 	struct fl_return *x = (struct fl_return *)(rec + 1);
-	x->ip = (uint64_t)ip;
-	x->ptr = (uint64_t)ptr;
-	/* glibc's chunk header (size and flags) is the word before the
-	 * pointer; malloc wrote it, so reading it faults nothing. */
-	x->hdr = glibc && ctrl->glibc && ptr ? ((const uint64_t *)ptr)[-1] : 0;
-	x->ret_ip = *(const uint64_t *)entry_sp(s);
+	put_return(&x->ip, ip, ptr, s);
 	x->status = status;
+	commit(r, rec);
+}
+
+/* whole_ret writes a call recorded whole (entry() kept its entry in c). */
+static void whole_ret(struct fl_ring *r, int fn, void *ip, void *ptr,
+		      const struct saved *s, const struct call *c)
+{
+	struct fl_rec *rec = begin(r, CALL_BYTES);
+	ts.calls--; /* before commit, which leaves the ring busy while any is left */
+	if (!rec) {
+		if (!ts.calls)
+			__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	rec->kind = FL_CALL;
+	rec->fn = (uint8_t)fn;
+	rec->flags = FL_F_SHORT;
+	struct fl_call *x = (struct fl_call *)(rec + 1);
+	put_return(&x->ip, ip, ptr, s);
+	x->entry_time = c->time;
+	x->args[0] = c->a0;
+	x->args[1] = c->a1;
+	x->sp = c->sp;
 	commit(r, rec);
 }
 
@@ -925,12 +1013,19 @@ static void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
  * records into r (not after a fork in the call, say), keeping the errno
  * the allocator left. */
 static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
-			    uint64_t status, const struct saved *s)
+			    uint64_t status, const struct saved *s,
+			    const struct call *c)
 {
 	int e = errno;
 	if (ring() == r) {
-		ret(r, fn, ip, ptr, status, s);
+		if (c->time)
+			whole_ret(r, fn, ip, ptr, s, c);
+		else
+			ret(r, fn, ip, ptr, status, s);
 		done();
+	} else if (c->time && ts.ring == r && ts.calls && !--ts.calls) {
+		/* Not recorded (the recorder stopped): not busy either. */
+		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 	}
 	errno = e;
 }
@@ -945,10 +1040,11 @@ HIDDEN void *fl_malloc(size_t n, const struct saved *s)
 			return boot_alloc(n, 16);
 		return real.malloc(n);
 	}
-	entry(r, FL_FN_MALLOC, real.malloc, n, 0, 0, n, s);
+	struct call c;
+	entry(r, FL_FN_MALLOC, real.malloc, n, 0, 0, n, s, &c);
 	done();
 	void *p = real.malloc(n);
-	returned(r, FL_FN_MALLOC, real.malloc, p, 0, s);
+	returned(r, FL_FN_MALLOC, real.malloc, p, 0, s, &c);
 	return p;
 }
 
@@ -969,10 +1065,11 @@ HIDDEN void *fl_calloc(size_t m, size_t n, const struct saved *s)
 		}
 		return real.calloc(m, n);
 	}
-	entry(r, FL_FN_CALLOC, real.calloc, m, n, 0, mul_sat(m, n), s);
+	struct call c;
+	entry(r, FL_FN_CALLOC, real.calloc, m, n, 0, mul_sat(m, n), s, &c);
 	done();
 	void *p = real.calloc(m, n);
-	returned(r, FL_FN_CALLOC, real.calloc, p, 0, s);
+	returned(r, FL_FN_CALLOC, real.calloc, p, 0, s, &c);
 	return p;
 }
 
@@ -996,10 +1093,11 @@ HIDDEN void *fl_realloc(void *old, size_t n, const struct saved *s)
 			return boot_realloc(old, n);
 		return real.realloc(old, n);
 	}
-	entry(r, FL_FN_REALLOC, real.realloc, (uint64_t)old, n, 0, n, s);
+	struct call c;
+	entry(r, FL_FN_REALLOC, real.realloc, (uint64_t)old, n, 0, n, s, &c);
 	done();
 	void *p = real.realloc(old, n);
-	returned(r, FL_FN_REALLOC, real.realloc, p, 0, s);
+	returned(r, FL_FN_REALLOC, real.realloc, p, 0, s, &c);
 	return p;
 }
 
@@ -1016,11 +1114,12 @@ HIDDEN void *fl_reallocarray(void *old, size_t m, size_t n, const struct saved *
 	struct fl_ring *r = ring();
 	if (!r)
 		return real.reallocarray(old, m, n);
+	struct call c;
 	entry(r, FL_FN_REALLOCARRAY, real.reallocarray, (uint64_t)old, m, n,
-	      mul_sat(m, n), s);
+	      mul_sat(m, n), s, &c);
 	done();
 	void *p = real.reallocarray(old, m, n);
-	returned(r, FL_FN_REALLOCARRAY, real.reallocarray, p, 0, s);
+	returned(r, FL_FN_REALLOCARRAY, real.reallocarray, p, 0, s, &c);
 	return p;
 }
 
@@ -1034,10 +1133,11 @@ static void *aligned(int fn, void *(*f)(size_t, size_t), size_t al, size_t n,
 			return boot_alloc(n, al);
 		return f(al, n);
 	}
-	entry(r, fn, f, al, n, 0, n, s);
+	struct call c;
+	entry(r, fn, f, al, n, 0, n, s, &c);
 	done();
 	void *p = f(al, n);
-	returned(r, fn, f, p, 0, s);
+	returned(r, fn, f, p, 0, s, &c);
 	return p;
 }
 
@@ -1061,11 +1161,12 @@ HIDDEN int fl_posix_memalign(void **out, size_t al, size_t n, const struct saved
 		}
 		return real.posix_memalign(out, al, n);
 	}
-	entry(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, (uint64_t)out, al, n, n, s);
+	struct call c;
+	entry(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign, (uint64_t)out, al, n, n, s, &c);
 	done();
 	int st = real.posix_memalign(out, al, n);
 	returned(r, FL_FN_POSIX_MEMALIGN, real.posix_memalign,
-		 st == 0 ? *out : NULL, (uint64_t)(unsigned)st, s);
+		 st == 0 ? *out : NULL, (uint64_t)(unsigned)st, s, &c);
 	return st;
 }
 
@@ -1077,10 +1178,11 @@ static void *paged(int fn, void *(*f)(size_t), size_t n, const struct saved *s)
 			return boot_alloc(n, 4096);
 		return f(n);
 	}
-	entry(r, fn, f, n, 0, 0, n, s);
+	struct call c;
+	entry(r, fn, f, n, 0, 0, n, s, &c);
 	done();
 	void *p = f(n);
-	returned(r, fn, f, p, 0, s);
+	returned(r, fn, f, p, 0, s, &c);
 	return p;
 }
 
