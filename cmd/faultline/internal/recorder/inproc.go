@@ -725,9 +725,10 @@ func pairCall(c *call, e, r *shim.Record) {
 // separate records of such a call would be written.
 func (s *session) writeWhole(g owner, rec *shim.Record) (int, error) {
 	c := &s.inproc.scratch
-	*c = call{fn: rec.Func, t0: rec.EntryTime(), t: rec.Time, ip: rec.IP(), sp: rec.CallSP(),
-		retIP: rec.RetIP(), ptr: rec.Ptr(), hdr: rec.Hdr()}
-	c.args[0], c.args[1] = rec.CallArg(0), rec.CallArg(1)
+	// Field by field: a composite literal is built aside and copied.
+	c.fn, c.t0, c.t, c.ip, c.sp = rec.Func, rec.EntryTime(), rec.Time, rec.IP(), rec.CallSP()
+	c.retIP, c.ptr, c.hdr, c.stat = rec.RetIP(), rec.Ptr(), rec.Hdr(), 0
+	c.args = [3]uint64{rec.CallArg(0), rec.CallArg(1), 0}
 	if !s.inproc.faultedIn(g.tid, c.t0, c.t) {
 		return s.writeCall(g, c)
 	}
