@@ -7,10 +7,11 @@
  * writes each call — entry with its arguments and the top of the stack,
  * return with the pointer, free; or a call from the program's own
  * executable without a stack whole, at its return — as a fixed-layout
- * record into a ring of its thread in shared memory (abi.h). The recorder drains the rings into
- * perf.data samples shaped like its uprobe events, so analysis is the same
- * for both methods. No trap into the kernel per call: a call costs two
- * clock reads (the TSC where it may: "The clock" below) and a few stores.
+ * record into a ring of its thread in shared memory (abi.h). The recorder
+ * drains the rings into perf.data samples shaped like its uprobe events,
+ * so analysis is the same for both methods. No trap into the kernel per
+ * call: a call costs two clock reads (the TSC where it may: "The clock"
+ * below) and a few stores.
  *
  * Rules this file keeps:
  *  - Nothing here may allocate through the allocator while recording:
