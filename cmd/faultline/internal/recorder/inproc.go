@@ -1029,16 +1029,26 @@ func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 
 // writeUnrecorded writes the calls the shim could not record as
 // LOST_SAMPLES of the malloc entry event (the shim counts them, not by
-// function), stamped when the first thread gave up waiting (or at the
-// end), so analyze reports them as lost from then on.
+// function): those after a thread gave up waiting, stamped when the first
+// did (or at the end), so analyze reports them as lost from then on, and
+// those a signal handler made while the shim was recording a call of its
+// thread, stamped at the end.
 func (s *session) writeUnrecorded() error {
-	n := s.res.Shim.Unrecorded
-	if n == 0 {
-		return nil
-	}
 	t := s.lastT
 	if s.res.Abandoned {
 		t = s.res.AbandonedAt
+	}
+	if err := s.writeLostCalls(s.res.Shim.Unrecorded, t); err != nil {
+		return err
+	}
+	return s.writeLostCalls(s.res.Shim.Interrupted, s.lastT)
+}
+
+// writeLostCalls writes n unrecorded calls as one LOST_SAMPLES record
+// stamped t.
+func (s *session) writeLostCalls(n, t uint64) error {
+	if n == 0 {
+		return nil
 	}
 	sp := s.inproc.entry[shim.FuncMalloc]
 	// u64 lost, then the sample_id trailer of shimSampleType: TID, TIME,

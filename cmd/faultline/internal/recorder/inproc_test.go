@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -114,6 +115,60 @@ func writeSession(tb testing.TB, discard bool) *session {
 		return writeSessionTo(tb, io.Discard)
 	}
 	return writeSessionTo(tb, nil)
+}
+
+// TestInprocLostCalls: the calls the shim could not record are written
+// as lost samples of malloc: those after a thread gave up waiting,
+// stamped when it did, and those a signal handler made while the shim was
+// mid-record, stamped at the end.
+func TestInprocLostCalls(t *testing.T) {
+	cfg := testConfig()
+	cfg.InProcess, cfg.TopWords = true, 16
+	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
+	s.specs = s.buildSpecs()
+	s.lost = map[*spec]uint64{}
+	var events []perfdata.WriterEvent
+	for i, sp := range s.specs {
+		sp.count = new(uint64)
+		id := sp.synthID // what the records carry; the kernel's events get ids of their own
+		if !sp.synthetic {
+			id = uint64(i + 1)
+		}
+		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{id}})
+	}
+	f, path := perftest.Create(t, "lost.data")
+	w, err := perfdata.NewWriter(f, events, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.w = w
+	s.lastT = 2000
+	s.res.Shim.Unrecorded, s.res.Shim.Interrupted = 3, 5
+	s.res.Abandoned, s.res.AbandonedAt = true, 1500
+	if err := s.writeUnrecorded(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(&perfdata.WriterFeatures{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := perfdata.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var got []string
+	for r.Next() {
+		if l, ok := r.Record().(*perfdata.LostSamples); ok && l.Event != nil {
+			got = append(got, fmt.Sprintf("%s %d at %d", l.Event.Name, l.Count, l.SampleID.Time))
+		}
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"faultline:malloc 3 at 1500", "faultline:malloc 5 at 2000"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || s.lost[s.inproc.entry[shim.FuncMalloc]] != 8 {
+		t.Errorf("lost samples %v (counted %d), want %v (8)", got, s.lost[s.inproc.entry[shim.FuncMalloc]], want)
+	}
 }
 
 // writeSessionTo is writeSession writing in pipe mode to out, or to a

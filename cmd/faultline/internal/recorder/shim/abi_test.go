@@ -33,7 +33,7 @@ int main(void) {
 	O(fl_ctrl, slots_full); O(fl_ctrl, slot_state);
 	O(fl_ctrl, tsc); O(fl_ctrl, tsc_jumps); O(fl_ctrl, tsc_jump_time);
 	O(fl_ring, head); O(fl_ring, busy); O(fl_ring, pid); O(fl_ring, tid); O(fl_ring, waiting);
-	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, clock_reads); O(fl_ring, tail); O(fl_ring, tail_seq);
+	O(fl_ring, nested); O(fl_ring, waits); O(fl_ring, clock_reads); O(fl_ring, interrupted); O(fl_ring, tail); O(fl_ring, tail_seq);
 	S(fl_rec); S(fl_entry); S(fl_regs); S(fl_return); S(fl_free); S(fl_call); S(fl_ctrl); S(fl_ring);
 	O(fl_call, ip); O(fl_call, ptr); O(fl_call, hdr); O(fl_call, ret_ip); O(fl_call, entry_time); O(fl_call, args); O(fl_call, sp);
 	O(fl_return, ptr); O(fl_return, hdr); O(fl_return, ret_ip);
@@ -79,7 +79,7 @@ int main(void) {
 		"fl_ctrl.unrecorded": offUnrecorded, "fl_ctrl.slots_full": offSlotsFull, "fl_ctrl.slot_state": offSlotState,
 		"fl_ctrl.tsc": offTSC, "fl_ctrl.tsc_jumps": offTSCJumps, "fl_ctrl.tsc_jump_time": offTSCJumpTime,
 		"fl_ring.head": offHead, "fl_ring.busy": offBusy, "fl_ring.pid": offPid, "fl_ring.tid": offTid,
-		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits, "fl_ring.clock_reads": offClockReads,
+		"fl_ring.waiting": offWaiting, "fl_ring.nested": offNested, "fl_ring.waits": offWaits, "fl_ring.clock_reads": offClockReads, "fl_ring.interrupted": offInterrupted,
 		"fl_ring.tail": offTail, "fl_ring.tail_seq": offTailSeq,
 		"sizeof.fl_rec": RecHeader, "sizeof.fl_entry": EntryFixed, "sizeof.fl_regs": RegsBytes,
 		"sizeof.fl_return": ReturnSize, "sizeof.fl_free": FreeSize, "sizeof.fl_call": CallSize,

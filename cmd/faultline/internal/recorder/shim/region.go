@@ -39,7 +39,7 @@ type Region struct {
 	live       []*Ring
 	bySlot     map[int]*Ring
 	// Counters of the rings freed so far.
-	freedNested, freedWaits, freedClockReads uint64
+	freedNested, freedWaits, freedClockReads, freedInterrupted uint64
 }
 
 // NewRegion creates a region.
@@ -180,7 +180,11 @@ type Counters struct {
 	Unrecorded uint64 // calls not recorded: of threads that found no free ring, or after a thread gave up waiting
 	SlotsFull  uint64 // threads that found no free ring
 	Nested     uint64 // calls made by the shim's own work (not the program's)
-	Waits      uint64 // times a thread waited for room in its ring
+	// Interrupted counts the program's calls that came while the shim
+	// was recording a call of the same thread (from a signal handler):
+	// not recorded.
+	Interrupted uint64
+	Waits       uint64 // times a thread waited for room in its ring
 	// ClockReads counts the shim's reads of CLOCK_MONOTONIC: one per
 	// stamp, or with Options.TSC only those that calibrate the TSC.
 	ClockReads uint64
@@ -197,13 +201,14 @@ func (r *Region) Counters() Counters {
 		Unrecorded: atomic.LoadUint64(r.u64(offUnrecorded)),
 		SlotsFull:  atomic.LoadUint64(r.u64(offSlotsFull)),
 	}
-	c.Nested, c.Waits, c.ClockReads = r.freedNested, r.freedWaits, r.freedClockReads
+	c.Nested, c.Waits, c.ClockReads, c.Interrupted = r.freedNested, r.freedWaits, r.freedClockReads, r.freedInterrupted
 	var st unix.Stat_t
 	if unix.Fstat(int(r.rings.Fd()), &st) == nil {
 		c.Resident = uint64(st.Blocks) * 512
 	}
 	for _, g := range r.bySlot {
 		c.Nested += atomic.LoadUint64(g.u64(offNested))
+		c.Interrupted += atomic.LoadUint64(g.u64(offInterrupted))
 		c.Waits += atomic.LoadUint64(g.u64(offWaits))
 		c.ClockReads += atomic.LoadUint64(g.u64(offClockReads))
 	}
@@ -249,6 +254,7 @@ func (r *Region) Rings() []*Ring {
 // its thread is gone and g is drained.
 func (r *Region) Free(g *Ring) {
 	r.freedNested += atomic.LoadUint64(g.u64(offNested))
+	r.freedInterrupted += atomic.LoadUint64(g.u64(offInterrupted))
 	r.freedWaits += atomic.LoadUint64(g.u64(offWaits))
 	r.freedClockReads += atomic.LoadUint64(g.u64(offClockReads))
 	atomic.StoreUint32(g.u32(offPid), 0)

@@ -61,16 +61,17 @@ const (
 
 // fl_ring field offsets.
 const (
-	offHead       = 0
-	offBusy       = 8
-	offPid        = 12
-	offTid        = 16
-	offWaiting    = 20
-	offNested     = 24
-	offWaits      = 32
-	offClockReads = 40
-	offTail       = 64
-	offTailSeq    = 72
+	offHead        = 0
+	offBusy        = 8
+	offPid         = 12
+	offTid         = 16
+	offWaiting     = 20
+	offNested      = 24
+	offWaits       = 32
+	offClockReads  = 40
+	offInterrupted = 48
+	offTail        = 64
+	offTailSeq     = 72
 )
 
 // Slot states.

@@ -60,10 +60,13 @@ struct fl_ring {
 	                    * (for FL_CALL, from the entry's clock read) */
 	uint32_t pid, tid; /* the owner */
 	uint32_t waiting;  /* producer is blocked for room */
-	uint64_t nested;   /* calls made while the shim itself was running */
+	uint64_t nested;   /* calls made by the shim's own work (dlsym, ...) */
 	uint64_t waits;    /* times the producer waited for room */
 	uint64_t clock_reads; /* CLOCK_MONOTONIC read for a stamp (shim.c) */
-	uint8_t pad0[64 - 48];
+	uint64_t interrupted; /* the program's calls (a signal handler's) that
+			       * came while the shim was recording a call of
+			       * this thread: not recorded */
+	uint8_t pad0[64 - 56];
 	uint64_t tail;     /* bytes consumed by the recorder (monotonic) */
 	uint32_t tail_seq; /* futex word: bumped when tail moves */
 	uint32_t pad1;

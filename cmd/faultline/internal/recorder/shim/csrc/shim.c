@@ -16,8 +16,10 @@
  * Rules this file keeps:
  *  - Nothing here may allocate through the allocator while recording:
  *    the thread state is initial-exec TLS (no __tls_get_addr), and calls
- *    made while the shim runs (dlsym, pthread_getattr_np) pass through
- *    unrecorded and are counted (fl_ring.nested).
+ *    made by the shim's own symbol lookups (dlsym) pass through unrecorded
+ *    and are counted (fl_ring.nested). A signal handler's calls that
+ *    interrupt the shim mid-record cannot be written either: they are
+ *    counted too (fl_ring.interrupted), and reported as lost.
  *  - A full ring blocks its thread (nothing is dropped) for at most
  *    fl_ctrl.wait_ns; after that the program runs on unrecorded and the
  *    control block says from when (fl_ctrl.abandoned_time).
@@ -117,6 +119,8 @@ struct tstate {
 	struct fl_ring *ring;
 	uint32_t gen;   /* `gen` when ring was claimed */
 	uint32_t depth; /* > 0: the shim is running on this thread */
+	uint32_t own;   /* > 0: it resolves symbols (init, operator new), whose
+			 * calls to the allocator are its own, not the program's */
 	uint32_t off;   /* this thread records nothing (no ring) */
 	uint32_t count; /* smaller calls since the last sampled one */
 	uintptr_t stack_lo, stack_hi; /* the mapping holding the stack */
@@ -543,9 +547,11 @@ static void init(void)
 	if (__atomic_compare_exchange_n(&state, &s, 1, 0, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
 		ts.depth++;
+		ts.own++;
 		resolve();
 		dl_iterate_phdr(find_own, NULL);
 		attach();
+		ts.own--;
 		ts.depth--;
 		__atomic_store_n(&state, 2, __ATOMIC_RELEASE);
 		return;
@@ -596,6 +602,7 @@ static struct fl_ring *claim(void)
 		r->busy = 0;
 		r->waiting = 0;
 		r->nested = 0;
+		r->interrupted = 0;
 		r->waits = 0;
 		r->clock_reads = 0;
 		r->tail = 0;
@@ -680,8 +687,13 @@ static struct fl_ring *ring(void)
 	if (!c)
 		return NULL;
 	if (unlikely(ts.depth)) {
-		if (ts.ring)
+		/* The shim's own work calling the allocator, or a signal
+		 * handler that interrupted the shim: either way the ring is
+		 * mid-record and this call cannot be written. */
+		if (ts.ring && ts.own)
 			ts.ring->nested++;
+		else if (ts.ring)
+			ts.ring->interrupted++;
 		return NULL;
 	}
 	if (unlikely(__atomic_load_n(&c->detached, __ATOMIC_RELAXED)))
@@ -1259,7 +1271,9 @@ static int new_ready(void)
 		init();
 	if (unlikely(!__atomic_load_n(&real.op_new, __ATOMIC_ACQUIRE)) && !ts.depth) {
 		ts.depth++;
+		ts.own++;
 		resolve_new();
+		ts.own--;
 		ts.depth--;
 	}
 	return __atomic_load_n(&std_new, __ATOMIC_RELAXED);
