@@ -689,11 +689,17 @@ static struct fl_ring *ring(void)
 	if (unlikely(ts.depth)) {
 		/* The shim's own work calling the allocator, or a signal
 		 * handler that interrupted the shim: either way the ring is
-		 * mid-record and this call cannot be written. */
-		if (ts.ring && ts.own)
-			ts.ring->nested++;
-		else if (ts.ring)
+		 * mid-record (or being claimed) and this call cannot be
+		 * written. A handler's call during the thread's claim has no
+		 * ring to count in: it counts as unrecorded. */
+		if (ts.own) {
+			if (ts.ring)
+				ts.ring->nested++;
+		} else if (ts.ring) {
 			ts.ring->interrupted++;
+		} else {
+			__atomic_add_fetch(&c->unrecorded, 1, __ATOMIC_RELAXED);
+		}
 		return NULL;
 	}
 	if (unlikely(__atomic_load_n(&c->detached, __ATOMIC_RELAXED)))
