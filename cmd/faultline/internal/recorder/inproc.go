@@ -581,6 +581,17 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 	return s.w.WriteRecordParts(typ, misc, body)
 }
 
+// seen notes a shim sample stamped t, which covers from t0 (its entry):
+// its time against the round promise (stamp), and the recording's first
+// and last times.
+func (s *session) seen(t0, t uint64) {
+	s.stamp(t)
+	if s.firstT == 0 || t0 < s.firstT {
+		s.firstT = t0
+	}
+	s.lastT = max(s.lastT, t)
+}
+
 // stamp checks a record's time against the round promise.
 func (s *session) stamp(t uint64) {
 	ip := s.inproc
@@ -642,7 +653,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
 				c := &ip.scratch
 				pairCall(c, &rec, &next)
-				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, c)
+				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, c, wholeCall)
 				total += n
 				if err != nil {
 					return total, err
@@ -730,56 +741,48 @@ func (s *session) writeWhole(g owner, rec *shim.Record) (int, error) {
 	c.retIP, c.ptr, c.hdr, c.stat = rec.RetIP(), rec.Ptr(), rec.Hdr(), 0
 	c.args = [3]uint64{rec.CallArg(0), rec.CallArg(1), 0}
 	if !s.inproc.faultedIn(g.tid, c.t0, c.t) {
-		return s.writeCall(g, c)
+		return s.writeCall(g, c, wholeCall)
 	}
-	n, err := s.writeCallPart(g, c, true)
+	n, err := s.writeCall(g, c, callEntry)
 	if err != nil {
 		return n, err
 	}
-	m, err := s.writeCallPart(g, c, false)
+	m, err := s.writeCall(g, c, callReturn)
 	return n + m, err
 }
 
-// writeCall writes a call as one fn__call sample, at the return's time.
-func (s *session) writeCall(g owner, c *call) (int, error) {
-	ip := s.inproc
-	s.stamp(c.t)
-	if s.firstT == 0 || c.t0 < s.firstT {
-		s.firstT = c.t0
-	}
-	s.lastT = max(s.lastT, c.t)
-	ne := binary.NativeEndian
-	sp := ip.call[c.fn]
-	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, c.t)
-	b = ne.AppendUint64(b, c.ip)
-	for i := range c.fn.Args() {
-		b = ne.AppendUint64(b, c.args[i])
-	}
-	b = appendReturnFields(b, c.fn, c.retIP, c.ptr, c.hdr, c.stat)
-	b = finishRaw(b, rawAt)
-	*sp.count++
-	return len(b) - 8, s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
-}
+// callPart is which sample of a call writeCall writes.
+type callPart int
 
-// writeCallPart writes a call's short entry (entry) or its return as a
-// sample of its own.
-func (s *session) writeCallPart(g owner, c *call, entry bool) (int, error) {
+const (
+	wholeCall  callPart = iota // fn__call, at the return's time
+	callEntry                  // its short entry (fn_short), at the entry's
+	callReturn                 // its return, at the return's
+)
+
+// writeCall writes a call, or a part of it, as one sample.
+func (s *session) writeCall(g owner, c *call, part callPart) (int, error) {
 	ip := s.inproc
-	t, sp := c.t, ip.ret[c.fn]
-	if entry {
+	t0, t, sp := c.t0, c.t, ip.call[c.fn]
+	switch part {
+	case callEntry:
 		t, sp = c.t0, ip.short[c.fn]
+	case callReturn:
+		t0, sp = c.t, ip.ret[c.fn]
 	}
-	s.stamp(t)
-	if s.firstT == 0 || t < s.firstT {
-		s.firstT = t
-	}
-	s.lastT = max(s.lastT, t)
+	s.seen(t0, t)
 	ne := binary.NativeEndian
 	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, t)
 	b = ne.AppendUint64(b, c.ip)
-	if entry {
+	switch part {
+	case wholeCall:
+		for i := range c.fn.Args() {
+			b = ne.AppendUint64(b, c.args[i])
+		}
+		b = appendReturnFields(b, c.fn, c.retIP, c.ptr, c.hdr, c.stat)
+	case callEntry:
 		b = appendShortEntryFields(b, c.fn, c.args[:], c.sp, c.retIP)
-	} else {
+	case callReturn:
 		b = appendReturnFields(b, c.fn, c.retIP, c.ptr, c.hdr, c.stat)
 	}
 	b = finishRaw(b, rawAt)
@@ -832,13 +835,7 @@ type owner struct{ pid, tid uint32 }
 // short: an entry written without its top words (shortEntry).
 func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) {
 	ip := s.inproc
-	s.stamp(rec.Time)
-	if rec.Time > s.lastT {
-		s.lastT = rec.Time
-	}
-	if s.firstT == 0 || rec.Time < s.firstT {
-		s.firstT = rec.Time
-	}
+	s.seen(rec.Time, rec.Time)
 	var sp *spec
 	switch rec.Kind {
 	case shim.KindEntry:

@@ -273,7 +273,7 @@ func TestInprocWriteAllocs(t *testing.T) {
 			}
 		}
 		pairCall(&s.inproc.scratch, &user1, &ret)
-		if _, err := s.writeCall(g, &s.inproc.scratch); err != nil {
+		if _, err := s.writeCall(g, &s.inproc.scratch, wholeCall); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.writeWhole(g, &whole); err != nil {
@@ -354,7 +354,7 @@ func TestInprocWholeCall(t *testing.T) {
 		g := owner{7, 8}
 		if fault == 0 {
 			pairCall(&a.inproc.scratch, &entry, &retRec)
-			if _, err := a.writeCall(g, &a.inproc.scratch); err != nil {
+			if _, err := a.writeCall(g, &a.inproc.scratch, wholeCall); err != nil {
 				t.Fatal(err)
 			}
 		} else {
