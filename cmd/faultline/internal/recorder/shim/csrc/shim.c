@@ -925,7 +925,12 @@ static void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 		}
 	}
 	if (!flags && fn != FL_FN_FREE && own_code(*(const uint64_t *)sp)) {
-		if (whole(fn) && make_room(r, CALL_BYTES) >= 0) {
+		if (whole(fn)) {
+			/* -1: recording stopped while this thread waited for
+			 * room; the call goes unrecorded, without a second wait
+			 * for a short entry's room. */
+			if (make_room(r, CALL_BYTES) < 0)
+				return;
 			ts.calls++;
 			__atomic_store_n(&r->busy, 1, __ATOMIC_RELAXED);
 			c->time = now_ns();
@@ -1011,11 +1016,8 @@ static void whole_ret(struct fl_ring *r, int fn, void *ip, void *ptr,
 {
 	struct fl_rec *rec = begin(r, CALL_BYTES);
 	ts.calls--; /* before commit, which leaves the ring busy while any is left */
-	if (!rec) {
-		if (!ts.calls)
-			__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
-		return;
-	}
+	if (!rec)
+		return; /* wait_room gave up, and left the ring not busy */
 	rec->kind = FL_CALL;
 	rec->fn = (uint8_t)fn;
 	rec->flags = FL_F_SHORT;
