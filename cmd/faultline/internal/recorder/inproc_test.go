@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -111,10 +112,13 @@ func TestFinishRaw(t *testing.T) {
 // writeSession returns an in-process session writing to a file (or to
 // nowhere, in pipe mode, when discard), its specs counted.
 func writeSession(tb testing.TB, discard bool) *session {
+	var s *session
 	if discard {
-		return writeSessionTo(tb, io.Discard)
+		s, _ = writeSessionTo(tb, io.Discard)
+	} else {
+		s, _ = writeSessionTo(tb, nil)
 	}
-	return writeSessionTo(tb, nil)
+	return s
 }
 
 // TestInprocLostCalls: the calls the shim could not record are written
@@ -122,26 +126,8 @@ func writeSession(tb testing.TB, discard bool) *session {
 // stamped when it did, and those a signal handler made while the shim was
 // mid-record, stamped at the end.
 func TestInprocLostCalls(t *testing.T) {
-	cfg := testConfig()
-	cfg.InProcess, cfg.TopWords = true, 16
-	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
-	s.specs = s.buildSpecs()
-	s.lost = map[*spec]uint64{}
-	var events []perfdata.WriterEvent
-	for i, sp := range s.specs {
-		sp.count = new(uint64)
-		id := sp.synthID // what the records carry; the kernel's events get ids of their own
-		if !sp.synthetic {
-			id = uint64(i + 1)
-		}
-		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{id}})
-	}
-	f, path := perftest.Create(t, "lost.data")
-	w, err := perfdata.NewWriter(f, events, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.w = w
+	s, path := writeSessionTo(t, nil)
+	w := s.w
 	s.lastT = 2000
 	s.res.Shim.Unrecorded, s.res.Shim.Interrupted = 3, 5
 	s.res.Abandoned, s.res.AbandonedAt = true, 1500
@@ -171,33 +157,40 @@ func TestInprocLostCalls(t *testing.T) {
 	}
 }
 
-// writeSessionTo is writeSession writing in pipe mode to out, or to a
-// file when out is nil.
-func writeSessionTo(tb testing.TB, out io.Writer) *session {
+// writeSessionTo is writeSession writing in pipe mode to out, or, when out
+// is nil, to a file: its path is returned.
+func writeSessionTo(tb testing.TB, out io.Writer) (*session, string) {
 	cfg := testConfig()
 	cfg.InProcess, cfg.TopWords = true, 16
 	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
 	s.specs = s.buildSpecs()
 	s.perSpec = map[*spec]*uint64{}
+	s.lost = map[*spec]uint64{}
 	var events []perfdata.WriterEvent
-	for _, sp := range s.specs {
+	for i, sp := range s.specs {
 		sp.count = new(uint64)
 		s.perSpec[sp] = sp.count
-		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{sp.synthID + 1}})
+		id := sp.synthID // what the shim's samples carry; the kernel's events get ids of their own
+		if !sp.synthetic {
+			id = uint64(i + 1)
+		}
+		events = append(events, perfdata.WriterEvent{Attr: sp.attr, Name: sp.name, IDs: []uint64{id}})
 	}
 	var w *perfdata.Writer
 	var err error
+	path := ""
 	if out != nil {
 		w, err = perfdata.NewPipeWriter(out, events, &perfdata.WriterFeatures{}, nil)
 	} else {
-		f, _ := perftest.Create(tb, "w.data")
+		var f *os.File
+		f, path = perftest.Create(tb, "w.data")
 		w, err = perfdata.NewWriter(f, events, nil)
 	}
 	if err != nil {
 		tb.Fatal(err)
 	}
 	s.w = w
-	return s
+	return s, path
 }
 
 // wholeRecord returns a whole call of malloc (shim.KindCall) from t0 to
@@ -346,7 +339,8 @@ func TestInprocWholeCall(t *testing.T) {
 	}
 	for _, fault := range []uint64{0, t0 + 1} {
 		var apart, together bytes.Buffer
-		a, w := writeSessionTo(t, &apart), writeSessionTo(t, &together)
+		a, _ := writeSessionTo(t, &apart)
+		w, _ := writeSessionTo(t, &together)
 		for _, s := range []*session{a, w} {
 			s.inproc.faults = map[uint32][]uint64{8: {fault}}
 			s.inproc.faultsSorted = map[uint32]bool{}
