@@ -9,7 +9,6 @@ import (
 	// Imported for their inits: faultline's heap in transparent huge
 	// pages, and its code mapped at start rather than a fault at a time.
 	_ "github.com/faultline/faultline/cmd/faultline/internal/hugeheap"
-	_ "github.com/faultline/faultline/cmd/faultline/internal/prefault"
 )
 
 func main() {
