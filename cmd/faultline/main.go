@@ -6,8 +6,7 @@ import (
 	"os"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/cli"
-	// Imported for their inits: faultline's heap in transparent huge
-	// pages, and its code mapped at start rather than a fault at a time.
+	// Imported for its init: faultline's heap in transparent huge pages.
 	_ "github.com/faultline/faultline/cmd/faultline/internal/hugeheap"
 )
 

@@ -430,19 +430,17 @@ func (s *session) drainInproc() (int, error) {
 		}
 		ip.spareBuf, ip.pendingBuf = ip.pendingBuf, buf
 	}
-	full := false
+	// Everything is compressed (no perfdata KeepUp): a full ring blocks
+	// its thread, nothing is lost, and records stored raw to keep up cost
+	// about what compressing them does, in page cache the kernel must
+	// find and fill, while the file grows by their whole size.
 	for _, g := range rings {
 		n, err := s.drainRing(g, ip.water)
 		total += n
 		if err != nil {
 			return total, err
 		}
-		full = full || g.Full()
 	}
-	// Compression waits for nobody but the program: only while a ring
-	// fills does what the compressor cannot keep up with go to the file
-	// uncompressed.
-	s.w.SetKeepUp(full && !ip.final)
 	if time.Since(ip.lastReap) > 100*time.Millisecond {
 		ip.lastReap = time.Now()
 		s.reapRings(rings)

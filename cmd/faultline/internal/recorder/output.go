@@ -12,9 +12,8 @@ import (
 func newWriter(cfg *Config, out io.Writer, events []perfdata.WriterEvent, head *perfdata.WriterFeatures) (*perfdata.Writer, error) {
 	// KeepUp: a recorder that falls behind loses events (the kernel's
 	// rings overflow), so what the compressor cannot keep up with is
-	// written uncompressed; the in-process method turns it on only while
-	// a shim ring fills (drainInproc), since a full ring holds the
-	// program up but loses nothing.
+	// written uncompressed; not in-process, where a full ring holds the
+	// program up but loses nothing (drainInproc).
 	opts := &perfdata.WriterOptions{Compress: cfg.Compress, KeepUp: !cfg.InProcess}
 	if cfg.InProcess {
 		// The in-process method writes every call as it happens, several

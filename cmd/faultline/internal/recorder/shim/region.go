@@ -294,10 +294,6 @@ func (g *Ring) Head() uint64 { return atomic.LoadUint64(g.u64(offHead)) }
 // Pending is how many committed bytes have not been consumed.
 func (g *Ring) Pending() uint64 { return g.Head() - g.tail }
 
-// Full reports whether g is more than three quarters full: its owner will
-// soon wait for room.
-func (g *Ring) Full() bool { return g.Pending() > uint64(len(g.data))/4*3 }
-
 // Empty reports whether everything committed has been consumed.
 func (g *Ring) Empty() bool { return g.tail == g.Head() }
 
