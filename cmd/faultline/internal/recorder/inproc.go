@@ -1018,7 +1018,8 @@ func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 	}()
 	return kick, func() {
 		close(stop)
-		<-done // within one 5 ms wait
+		ip.region.Wake() // not a wait of up to 5 ms for its end
+		<-done
 	}
 }
 

@@ -440,6 +440,13 @@ func futexWake(addr *uint32) {
 	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), 1 /* FUTEX_WAKE */, 1<<30, 0, 0, 0)
 }
 
+// Wake bumps the wake word and wakes whoever sleeps on it (WaitWake), as
+// a producer does.
+func (r *Region) Wake() {
+	atomic.AddUint32(r.WakeWord(), 1)
+	futexWake(r.WakeWord())
+}
+
 // WaitWake sleeps until a producer bumps the wake word from seen, or for
 // at most timeoutNs.
 func (r *Region) WaitWake(seen uint32, timeoutNs int64) {
