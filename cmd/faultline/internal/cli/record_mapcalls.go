@@ -15,7 +15,10 @@ func (r *recorder) mapCallEvents() []rec.Probe {
 	if r.opts.noMapCalls {
 		return nil
 	}
-	out, err := rec.MapCallProbes(r.sys)
+	out, mounted, err := rec.MapCallProbes(r.sys)
+	if mounted != "" {
+		r.logf("mounted tracefs at %s (left mounted)", mounted)
+	}
 	if err != nil {
 		r.notes.add(fmt.Errorf("the memory-map calls are not recorded: %w; releases, re-faults and the program's own mappings are not seen", err))
 		return nil

@@ -231,28 +231,35 @@ func CheckTracefsString(what, s string) error { return tracefs.CheckString(what,
 
 // MapCallProbes reads the memory-map calls' syscall tracepoints
 // (analyze.SyscallEvents, group MapCallGroup) from the first tracefs
-// mount that has them, without mounting it: their ids and formats, for
-// Config.MapCalls. Any user may read them where tracefs is readable.
-func MapCallProbes(fs tracefs.FS) ([]Probe, error) {
-	var t *tracefs.Tracefs
-	for _, d := range tracefs.Dirs {
-		if fs.Exists(filepath.Join(d, "events", MapCallGroup, analyze.SyscallEvents[0], "id")) {
-			t = tracefs.At(fs, d)
-			break
+// mount that has them: their ids and formats, for Config.MapCalls. Any
+// user may read them where tracefs is readable; where none is mounted, it
+// mounts tracefs at tracefs.Dirs[0] as the uprobe method does (root only;
+// it stays mounted: mounted is that directory).
+func MapCallProbes(fs tracefs.FS) (probes []Probe, mounted string, err error) {
+	find := func() *tracefs.Tracefs {
+		for _, d := range tracefs.Dirs {
+			if fs.Exists(filepath.Join(d, "events", MapCallGroup, analyze.SyscallEvents[0], "id")) {
+				return tracefs.At(fs, d)
+			}
 		}
+		return nil
+	}
+	t := find()
+	if t == nil && !fs.Exists(filepath.Join(tracefs.Dirs[0], "events")) && fs.MountTracefs(tracefs.Dirs[0]) == nil {
+		mounted = tracefs.Dirs[0]
+		t = find()
 	}
 	if t == nil {
-		return nil, errors.New("no syscall tracepoints in tracefs (mount it: mount -t tracefs nodev /sys/kernel/tracing; the kernel needs CONFIG_FTRACE_SYSCALLS)")
+		return nil, mounted, errors.New("no syscall tracepoints in tracefs (mount it: mount -t tracefs nodev /sys/kernel/tracing; the kernel needs CONFIG_FTRACE_SYSCALLS)")
 	}
-	var out []Probe
 	for _, name := range analyze.SyscallEvents {
 		ev, err := t.Tracepoint(MapCallGroup, name)
 		if err != nil {
-			return nil, err
+			return nil, mounted, err
 		}
-		out = append(out, Probe{Event: name, ID: ev.ID(), Format: ev.Format(), Stack: name == "sys_enter_mmap"})
+		probes = append(probes, Probe{Event: name, ID: ev.ID(), Format: ev.Format(), Stack: name == "sys_enter_mmap"})
 	}
-	return out, nil
+	return probes, mounted, nil
 }
 
 // ParseProbeGroups maps each group in uprobe_events text to its events.
