@@ -34,7 +34,12 @@ func requireLiveRecord(t *testing.T) {
 		t.Skip("not root: adding uprobes needs root")
 	}
 	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
-		t.Skip("no tracefs with uprobe_events at /sys/kernel/tracing")
+		// Not mounted (a machine fresh from boot): mounted as record
+		// mounts it, and left mounted as record leaves it.
+		(realSystem{}).MountTracefs("/sys/kernel/tracing")
+	}
+	if _, err := os.Stat("/sys/kernel/tracing/uprobe_events"); err != nil {
+		t.Skip("no tracefs with uprobe_events at /sys/kernel/tracing, and mounting it failed")
 	}
 	// record copies binaries into the build-id cache: the test's own.
 	t.Setenv("PERF_BUILDID_DIR", filepath.Join(t.TempDir(), "buildid-cache"))
