@@ -52,3 +52,21 @@ func TestAdvised(t *testing.T) {
 		t.Errorf("the mappings found cover %#x-%#x of the advised %#x-%#x", advised[0], covered, advised[0], advised[1])
 	}
 }
+
+// TestWanted: record's heap is left in 4 KiB pages, every other
+// command's is advised (the reasons are wanted's).
+func TestWanted(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"faultline", "record", "--", "true"}, false},
+		{[]string{"faultline", "analyze", "x.data"}, true},
+		{[]string{"faultline"}, true},
+		{[]string{"faultline", "--", "record"}, true},
+	} {
+		if got := wanted(c.args); got != c.want {
+			t.Errorf("wanted(%q) = %v, want %v", c.args, got, c.want)
+		}
+	}
+}
