@@ -804,6 +804,9 @@ func (s *session) run(held *heldCommand) error {
 		if err != nil {
 			return err
 		}
+		if s.inproc != nil {
+			s.inproc.idle.Store(n == 0)
+		}
 		// A busy ring is read again at once; the select below still sees
 		// the program's exit and signals. Otherwise the loop waits for a
 		// ring to pass its watermark (the poller), or in-process for the
