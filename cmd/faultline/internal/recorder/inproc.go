@@ -87,9 +87,9 @@ type inproc struct {
 	// idleAt is when each ring was last seen idle (not busy).
 	idleAt   map[*shim.Ring]uint64
 	lastReap time.Time
-	// idle: the last drain wrote nothing, so the waker sleeps longer
-	// (wakeups).
-	idle atomic.Bool
+	// busyAt is when a drain last wrote something (time.Now().UnixNano()):
+	// idleAfter later the waker sleeps longer (wakeups).
+	busyAt atomic.Int64
 	// maps are each process's executable mappings and the shim's own
 	// (its rings and object: faults there are the recorder's, not the
 	// program's).
@@ -992,14 +992,17 @@ func appendRegs(b []byte, regs []byte) []byte {
 const shimWait = 10 * time.Second
 
 // The waker's tick: how long it sleeps without a wake from the program
-// while the drains find records, and while they find none. A program
-// that stops allocating (a server between requests, a test suite between
-// tests) costs record a wake every idleTick, not every busyTick: recording
-// `sleep 2`, 129 ms of CPU in all with 50 ms, against 221 ms with 5 ms
-// (perf stat task-clock; 2,555 against 6,303 context switches).
+// while the drains find records, and once they have found none for
+// idleAfter. A program that stops allocating (a server between requests,
+// a test suite between tests) costs record a wake every idleTick, not
+// every busyTick: recording `sleep 2`, 129 ms of CPU in all with 50 ms,
+// against 221 ms with 5 ms (perf stat task-clock; 2,555 against 6,303
+// context switches). A program that starts (its loader, then its first
+// calls) is drained every busyTick from the start.
 const (
-	busyTick = 5 * time.Millisecond
-	idleTick = 50 * time.Millisecond
+	busyTick  = 5 * time.Millisecond
+	idleTick  = 50 * time.Millisecond
+	idleAfter = 100 * time.Millisecond
 )
 
 // wakeups returns a channel that receives when a thread of the program
@@ -1011,6 +1014,7 @@ func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 	kick := make(chan struct{}, 1)
 	stop, done := make(chan struct{}), make(chan struct{})
 	word := ip.region.WakeWord()
+	ip.busyAt.Store(time.Now().UnixNano())
 	go func() {
 		defer close(done)
 		// seen is the wake count acted on: a wake that comes between
@@ -1024,7 +1028,7 @@ func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 			default:
 			}
 			wait := busyTick
-			if ip.idle.Load() {
+			if time.Now().UnixNano()-ip.busyAt.Load() > int64(idleAfter) {
 				wait = idleTick
 			}
 			ip.region.WaitWake(seen, int64(wait))

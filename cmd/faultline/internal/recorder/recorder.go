@@ -804,8 +804,8 @@ func (s *session) run(held *heldCommand) error {
 		if err != nil {
 			return err
 		}
-		if s.inproc != nil {
-			s.inproc.idle.Store(n == 0)
+		if s.inproc != nil && n > 0 {
+			s.inproc.busyAt.Store(time.Now().UnixNano())
 		}
 		// A busy ring is read again at once; the select below still sees
 		// the program's exit and signals. Otherwise the loop waits for a
