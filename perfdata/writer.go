@@ -73,7 +73,7 @@ type WriterOptions struct {
 	// KeepUp: with Compress, a chunk of records that would wait for the
 	// compressor behind several others is written uncompressed, so that
 	// WriteRecord never waits for compression; UncompressedBytes tells
-	// how much was. SetKeepUp changes it while writing.
+	// how much was.
 	KeepUp bool
 	// Early also stores TracingData and the event names before the data
 	// section, and a header that reads as "not finished" until Finish, so
@@ -411,14 +411,6 @@ func (w *Writer) DataBytes() int64 { return w.rawBytes }
 
 // FileBytes returns the bytes written to the target so far.
 func (w *Writer) FileBytes() int64 { return w.pos }
-
-// SetKeepUp turns WriterOptions.KeepUp on or off for the records written
-// from now on.
-func (w *Writer) SetKeepUp(on bool) {
-	if w.zp != nil {
-		w.zp.keepUp = on
-	}
-}
 
 // UncompressedBytes returns, after Finish, how many record bytes of a
 // compressed data section were written uncompressed (KeepUp, or data

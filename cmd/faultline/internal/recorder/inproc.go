@@ -1007,9 +1007,9 @@ const (
 
 // wakeups returns a channel that receives when a thread of the program
 // wakes the recorder (its ring is half full or it waits for room), and at
-// least every busyTick (idleTick while ip.idle), and the function that
-// stops it: the waker reads the region, so it must be stopped before the
-// region is unmapped.
+// least every busyTick (every idleTick once no drain has written anything
+// for idleAfter: ip.busyAt), and the function that stops it: the waker
+// reads the region, so it must be stopped before the region is unmapped.
 func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 	kick := make(chan struct{}, 1)
 	stop, done := make(chan struct{}), make(chan struct{})

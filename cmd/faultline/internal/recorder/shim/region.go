@@ -291,9 +291,6 @@ func (g *Ring) Busy() bool { return atomic.LoadUint32(g.u32(offBusy)) != 0 }
 // Head is how many bytes the owner has committed.
 func (g *Ring) Head() uint64 { return atomic.LoadUint64(g.u64(offHead)) }
 
-// Pending is how many committed bytes have not been consumed.
-func (g *Ring) Pending() uint64 { return g.Head() - g.tail }
-
 // Empty reports whether everything committed has been consumed.
 func (g *Ring) Empty() bool { return g.tail == g.Head() }
 
