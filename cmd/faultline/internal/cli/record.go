@@ -828,7 +828,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		default:
 			cost = fmt.Sprintf(" with %d probe hits (%.0f/s); each hit is a trap into the kernel, charged to the program as CPU time: compare with its run time without record for the slowdown", hits, float64(hits)/s)
 		}
-		fmt.Fprintf(w, "faultline: %s ran %.2f s (user %.2f s, sys %.2f s)%s\n",
+		fmt.Fprintf(w, "faultline: %s ran %.3f s (user %.3f s, sys %.3f s)%s\n",
 			filepath.Base(o.cmd[0]), res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds(), cost)
 		if res.StoppedBy == rec.StoppedByDuration {
 			fmt.Fprintf(w, "faultline: record stopped %s after --duration %v (SIGINT, as asked): %s; exit status 0\n",

@@ -838,7 +838,7 @@ func TestRecordSummaryCost(t *testing.T) {
 		}}
 	r.summarize(res, &outputFile{})
 	for _, want := range []string{
-		"faultline: churn ran 16.52 s (user 1.15 s, sys 5.72 s) with 600664 probe hits (36360/s); each hit is a trap into the kernel",
+		"faultline: churn ran 16.520 s (user 1.150 s, sys 5.720 s) with 600664 probe hits (36360/s); each hit is a trap into the kernel",
 		"faultline: record stopped churn after --duration 5s (SIGINT, as asked): it was killed by SIGINT; exit status 0\n",
 	} {
 		if !strings.Contains(stderr.String(), want) {
