@@ -41,7 +41,6 @@ if [ -z "$FAULTLINE" ]; then
 fi
 sh "$here/gen.sh" "$out" >/dev/null
 
-now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Every timed run of the workloads starts GAP seconds after the previous
 # one ended: a recording's teardown goes on in the kernel after it exits
@@ -49,7 +48,11 @@ median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # and a run started within it waits for it. That cost is measured on its
 # own below (record -- true back to back). GAP=0 runs them back to back.
 GAP=${GAP:-0.5}
-elapsed() { local t0 t1; t0=$(now); "$@" >/dev/null 2>&1; t1=$(now); echo "$t1 - $t0" | bc -l; }
+# Wall times come from bash's own `time` (fork, exec and wait of the
+# command, to the millisecond), not from two date processes around it,
+# whose own start (about 1.6 ms here) would be counted as the command's.
+TIMEFORMAT=%3R
+elapsed() { { time "$@" >/dev/null 2>&1; } 2>&1; }
 
 bench() {
 	name=$1; shift
@@ -58,10 +61,7 @@ bench() {
 		sleep "$GAP"
 		elapsed "$@" >>"$out/$name.native"
 		sleep "$GAP"
-		t0=$(now)
-		"$FAULTLINE" record -o "$out/$name.data" -- "$@" >/dev/null 2>"$out/$name.log"
-		t1=$(now)
-		echo "$t1 - $t0" | bc -l >>"$out/$name.fl"
+		{ time "$FAULTLINE" record -o "$out/$name.data" -- "$@" >/dev/null 2>"$out/$name.log"; } 2>>"$out/$name.fl"
 		sed -n 's/.* ran \([0-9.]*\) s .* with \([0-9]*\) allocator calls.*/\1 \2/p' "$out/$name.log" >"$out/$name.sum"
 		read -r prog calls <"$out/$name.sum"
 		echo "$prog" >>"$out/$name.prog"
