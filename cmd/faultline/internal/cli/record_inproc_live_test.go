@@ -677,7 +677,14 @@ func TestRecordInprocLiveClock(t *testing.T) {
 			}
 			n := checkClockStamps(t, data, calls, c.slack)
 			// A malloc's entry and return and a free read the clock
-			// once each without the TSC; with it, far fewer do.
+			// once each without the TSC: 3n reads. With it most stamps
+			// come from the counter: a thread reads the clock for every
+			// stamp only until the process knows the counter's rate
+			// (2 ms), then once per 20 µs, up to three times when the
+			// pair is not tight (shim.c, "The clock"); how many calls the
+			// first 2 ms hold depends on the machine (19,000-29,000
+			// reads for 80,000 pairs on an Intel VM, fewer on an AMD
+			// one), so the bound is one read per three stamps, n.
 			m := regexp.MustCompile(`ClockReads:(\d+)`).FindStringSubmatch(stderr)
 			if m == nil {
 				t.Fatalf("no ClockReads in the shim's counters")
@@ -687,7 +694,7 @@ func TestRecordInprocLiveClock(t *testing.T) {
 			// After the program's prctl(PR_SET_TSC) the shim reads the
 			// clock for every stamp, as without the TSC.
 			tsc := c.clock == "tsc" && !c.notsc
-			if tsc && reads > 3*n/10 || !tsc && reads < 3*n {
+			if tsc && reads > n || !tsc && reads < 3*n {
 				t.Errorf("%d reads of CLOCK_MONOTONIC for %d pairs of calls with --shim-clock %s", reads, n, c.clock)
 			}
 		})
