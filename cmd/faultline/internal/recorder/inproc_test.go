@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -382,5 +383,25 @@ func TestInprocWholeCall(t *testing.T) {
 		if fault == 0 && (calls != 1 || shorts+rets != 0) || fault != 0 && (calls != 0 || shorts != 1 || rets != 1) {
 			t.Errorf("fault at %d: %d call, %d short entry, %d return samples", fault, calls, shorts, rets)
 		}
+	}
+}
+
+// TestSpareProc checks that wakers lend GOMAXPROCS one P each, in any
+// order, and give it back as it was.
+func TestSpareProc(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	first, second := spareProc(), spareProc()
+	if got := runtime.GOMAXPROCS(0); got != base+2 {
+		t.Errorf("two wakers: GOMAXPROCS %d, want %d", got, base+2)
+	}
+	first()
+	if got := runtime.GOMAXPROCS(0); got != base+1 {
+		t.Errorf("one waker left: GOMAXPROCS %d, want %d", got, base+1)
+	}
+	third := spareProc()
+	second()
+	third()
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("no waker left: GOMAXPROCS %d, want %d", got, base)
 	}
 }

@@ -447,6 +447,19 @@ func (r *Region) Wake() {
 // WaitWake sleeps until a producer bumps the wake word from seen, or for
 // at most timeoutNs.
 func (r *Region) WaitWake(seen uint32, timeoutNs int64) {
+	r.waitWake(seen, timeoutNs, unix.Syscall6)
+}
+
+// WaitWakeHeld is WaitWake as a raw system call, which the Go scheduler
+// does not see: the goroutine keeps its P while it sleeps. The caller
+// must be locked to its thread and have a P to spare. A signal ends the
+// sleep early (the runtime's preemption signal, which a stop of the
+// world sends, too).
+func (r *Region) WaitWakeHeld(seen uint32, timeoutNs int64) {
+	r.waitWake(seen, timeoutNs, unix.RawSyscall6)
+}
+
+func (r *Region) waitWake(seen uint32, timeoutNs int64, call func(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, uintptr, unix.Errno)) {
 	ts := unix.NsecToTimespec(timeoutNs)
-	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.WakeWord())), 0 /* FUTEX_WAIT */, uintptr(seen), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	call(unix.SYS_FUTEX, uintptr(unsafe.Pointer(r.WakeWord())), 0 /* FUTEX_WAIT */, uintptr(seen), uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
