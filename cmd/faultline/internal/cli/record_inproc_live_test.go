@@ -682,9 +682,9 @@ func TestRecordInprocLiveClock(t *testing.T) {
 			// stamp only until the process knows the counter's rate
 			// (2 ms), then once per 20 µs, up to three times when the
 			// pair is not tight (shim.c, "The clock"); how many calls the
-			// first 2 ms hold depends on the machine (19,000-29,000
-			// reads for 80,000 pairs on an Intel VM, fewer on an AMD
-			// one), so the bound is one read per three stamps, n.
+			// first 2 ms hold depends on the machine (15,000-29,000
+			// reads for 80,000 pairs on a 2-vCPU Intel VM), so the
+			// bound is one read per three stamps, n.
 			m := regexp.MustCompile(`ClockReads:(\d+)`).FindStringSubmatch(stderr)
 			if m == nil {
 				t.Fatalf("no ClockReads in the shim's counters")
