@@ -33,8 +33,8 @@ func analyzeForDiff(env *Env, path string, cfg symbolize.Config) (*profile.Profi
 
 const analyzeHelp = `Usage: faultline analyze [flags] FILE|-
 
-Reads a perf.data recording made with uprobes on malloc (entry with the size,
-return with the pointer) and page faults with their data addresses, unwinds
+Reads a perf.data recording of malloc's calls (entry with the size, return
+with the pointer: faultline record's events, or perf's uprobes) and page faults with their data addresses, unwinds
 every stack from its DWARF stack copy, joins each fault to the live allocation
 whose bytes it touched (per process: fork and exec aware) and writes a gzipped
 pprof profile:
@@ -43,7 +43,8 @@ pprof profile:
                 (bytes of anonymous memory each site held when the total
                 peaked) and resident_end (at exit); releases are seen when
                 the memory-map calls were recorded (faultline record does;
-                perf: -e 'syscalls:sys_enter_munmap' and the rest, README)
+                perf: -e 'syscalls:sys_enter_munmap' and the rest,
+                docs/recording.md)
   stacks        --by alloc: the allocation's call stack from its site: the
                 leaf is the first frame in your own code (see below), so
                 go tool pprof -top lists the summary's sites; the library

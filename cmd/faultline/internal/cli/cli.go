@@ -20,7 +20,7 @@ import (
 // "-X github.com/faultline/faultline/cmd/faultline/internal/cli.Version=...").
 var Version = "0.1.0-dev"
 
-// Exit statuses, documented in --help and the README.
+// Exit statuses, documented in --help (and so in docs/cli.md) and the README.
 const (
 	ExitOK         = 0 // success
 	ExitRegression = 1 // diff: a site regressed past the threshold
@@ -196,9 +196,9 @@ func printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(`faultline: which allocation in my program caused these page faults?
 
-faultline reads a perf.data recording of a program's allocator calls (uprobes
-on malloc and friends) and page faults — made by 'faultline record', or by
-perf with --call-graph dwarf — unwinds and symbolizes the stacks, joins each
+faultline reads a perf.data recording of a program's allocator calls (malloc
+and friends) and page faults — made by 'faultline record', or by perf with
+uprobes and --call-graph dwarf — unwinds and symbolizes the stacks, joins each
 page fault to the live allocation whose bytes it touched, and writes a pprof
 profile.
 
@@ -221,9 +221,10 @@ Example (a recording shipped with faultline; no root or perf needed):
   faultline analyze --symfs testdata/symfs testdata/perf/basic.plain.data -o faults.pb.gz
   go tool pprof -top faults.pb.gz
 
-Your own program (as root: record adds uprobes):
+Your own program (as any user where kernel.perf_event_paranoid is 2 or less;
+record needs root where it falls back to uprobes: faultline help record):
 
-  sudo faultline record -z -o app.data -- ./app ARGS
+  faultline record -o app.data -- ./app ARGS
   faultline analyze app.data -o faults.pb.gz
 
 Run 'faultline help <command>' for a command's flags and an example.

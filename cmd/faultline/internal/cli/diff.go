@@ -78,11 +78,11 @@ the pull request and fails the job on a regression:
 
   git checkout "$BASE_SHA" && make
   for i in 1 2 3; do
-    sudo faultline record -z -o base$i.data -- ./bench
+    faultline record -o base$i.data -- ./bench
     faultline analyze -q base$i.data -o base$i.pb.gz
   done
   git checkout "$HEAD_SHA" && make
-  sudo faultline record -z -o head.data -- ./bench
+  faultline record -o head.data -- ./bench
   faultline analyze -q head.data -o head.pb.gz
   faultline diff --format markdown -o diff.pb.gz base*.pb.gz -- head.pb.gz > comment.md
 

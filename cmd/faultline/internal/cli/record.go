@@ -111,7 +111,8 @@ a clock read and a few dozen bytes written per allocator call, and the
 recorder's own CPU beside it; with uprobes, a trap into the kernel per call,
 charged to the program as CPU time, so an allocation-heavy program runs many
 times slower. record's summary prints the calls and the program's wall,
-user and sys time; the README gives the figures measured on one machine.
+user and sys time; docs/performance.md gives the figures measured on one
+machine.
 
 Exit status, as env, nice and timeout have it:
   CMD's own  when CMD ran (128+N when signal N killed it, as a shell says)
@@ -123,15 +124,15 @@ Exit status, as env, nice and timeout have it:
 
 Example:
 
-  sudo faultline record -o sort.data -- sort -o /dev/null big.txt
+  faultline record -o sort.data -- sort -o /dev/null big.txt
   faultline analyze sort.data -o faults.pb.gz
   go tool pprof -top faults.pb.gz
 
-  # a running server for 30 seconds
+  # a running server for 30 seconds (uprobes: as root)
   sudo faultline record -p "$(pidof myserver)" --duration 30s
 
   # no file in between
-  sudo faultline record -o - -- ./app | faultline analyze - -o faults.pb.gz
+  faultline record -o - -- ./app | faultline analyze - -o faults.pb.gz
 
 Flags:
 `
@@ -265,7 +266,6 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
 	fs.StringVar(&o.shimClock, "shim-clock", "auto", "in-process: how the shim stamps calls: `C` = tsc (the CPU's time-stamp counter, converted to CLOCK_MONOTONIC), monotonic (clock_gettime for every call), or auto (tsc where the kernel's clock is read from a constant-rate TSC)")
-	fs.MarkHidden("shim-clock")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
 	fs.MarkHidden("cpuprofile")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")

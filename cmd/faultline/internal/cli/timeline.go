@@ -27,7 +27,7 @@ The picture is one self-contained file that any browser opens, no network:
 SVG (-o rss.svg) or an HTML page holding it (-o rss.html).
 
 Example:
-  sudo faultline record -o rec.data -- ./myprog
+  faultline record -o rec.data -- ./myprog
   faultline timeline rec.data -o rss.svg      # then open rss.svg
 
 Flags:
