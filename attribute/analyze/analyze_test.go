@@ -282,7 +282,7 @@ func isMemset(locs []*profile.Location) bool {
 // Tests of Analyze on recordings: testdata/mixed (record's shape),
 // testdata/heapgrow and, when present, the real programs of gen-real.sh.
 
-// The testdata/mixed recordings have faultline record's shape (issue 10):
+// The testdata/mixed recordings have faultline record's shape:
 // range events without stacks (malloc entry and return, free, page faults)
 // and the malloc entry opened again with DWARF stacks, filtered to
 // size >= 1 MiB and size == 266240. testdata/src/mixed.c explains the
@@ -363,7 +363,7 @@ func loadMixedExpect(t *testing.T, variant string) (map[string]mixedRow, map[str
 // every page they span, ceil((n+16)/4096); the 64 KiB heap block handed
 // back after its free faults on its 15 untouched middle pages; the 8
 // stackless node_alloc calls (6 from from_a, 2 from from_b, 65 faults and
-// 262144 bytes each) split 3:1 like the 4 stacked ones. Issue 11: a 64 KiB
+// 262144 bytes each) split 3:1 like the 4 stacked ones. Faults malloc takes: a 64 KiB
 // heap block's 17th page is faulted inside malloc by the new top's header
 // at ptr+chunksize-8, which is the block's own (reuse_old, uaf_alloc: 1
 // each); reuse_old's malloc is the program's first brk-heap use, and the

@@ -20,7 +20,10 @@ func faultLine(comm, ts string, addr uint64) string {
 	return fmt.Sprintf(" %s-100 [001] d.... %s: page_fault_user: address=0x%x ip=0x400100 error_code=0x6\n", comm, ts, addr)
 }
 
-// Issue 23 item 5, the fault log's hostile task names and timestamps.
+// TestFtraceHostileLines reads fault-log lines whose task names look like
+// other parts of a line ("w[0]", "[LOST 7]x") and whose timestamps reach or
+// pass what int64 nanoseconds hold: each is read as a fault of its task,
+// or refused, never misread.
 func TestFtraceHostileLines(t *testing.T) {
 	// A task named with [digits]: its fault is read, and --comm of
 	// another program leaves it out instead of stopping the run.

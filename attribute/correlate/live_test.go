@@ -120,7 +120,7 @@ func traceSelf(t *testing.T, bin, clock string, npages int) (acc, trace, sync []
 	return acc, trace, stderr.Bytes()
 }
 
-// The acceptance test of issue 14 on this machine: every fault on a page
+// TestLiveSelftrace, on this machine: every fault on a page
 // the access log covers is matched, >= 99% to the exact faulting ip (and
 // byte); the estimated offset within 1 ms of the true one (trace_marker
 // bracketed by CLOCK_MONOTONIC readings), for trace_clock mono and local.

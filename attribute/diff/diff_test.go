@@ -274,7 +274,7 @@ func TestLoad(t *testing.T) {
 	}
 }
 
-// Issue 11: sites named in the user's code, classes not gated by default,
+// TestSitesClassesAndFlags: sites named in the user's code, classes not gated by default,
 // the program's own file one class whatever the binary is called, no
 // all-zero flag rows, JSON without HTML escaping.
 func TestSitesClassesAndFlags(t *testing.T) {
@@ -339,7 +339,7 @@ func TestSitesClassesAndFlags(t *testing.T) {
 // a comment line added above the calls (every line +1), or callers that
 // differ below the site frame, change nothing; a site that doubled still
 // fails, named as NEW has it. --key line keys by the lines and the stack,
-// and fails the moved program (the behaviour issue 22 measured).
+// and fails the moved program.
 func TestKeySite(t *testing.T) {
 	small := func(line int64) frame { return frame{Func: "make_small", File: "bench.c", Line: line} }
 	caller := frame{Func: "run", File: "bench.c", Line: 60}
@@ -448,7 +448,8 @@ func TestCompareBases(t *testing.T) {
 // TestMatchLines: BASE's lines of a function map to NEW's: the same line
 // is the same call; the others pair up in source order; one left over stays
 // itself. A line only BASE has (a call NEW's run did not make) does not
-// shift the others: issue 22's "vanished and new with identical text".
+// shift the others (no site reported as vanished and new with the same
+// text).
 func TestMatchLines(t *testing.T) {
 	for _, c := range []struct {
 		base, new []int64

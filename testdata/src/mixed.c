@@ -1,5 +1,5 @@
 /*
- * mixed: a program for recordings of faultline's own shape (issue 10): the
+ * mixed: a program for recordings of faultline's own shape: the
  * allocator's range events (entry, return, free, page faults) without
  * stacks, and the malloc entry probe opened a second time with a DWARF stack
  * for only some calls. gen-mixed.sh records it with perf: the stack instances

@@ -1,5 +1,5 @@
 /*
- * alloc.c — issue 20's program: 20000 x malloc(512) kept live, each
+ * alloc.c — one program for every allocator family: 20000 x malloc(512) kept live, each
  * touched once, then an 8 MiB buffer touched page by page.
  *
  * Expected under every allocator (testdata/alloc/README.md has the

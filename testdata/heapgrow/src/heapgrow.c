@@ -1,6 +1,6 @@
 /*
  * heapgrow: many small mallocs that grow the brk heap, and one large mmap'd
- * buffer (issue 11: the faults malloc takes while growing the heap belong to
+ * buffer (checks that the faults malloc takes while growing the heap belong to
  * the call it serves).
  *
  * Run through testdata/src/launch.c (THP off, no ASLR).

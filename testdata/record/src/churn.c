@@ -1,6 +1,6 @@
 /*
  * churn: calls malloc and free in a tight loop, deterministically — the
- * recorder's throughput acceptance program (issue 10). Natively it makes
+ * recorder's throughput acceptance program. Natively it makes
  * well over a million allocator calls per second; each iteration frees one
  * of 64 live blocks and mallocs a new one of 16..496 bytes, so the compiler
  * cannot drop the pair. Every BIG_EVERY-th iteration also mallocs and frees

@@ -1,6 +1,6 @@
 /*
  * faults: takes page faults as fast as the kernel serves them — the ring
- * stress test of the recorder (issue 10): page faults are recorded without
+ * stress test of the recorder: page faults are recorded without
  * stacks in the same ring as the allocator calls, and cost no uprobe trap,
  * so this program produces range events faster than any allocation-heavy
  * one can. Maps ROUNDS × 64 MiB of anonymous memory in turn, writes one

@@ -1,5 +1,5 @@
 /*
- * identity: the binary-identity acceptance program (issue 25). The live
+ * identity: the binary-identity acceptance program. The live
  * test builds it, records it, then rebuilds it at the same path with
  * -DREBUILT (other functions on other lines) and checks that analyze names
  * the first build's sites from the build-id cache, and none from the

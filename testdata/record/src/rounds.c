@@ -1,6 +1,6 @@
 /*
  * rounds: one allocation site whose page faults are spread evenly over the
- * run, for the cut-short-recording test (issue 23). ROUNDS times: malloc a
+ * run, for the cut-short-recording test. ROUNDS times: malloc a
  * 1 MiB block, write one byte per page, free it. M_MMAP_THRESHOLD set by
  * mallopt stops glibc raising the threshold when the first block is freed,
  * so every block is a fresh mmap'd chunk: 256 pages, each faulting once

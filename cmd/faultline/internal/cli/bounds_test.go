@@ -34,7 +34,8 @@ type boundedRun struct {
 }
 
 // runBounded runs faultline with args in a child process and fails the
-// test unless it stayed under 1 GiB of RSS and 60 s (issue 15's bounds).
+// test unless it stayed under 1 GiB of RSS and 60 s: bad input must
+// cost bounded memory and time.
 func runBounded(t *testing.T, args ...string) boundedRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)

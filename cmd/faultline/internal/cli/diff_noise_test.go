@@ -47,7 +47,7 @@ func noiseDiff(t *testing.T, args ...string) (int, []noiseSite) {
 	return code, reg
 }
 
-// TestDiffNoise is issue 22's acceptance on committed profiles: two runs of
+// TestDiffNoise checks diff on committed profiles: two runs of
 // one deterministic program diff to exit 0 in C, C++ and Python; a moved
 // line does too (and fails with --key line, as before); a doubled buffer
 // or loop exits 1 and names its site. The growth is the programs'

@@ -8,11 +8,10 @@ import (
 	"github.com/faultline/faultline/attribute/report/reporttest"
 )
 
-// Issue 23 item 6: BASE and NEW that measure faults in different units
-// are refused; BASE and NEW with different sample-type sets still get
-// their comparison, and -o writes a diff profile of the types they share
-// (it used to fail with "incompatible sample types [0x…]", Go pointers,
-// and no comparison).
+// TestDiffUnitsAndSampleTypes: BASE and NEW that measure faults in
+// different units are refused; BASE and NEW with different sample-type sets
+// still get their comparison, and -o writes a diff profile of the types
+// they share.
 func TestDiffUnitsAndSampleTypes(t *testing.T) {
 	dir := t.TempDir()
 	base, head := synthPair(t, dir)

@@ -19,7 +19,7 @@ const (
 	pushSymfs   = "../../../../testdata/symfs"
 )
 
-// TestPushDeliversProfile is issue 22's item 6: faultline push sends the
+// TestPushDeliversProfile checks that faultline push sends the
 // profile analyze wrote; the official handler receives its bytes unchanged
 // (so the same samples) under __name__, the program's service_name and the
 // labels given. analyze --push delivers the same bytes as its -o file.

@@ -33,7 +33,7 @@ func topSiteFaults(t *testing.T, data string) int64 {
 	return top
 }
 
-// TestRecordLiveCutShort is issue 23's acceptance for recordings cut short:
+// TestRecordLiveCutShort checks what a recording cut short attributes:
 // testdata/record/src/rounds.c faults 256 pages of one allocation site in
 // each of 200 rounds, evenly over the run, so the whole recording's top
 // site has at least 200 × 256 = 51200 faults, and a copy cut at 50% (90%)

@@ -192,8 +192,8 @@ func processGone(pid int) bool {
 	return false
 }
 
-// TestRecordLiveChurn is issue 10's first acceptance line on a smaller
-// run: testdata/record/src/churn.c recorded with the defaults and perf
+// TestRecordLiveChurn checks that record loses no allocator call, on a
+// small run: testdata/record/src/churn.c recorded with the defaults and perf
 // absent from PATH. The recording loses nothing (perf report --stats, when
 // perf is installed), its per-event counts equal `perf stat -e` on the same
 // probes for the same deterministic run, and perf script prints as many
@@ -439,7 +439,7 @@ func TestRecordLiveErrorAndInterrupt(t *testing.T) {
 	}
 }
 
-// TestRecordLiveFullDisk is issue 23's second repro: the output's
+// TestRecordLiveFullDisk: the output's
 // filesystem fills up (a 2 MiB tmpfs) while the program runs. record exits
 // 2 saying the program was killed, the program and the child it started
 // are gone, and no temporary file is left.
@@ -619,7 +619,7 @@ func TestRemoveStaleLiveWhileOthersRemove(t *testing.T) {
 	checkNoProbesLeft(t, "after the trials")
 }
 
-// TestRecordLiveNewlineLibc is issue 15's acceptance: a library path with a
+// TestRecordLiveNewlineLibc checks that a library path with a
 // newline is refused and the probe list is unchanged — in particular a
 // probe the path would have deleted (a group of this test's own) stays.
 func TestRecordLiveNewlineLibc(t *testing.T) {
@@ -699,7 +699,7 @@ func TestRecordLivePid(t *testing.T) {
 	checkNoProbesLeft(t, "after -p")
 }
 
-// TestRecordLivePidWithoutMaps is issue 23's seventh repro: -p of a
+// TestRecordLivePidWithoutMaps: -p of a
 // process whose /proc/PID/maps cannot be read (pid 1 in this sandbox), or
 // of a kernel thread (kthreadd, empty maps), with --libc: record used to
 // write an empty recording and exit 0; now it says why and exits 2,
@@ -730,7 +730,7 @@ func TestRecordLivePidWithoutMaps(t *testing.T) {
 	checkNoProbesLeft(t, "after -p of a process without a map")
 }
 
-// TestRecordLiveSudoOutput is issue 15's acceptance for case 1, live:
+// TestRecordLiveSudoOutput checks the output's ownership, live:
 // under sudo (SUDO_UID set) with a symlink planted at the output name,
 // record writes and chowns only the file it created; with -z and -o - the
 // recording arrives on standard output, compressed, and reads back.
@@ -779,7 +779,7 @@ func TestRecordLiveSudoOutput(t *testing.T) {
 	}
 }
 
-// TestRecordLivePipeToAnalyze is issue 22's item 3, live: `record -o - |
+// TestRecordLivePipeToAnalyze checks, live, that `record -o - |
 // analyze -` (both in process, joined by a pipe, analyze reading while
 // record writes) gives the very profile (byte for byte) that analyzing the
 // same recording as a file gives. The recording is pipe mode, compressed by
@@ -858,7 +858,7 @@ func TestRecordLivePipeToAnalyze(t *testing.T) {
 	}
 }
 
-// TestRecordLiveTwoAtOnce is issue 15's case 3: two records at once, the
+// TestRecordLiveTwoAtOnce runs two records at once, the
 // second with --libc naming another copy of the library. Each has its own
 // group; the second must not take the first's probes for stale ones, and
 // the first records every call of its program. A separate faultline
@@ -1237,7 +1237,8 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	}
 }
 
-// TestRecordLiveBinaryIdentity is issue 25's first acceptance line: a
+// TestRecordLiveBinaryIdentity checks that frames are named from the binary
+// that ran: a
 // program recorded with the defaults, then rebuilt at the same path with
 // other code. The MMAP2 records carry the build ID readelf -n prints for
 // the first build; analyze names the first build's site from the build-id

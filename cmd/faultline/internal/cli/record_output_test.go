@@ -38,7 +38,7 @@ func recordInto(t *testing.T, path, payload string) (*fakeSys, error) {
 	return sys, err
 }
 
-// TestOutputWritesIntoSpecialFiles is issue 23's first repro: -o naming a
+// TestOutputWritesIntoSpecialFiles: -o naming a
 // device node (a /dev/null made with mknod c 1 3), a FIFO or a symlink to
 // one is written into, as perf record -o does: the node stays what it was
 // (type, device numbers, mode, owner) and is never chowned to the sudo

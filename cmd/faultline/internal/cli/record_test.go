@@ -316,7 +316,7 @@ func TestGiveToInvoker(t *testing.T) {
 	}
 }
 
-// TestOutputNeverFollowsSymlinks is issue 15's case 1: a symlink planted at
+// TestOutputNeverFollowsSymlinks plants a symlink at
 // the output name, pointing at a file record must not touch. The output is
 // a new file renamed over the link; the target keeps its contents, and
 // "-o -" never creates a file named "-".
@@ -457,7 +457,7 @@ func TestProbeDefinitions(t *testing.T) {
 	}
 }
 
-// TestProbePathValidation is issue 15's case 2: a library path (from the
+// TestProbePathValidation: a library path (from the
 // program's DT_NEEDED, the maps of a process, or --libc) with a newline
 // would inject a command into uprobe_events. It is refused before
 // anything is written; so are other separators and non-regular files.

@@ -11,7 +11,7 @@ import (
 	"github.com/faultline/faultline/perfdata/perftest"
 )
 
-// TestOutputDashIsOnlyTheProfile is issue 23's fourth repro: with -o -,
+// TestOutputDashIsOnlyTheProfile: with -o -,
 // standard output carries the profile alone (google/pprof's parser reads
 // it whole) and the summary or report moves to standard error.
 func TestOutputDashIsOnlyTheProfile(t *testing.T) {
