@@ -631,7 +631,7 @@ func childPid(ppid int, comm string) int {
 // each thread's stamps never go back. From the TSC a stamp may be off by
 // half the time between the two TSC reads around the shim's last reading of
 // CLOCK_MONOTONIC (it uses none further apart than 200 ns) and by the
-// rate's error over the 20 µs it converts for (shim.c, "The clock"): the
+// rate's error over the 20 µs it converts for (shim/csrc/clock.c): the
 // test allows 110 ns. With clock_gettime it allows nothing. A third run
 // has the program make RDTSC fault in its threads first (prctl
 // PR_SET_TSC), as a sandbox might: it must run as usual, and the shim
@@ -681,7 +681,7 @@ func TestRecordInprocLiveClock(t *testing.T) {
 			// come from the counter: a thread reads the clock for every
 			// stamp only until the process knows the counter's rate
 			// (2 ms), then once per 20 µs, up to three times when the
-			// pair is not tight (shim.c, "The clock"); how many calls the
+			// pair is not tight (shim/csrc/clock.c); how many calls the
 			// first 2 ms hold depends on the machine (15,000-29,000
 			// reads for 80,000 pairs on a 2-vCPU Intel VM), so the
 			// bound is one read per three stamps, n.

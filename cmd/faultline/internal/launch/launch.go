@@ -1,6 +1,6 @@
 // Package launch is the launcher faultline record starts the recorded
 // command with where its in-process shim cannot be the launcher (the
-// shim's launcher keeps this protocol; recorder/shim/csrc/shim.c):
+// shim's launcher keeps this protocol; recorder/shim/csrc/launch.c):
 // faultline re-executes itself with Env set, and this package's init
 // waits on a pipe (file descriptor FD) until every event is open, then
 // execs the command. The events are opened on the launcher's pid

@@ -23,7 +23,7 @@ type Options struct {
 	Glibc      bool   // the allocator is glibc's: returns carry its chunk header
 	WaitNs     uint64 // the longest a thread waits for room before recording stops
 	// TSC: the shim stamps calls from the CPU's time-stamp counter,
-	// converted to CLOCK_MONOTONIC (shim.c, "The clock"); see TSCUsable.
+	// converted to CLOCK_MONOTONIC (csrc/clock.c); see TSCUsable.
 	TSC bool
 }
 
@@ -137,7 +137,7 @@ func (r *Region) Env(preload string) []string {
 }
 
 // Launcher returns the path that runs the shim object as faultline
-// record's launcher (shim.c, "The launcher").
+// record's launcher (csrc/launch.c).
 func (r *Region) Launcher() string { return r.objectPath() }
 
 // objectPath is this process's /proc/PID/fd entry of the shim object,

@@ -1,5 +1,5 @@
 // Package shim holds faultline's in-process allocator recorder: the shared
-// object built from shim.c (by build.sh, committed, embedded here) and the
+// object built from csrc (by build.sh, committed, embedded here) and the
 // layout of the shared memory it writes (abi.h), mirrored as offsets.
 //
 // The recorder creates the region (NewRegion), preloads Object into the
@@ -13,7 +13,7 @@ import (
 	"runtime"
 )
 
-// Object is libfaultline-shim.so, built from shim.c by build.sh.
+// Object is libfaultline-shim.so, built from csrc by build.sh.
 //
 //go:embed csrc/libfaultline-shim.so
 var Object []byte

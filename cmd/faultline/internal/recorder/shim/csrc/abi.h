@@ -1,7 +1,7 @@
 /*
  * abi.h — the shared-memory layout between faultline's allocator shim
- * (shim.c, loaded into the recorded program with LD_PRELOAD) and the
- * recorder (../shim.go mirrors every constant and offset here; its test
+ * (the C files here, loaded into the recorded program with LD_PRELOAD)
+ * and the recorder (../shim.go mirrors every constant and offset here; its test
  * checks them against this file).
  *
  * The recorder creates one memfd: a control block, then nslots rings. Each
@@ -46,7 +46,7 @@ struct fl_ctrl {
 	uint64_t unrecorded;     /* calls not recorded: no free ring, or abandoned */
 	uint64_t slots_full;     /* threads that found no free ring */
 	uint32_t slot_state[FL_MAX_SLOTS]; /* FL_SLOT_* */
-	uint32_t tsc;           /* 1: stamp from the TSC (shim.c, "The clock") */
+	uint32_t tsc;           /* 1: stamp from the TSC (clock.c) */
 	uint32_t tsc_jumps;     /* times the TSC disagreed with CLOCK_MONOTONIC */
 	uint64_t tsc_jump_time; /* CLOCK_MONOTONIC of the first of them */
 };
@@ -62,7 +62,7 @@ struct fl_ring {
 	uint32_t waiting;  /* producer is blocked for room */
 	uint64_t nested;   /* calls made by the shim's own work (dlsym, ...) */
 	uint64_t waits;    /* times the producer waited for room */
-	uint64_t clock_reads; /* CLOCK_MONOTONIC read for a stamp (shim.c) */
+	uint64_t clock_reads; /* CLOCK_MONOTONIC read for a stamp (clock.c) */
 	uint64_t interrupted; /* the program's calls (a signal handler's) that
 			       * came while the shim was recording a call of
 			       * this thread: not recorded */

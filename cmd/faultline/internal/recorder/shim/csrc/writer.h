@@ -1,0 +1,46 @@
+/*
+ * writer.h — the records an allocator call is written as (writer.c).
+ */
+#ifndef FAULTLINE_WRITER_H
+#define FAULTLINE_WRITER_H
+
+#include "ring.h"
+
+/* A call between its entry and its return. time != 0: its entry wrote
+ * nothing, the call is written whole at its return (FL_CALL) with the
+ * entry's time, arguments and stack pointer kept here. */
+struct call {
+	uint64_t time, a0, a1, sp;
+};
+
+#define CALL_BYTES (sizeof(struct fl_rec) + sizeof(struct fl_call))
+
+void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0, uint64_t a1,
+	   uint64_t a2, uint64_t size, const struct saved *s, struct call *c);
+void ret(struct fl_ring *r, int fn, void *ip, void *ptr, uint64_t status,
+	 const struct saved *s);
+void whole_ret(struct fl_ring *r, int fn, void *ip, void *ptr,
+	       const struct saved *s, const struct call *c);
+
+/* returned records a call's return on ring r, if this thread still
+ * records into r (not after a fork in the call, say), keeping the errno
+ * the allocator left. */
+static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
+			    uint64_t status, const struct saved *s,
+			    const struct call *c)
+{
+	int e = errno;
+	if (ring() == r) {
+		if (c->time)
+			whole_ret(r, fn, ip, ptr, s, c);
+		else
+			ret(r, fn, ip, ptr, status, s);
+		done();
+	} else if (c->time && ts.ring == r && ts.calls && !--ts.calls) {
+		/* Not recorded (the recorder stopped): not busy either. */
+		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+	}
+	errno = e;
+}
+
+#endif
