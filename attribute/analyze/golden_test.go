@@ -1,13 +1,9 @@
 package analyze
 
 import (
-	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,18 +11,15 @@ import (
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/attribute/report/reporttest"
-	"github.com/faultline/faultline/perfdata/perftest"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/profiles.golden from this tree's profiles")
+var update = flag.Bool("update", false, "rewrite testdata/profiles from this tree's profiles")
 
-// goldenPath holds one line per committed recording and mode: the SHA-256
-// of the profile's uncompressed protobuf (what analyze writes, before gzip,
-// so that a new Go release's deflate does not count as a change; it equals
-// `faultline analyze [--by touch] --symfs DIR --buildid-dir testdata/buildid-cache
-// -o p.pb.gz REC && zcat p.pb.gz | sha256sum`) and the sample count and
-// per-type totals, so that a failure says what moved.
-const goldenPath = "testdata/profiles.golden"
+// goldenDir holds one text file per committed recording and mode: the
+// profile analyze writes for it (`faultline analyze [--by touch] --symfs DIR
+// --buildid-dir testdata/buildid-cache REC`), rendered by reporttest.Text
+// with one line per sample, so that a failure names the sites that changed.
+const goldenDir = "testdata/profiles"
 
 // committedRecordings lists every recording under testdata that analyze
 // turns into a profile (testdata/crafted holds hostile inputs that end in
@@ -74,50 +67,52 @@ func serialRun(t *testing.T, path string, mode report.Mode) ([]byte, string) {
 	return p, s
 }
 
-// goldenLine describes one profile: "RECORDING by-alloc|by-touch
-// sha256=HEX samples=N TYPE=TOTAL...".
-func goldenLine(t *testing.T, rel string, mode report.Mode, gz []byte) string {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := reporttest.Parse(t, fmt.Sprintf("%s %v", rel, mode), gz)
-	totals := make([]int64, len(p.SampleType))
-	for _, s := range p.Sample {
-		for i, v := range s.Value {
-			totals[i] += v
-		}
-	}
-	by := "by-alloc"
+// goldenFile is the golden file of recording rel (relative to the
+// repository) in mode: "perf_basic.allocs.by-alloc.txt" for
+// testdata/perf/basic.allocs.data by alloc.
+func goldenFile(rel string, mode report.Mode) string {
+	name := strings.TrimSuffix(strings.TrimPrefix(rel, "testdata/"), ".data")
+	return filepath.Join(goldenDir, strings.ReplaceAll(name, "/", "_")+"."+modeName(mode)+".txt")
+}
+
+func modeName(mode report.Mode) string {
 	if mode == report.ByTouch {
-		by = "by-touch"
+		return "by-touch"
 	}
-	sum := sha256.Sum256(raw)
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s sha256=%s samples=%d", rel, by, hex.EncodeToString(sum[:]), len(p.Sample))
-	for i, st := range p.SampleType {
-		fmt.Fprintf(&b, " %s=%d", st.Type, totals[i])
-	}
-	return b.String()
+	return "by-alloc"
 }
 
 // TestProfilesGolden: the profile of every committed recording, by alloc
-// and by touch, is byte for byte the one recorded in testdata/profiles.golden.
-// A change meant to alter profiles rewrites the file with -update and says
-// why in its commit; any other change to a profile fails here.
+// and by touch, is the one in testdata/profiles, sample for sample. A change
+// meant to alter profiles rewrites the files with -update and says why in
+// its commit; any other change to a profile fails here, naming the samples
+// that changed.
 func TestProfilesGolden(t *testing.T) {
-	var got []string
+	want := map[string]bool{}
 	for _, f := range committedRecordings(t) {
 		rel := strings.TrimPrefix(filepath.ToSlash(f), "../../")
 		for _, mode := range []report.Mode{report.ByAlloc, report.ByTouch} {
 			gz, _ := serialRun(t, f, mode)
-			got = append(got, goldenLine(t, rel, mode, gz))
+			p := reporttest.Parse(t, fmt.Sprintf("%s %v", rel, mode), gz)
+			path := goldenFile(rel, mode)
+			want[filepath.Base(path)] = true
+			reporttest.CheckGolden(t, path, "# "+rel+" "+modeName(mode)+"\n"+reporttest.Text(p), *update,
+				"go test ./attribute/analyze -run TestProfilesGolden -update")
 		}
 	}
-	perftest.CheckGolden(t, goldenPath, got, *update)
+	have, err := filepath.Glob(filepath.Join(goldenDir, "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range have {
+		if !want[filepath.Base(h)] {
+			if *update {
+				if err := os.Remove(h); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			t.Errorf("%s: no committed recording makes it (-update removes it)", h)
+		}
+	}
 }

@@ -2,26 +2,25 @@ package correlate
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
-	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/attribute/report/reporttest"
 	"github.com/faultline/faultline/perfdata"
-	"github.com/faultline/faultline/perfdata/perftest"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/profiles.golden from this tree's profiles")
+var update = flag.Bool("update", false, "rewrite testdata/profiles from this tree's profiles")
 
-// goldenPath holds one line per committed fault log, access log and way of
-// naming instructions: the SHA-256 of Profile's uncompressed protobuf (what
-// `faultline correlate -o` writes, before gzip) and the sample count and
-// fault total, so that a failure says what moved.
-const goldenPath = "testdata/profiles.golden"
+// goldenDir holds one text file per committed fault log, access log and
+// way of naming instructions: Profile's result (what `faultline correlate
+// -o` writes), rendered by reporttest.Text with one line per sample, so
+// that a failure names the instructions whose faults changed.
+const goldenDir = "testdata/profiles"
 
 // goldenCase is one correlate run over committed fixtures.
 type goldenCase struct {
@@ -69,9 +68,8 @@ var goldenCases = []goldenCase{
 	{name: "perf/basic.tp.data+access.tt.log recording", faults: perfLog("basic.tp.data"), access: "access.tt.log"},
 }
 
-// correlateGolden runs one case and describes its profile: "NAME
-// sha256=HEX samples=N faults=N".
-func correlateGolden(t *testing.T, c goldenCase) (string, *profile.Profile) {
+// correlateGolden runs one case and returns its profile.
+func correlateGolden(t *testing.T, c goldenCase) *profile.Profile {
 	t.Helper()
 	sess, err := symbolize.NewSession(symbolize.Config{Symfs: filepath.Join("..", "..", "testdata", "symfs"),
 		BuildIDDir: filepath.Join("..", "..", "testdata", "buildid-cache"), Getenv: func(string) string { return "" }}, nil)
@@ -107,10 +105,6 @@ func correlateGolden(t *testing.T, c goldenCase) (string, *profile.Profile) {
 	if err := p.CheckValid(); err != nil {
 		t.Fatalf("%s: %v", c.name, err)
 	}
-	var raw bytes.Buffer
-	if err := p.WriteUncompressed(&raw); err != nil {
-		t.Fatal(err)
-	}
 	var total int64
 	for _, s := range p.Sample {
 		total += s.Value[0]
@@ -118,26 +112,65 @@ func correlateGolden(t *testing.T, c goldenCase) (string, *profile.Profile) {
 	if total != int64(len(res.Pairs)) {
 		t.Errorf("%s: the profile holds %d faults, the run %d", c.name, total, len(res.Pairs))
 	}
-	sum := sha256.Sum256(raw.Bytes())
-	return fmt.Sprintf("%s sha256=%s samples=%d faults=%d", c.name, hex.EncodeToString(sum[:]), len(p.Sample), total), p
+	return p
+}
+
+// goldenFile is case name's golden file: its name with every run of
+// characters other than letters, digits, '.' and '-' made one '_'.
+func goldenFile(name string) string {
+	var b strings.Builder
+	under := false
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-'
+		switch {
+		case ok:
+			b.WriteRune(r)
+			under = false
+		case !under:
+			b.WriteByte('_')
+			under = true
+		}
+	}
+	return filepath.Join(goldenDir, b.String()+".txt")
 }
 
 // TestProfilesGolden: correlate's profile of every committed fault and
-// access log is byte for byte the one recorded in testdata/profiles.golden.
-// A change meant to alter these profiles rewrites the file with -update and
-// says why in its commit; any other change to a profile fails here.
+// access log is the one in testdata/profiles, sample for sample. A change
+// meant to alter these profiles rewrites the files with -update and says
+// why in its commit; any other change to a profile fails here, naming the
+// samples that changed.
 func TestProfilesGolden(t *testing.T) {
-	var got []string
+	want := map[string]bool{}
 	for _, c := range goldenCases {
-		line, p := correlateGolden(t, c)
-		got = append(got, line)
+		p := correlateGolden(t, c)
+		path := goldenFile(c.name)
+		if want[path] {
+			t.Fatalf("%s: two cases share the golden file %s", c.name, path)
+		}
+		want[path] = true
+		reporttest.CheckGolden(t, path, "# "+c.name+"\n"+reporttest.Text(p), *update,
+			"go test ./attribute/correlate -run TestProfilesGolden -update")
 		if c.maps == "" && !c.nosym && !hasBuildID(p) {
 			// The case is there for the recording's build IDs (readelf -n
 			// on the symfs binaries shows the same IDs).
 			t.Errorf("%s: no mapping has a build ID: %v", c.name, p.Mapping)
 		}
 	}
-	perftest.CheckGolden(t, goldenPath, got, *update)
+	have, err := filepath.Glob(filepath.Join(goldenDir, "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range have {
+		if !want[h] {
+			if *update {
+				if err := os.Remove(h); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			t.Errorf("%s: no golden case makes it (-update removes it)", h)
+		}
+	}
 }
 
 func hasBuildID(p *profile.Profile) bool {

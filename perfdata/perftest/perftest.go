@@ -11,7 +11,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"maps"
 	"math/bits"
 	"os"
 	"os/exec"
@@ -298,51 +297,6 @@ func RunChild(tb testing.TB, test, mode string) (string, int64, time.Duration) {
 		tb.Fatalf("child: %v\n%s", err, out)
 	}
 	return string(out), cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10, took
-}
-
-// CheckGolden compares got, one line per result in the form "KEY
-// sha256=...", with the golden file at path, line by line by KEY, and fails
-// tb for each result that is new, differs or is gone. With update set it
-// writes got to path instead: a change meant to alter results rewrites the
-// file with -update and says why in its commit.
-func CheckGolden(tb testing.TB, path string, got []string, update bool) {
-	tb.Helper()
-	rerun := "go test -run " + strings.SplitN(tb.Name(), "/", 2)[0] + " -update"
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(strings.Join(got, "\n")+"\n"), 0o644); err != nil {
-			tb.Fatal(err)
-		}
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		tb.Fatalf("committed golden file missing: %v (%s writes it)", err, rerun)
-	}
-	key := func(line string) string { k, _, _ := strings.Cut(line, " sha256="); return k }
-	want := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		if line != "" {
-			want[key(line)] = line
-		}
-	}
-	for _, line := range got {
-		k := key(line)
-		w, ok := want[k]
-		delete(want, k)
-		switch {
-		case !ok:
-			tb.Errorf("%s: not in %s (new? %s adds it)", k, path, rerun)
-		case w != line:
-			tb.Errorf("%s: differs from %s (if intended, rewrite it with %s and say why in the commit):\n got %s\nwant %s",
-				k, path, rerun, strings.TrimPrefix(line, k+" "), strings.TrimPrefix(w, k+" "))
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		tb.Errorf("%s: in %s but no longer a result (%s drops it)", k, path, rerun)
-	}
 }
 
 // CheckText fails tb for each string of want that text lacks and each of
