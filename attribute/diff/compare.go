@@ -33,14 +33,13 @@ type Key string
 
 // Site keys.
 const (
-	// KeySite keys a site by what survives an edit elsewhere in the code:
-	// the function of its site frame (the first frame in the user's own
-	// code) with its source file's base name, the library function it went
-	// through (via), and the allocation call's place within that function:
-	// a line NEW has too is the same call; BASE's other lines of the
-	// function are paired in source order with NEW's other lines, so calls
-	// that an edit above them moved keep their place. Callers below the
-	// site frame are left out: two stacks into one call are one site.
+	// KeySite keys a site by what survives an edit that keeps the
+	// program's behaviour: the function of its site frame (the first frame
+	// in the user's own code), the library function it went through (via),
+	// and the allocation call's place among that function's calls, paired
+	// between BASE and NEW by source order, not by file name or line
+	// number (finishSiteKeys; match.go). Callers below the site frame are
+	// left out: two stacks into one call are one site.
 	KeySite Key = "site"
 	// KeyLine keys a site by its whole stack from the site frame, each
 	// frame with its line: a line moved by an unrelated edit makes a new
@@ -126,6 +125,9 @@ const (
 	StatusGrew     Status = "grew"
 	StatusShrank   Status = "shrank"
 	StatusSame     Status = "same"
+	// StatusUnmatched: calls of one function whose BASE and NEW sides
+	// could not be paired one to one, summed on each side.
+	StatusUnmatched Status = "unmatched"
 )
 
 // Frame is one symbolized frame of a site's stack.
@@ -195,6 +197,8 @@ type Result struct {
 	Sites []Site
 	// Regressions counts the sites with Regressed set.
 	Regressions int
+	// Unmatched counts the sites with StatusUnmatched.
+	Unmatched int
 	// UngatedClasses counts the unattributed classes that grew past the
 	// threshold but do not fail the comparison (Options.GateClasses off).
 	UngatedClasses int
@@ -270,29 +274,10 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 		return nil, fmt.Errorf("unknown site key %q (want site or line)", opts.Key)
 	}
 	n := len(bases)
-	idx := make([]int, n+1)
-	var unit string
-	for i, p := range append(slices.Clip(bases), new) {
-		var err error
-		var u string
-		if idx[i], u, err = metricIndex(p, opts.Metric); err != nil {
-			if i == n {
-				return nil, fmt.Errorf("NEW: %w", err)
-			}
-			return nil, fmt.Errorf("%s: %w", baseName(i, n), err)
-		}
-		switch {
-		case i == 0:
-			unit = u
-		case u != unit:
-			// Counts and bytes (faults/count against faults/bytes) are
-			// not comparable.
-			name := "NEW"
-			if i < n {
-				name = baseName(i, n)
-			}
-			return nil, fmt.Errorf("%s measures %s in %q, %s in %q: the numbers are not comparable; compare profiles written the same way", baseName(0, n), opts.Metric, unit, name, u)
-		}
+	all := append(slices.Clip(bases), new)
+	idx, unit, err := metricIndexes(all, opts.Metric)
+	if err != nil {
+		return nil, err
 	}
 	r := &Result{Metric: opts.Metric, Unit: unit, Threshold: opts.Threshold, MinDelta: opts.MinDelta, Key: opts.Key, Bases: n}
 	if opts.RawSites {
@@ -303,63 +288,113 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 	}
 	r.Losses = append(r.Losses, inputLosses("NEW", new)...)
 
-	newRow := func() *multiRow { return &multiRow{base: make([]int64, n)} }
-	total, unattr := newRow(), newRow()
-	sites := map[string]*Site{}
-	siteRows := map[string]*multiRow{}
-	flags := map[string]*multiRow{}
-	newSites := profileSites(new, opts)
-	newLines := siteLines(newSites)
-	finishKeys(newSites, nil)
-	for i, p := range append(slices.Clip(bases), new) {
-		pick := func(m *multiRow) *int64 {
-			if i == n {
-				return &m.new
-			}
-			return &m.base[i]
+	sites := make([][]Site, n+1)
+	for i, p := range all {
+		sites[i] = profileSites(p, opts)
+	}
+	id := finishSiteKeys(sites[:n], sites[n])
+	t := newTally(n)
+	for i, p := range all {
+		t.add(i, p, idx[i], sites[i])
+	}
+	t.finish(r, opts, id)
+	return r, nil
+}
+
+// metricIndexes returns the index of metric in each profile's sample
+// types, and its unit, which must be the same in every profile.
+func metricIndexes(all []*profile.Profile, metric string) ([]int, string, error) {
+	n := len(all) - 1
+	name := func(i int) string {
+		if i == n {
+			return "NEW"
 		}
-		vi := idx[i]
-		ss := newSites
-		if i < n {
-			ss = profileSites(p, opts)
-			finishKeys(ss, newLines)
+		return baseName(i, n)
+	}
+	idx := make([]int, len(all))
+	var unit string
+	for i, p := range all {
+		var err error
+		var u string
+		if idx[i], u, err = metricIndex(p, metric); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", name(i), err)
 		}
-		for j, s := range p.Sample {
-			if vi >= len(s.Value) {
-				continue
-			}
-			v := s.Value[vi]
-			add := func(p *int64) { *p = satAdd(*p, v) }
-			add(pick(total))
-			site := ss[j]
-			if site.Class != "" {
-				add(pick(unattr))
-			}
-			for _, f := range s.Label[report.FlagLabel] {
-				fr := flags[f]
-				if fr == nil {
-					fr = newRow()
-					flags[f] = fr
-				}
-				add(pick(fr))
-			}
-			t := sites[site.Key]
-			if t == nil {
-				t = &site
-				sites[site.Key] = t
-				siteRows[site.Key] = newRow()
-			} else if i == n && siteRows[site.Key].new == 0 && v != 0 {
-				// Name the site as NEW has it: NEW's lines are the code
-				// under review.
-				t.Name, t.Frames = site.Name, site.Frames
-			}
-			add(pick(siteRows[site.Key]))
+		switch {
+		case i == 0:
+			unit = u
+		case u != unit:
+			// Counts and bytes (faults/count against faults/bytes) are
+			// not comparable.
+			return nil, "", fmt.Errorf("%s measures %s in %q, %s in %q: the numbers are not comparable; compare profiles written the same way", name(0), metric, unit, name(i), u)
 		}
 	}
-	r.Total, _ = total.row()
-	r.Unattributed, _ = unattr.row()
+	return idx, unit, nil
+}
 
-	for f, m := range flags {
+// tally sums one metric per site, per flag and in total, for every
+// baseline and NEW.
+type tally struct {
+	n             int // baselines
+	total, unattr *multiRow
+	sites         map[string]*Site
+	siteRows      map[string]*multiRow
+	flags         map[string]*multiRow
+}
+
+func newTally(n int) *tally {
+	return &tally{n: n, total: &multiRow{base: make([]int64, n)}, unattr: &multiRow{base: make([]int64, n)},
+		sites: map[string]*Site{}, siteRows: map[string]*multiRow{}, flags: map[string]*multiRow{}}
+}
+
+func (t *tally) newRow() *multiRow { return &multiRow{base: make([]int64, t.n)} }
+
+// add adds profile i's samples (i == n is NEW), metric at value index vi,
+// ss being their sites.
+func (t *tally) add(i int, p *profile.Profile, vi int, ss []Site) {
+	pick := func(m *multiRow) *int64 {
+		if i == t.n {
+			return &m.new
+		}
+		return &m.base[i]
+	}
+	for j, s := range p.Sample {
+		if vi >= len(s.Value) {
+			continue
+		}
+		v := s.Value[vi]
+		add := func(p *int64) { *p = satAdd(*p, v) }
+		add(pick(t.total))
+		site := ss[j]
+		if site.Class != "" {
+			add(pick(t.unattr))
+		}
+		for _, f := range s.Label[report.FlagLabel] {
+			fr := t.flags[f]
+			if fr == nil {
+				fr = t.newRow()
+				t.flags[f] = fr
+			}
+			add(pick(fr))
+		}
+		st := t.sites[site.Key]
+		if st == nil {
+			st = &site
+			t.sites[site.Key] = st
+			t.siteRows[site.Key] = t.newRow()
+		} else if i == t.n && t.siteRows[site.Key].new == 0 && v != 0 {
+			// Name the site as NEW has it: NEW's lines are the code
+			// under review.
+			st.Name, st.Frames = site.Name, site.Frames
+		}
+		add(pick(t.siteRows[site.Key]))
+	}
+}
+
+// finish fills r's rows, flags and sites from the tally.
+func (t *tally) finish(r *Result, opts Options, id siteIdentity) {
+	r.Total, _ = t.total.row()
+	r.Unattributed, _ = t.unattr.row()
+	for f, m := range t.flags {
 		row, _ := m.row()
 		if m.allZeroBase() && row.New == 0 {
 			continue // a flag only on samples with none of this metric
@@ -368,23 +403,17 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 	}
 	sort.Slice(r.Flags, func(i, j int) bool { return r.Flags[i].Flag < r.Flags[j].Flag })
 
-	for k, s := range sites {
-		m := siteRows[k]
+	for k, s := range t.sites {
+		m := t.siteRows[k]
 		if m.allZeroBase() && m.new == 0 {
 			continue
 		}
 		s.Row, s.Noise = m.row()
-		switch d := s.delta(); {
-		case m.allZeroBase():
-			s.Status = StatusNew
-		case s.New == 0:
-			s.Status = StatusVanished
-		case d > 0:
-			s.Status = StatusGrew
-		case d < 0:
-			s.Status = StatusShrank
-		default:
-			s.Status = StatusSame
+		s.Status = status(m, s.Row)
+		if calls, ok := id.unmatched[k]; ok {
+			s.Status = StatusUnmatched
+			s.Name = unmatchedSiteName(s, calls)
+			r.Unmatched++
 		}
 		s.Regressed = regressed(s.Row, s.Noise, opts)
 		if s.Regressed && s.Class != "" && !opts.GateClasses {
@@ -410,7 +439,37 @@ func CompareBases(bases []*profile.Profile, new *profile.Profile, opts Options) 
 		}
 		return a.Key < b.Key
 	})
-	return r, nil
+}
+
+// status says how a site changed.
+func status(m *multiRow, row Row) Status {
+	switch d := row.delta(); {
+	case m.allZeroBase():
+		return StatusNew
+	case row.New == 0:
+		return StatusVanished
+	case d > 0:
+		return StatusGrew
+	case d < 0:
+		return StatusShrank
+	}
+	return StatusSame
+}
+
+// unmatchedSiteName names an unmatched site: its function, the library
+// function it went through, and the calls it holds.
+func unmatchedSiteName(s *Site, calls string) string {
+	name := "[no stack]"
+	if len(s.Frames) > 0 {
+		name = s.Frames[0].Function
+	}
+	if _, via, ok := strings.Cut(strings.TrimPrefix(s.Key, siteKeyPrefix), "\x01"); ok {
+		via = strings.TrimSuffix(via, unmatchedSuffix)
+		if via != "" {
+			name += " (via " + via + ")"
+		}
+	}
+	return name + " " + calls
 }
 
 // baseName names baseline i of n in messages: "BASE", or "BASE2" for the
@@ -493,8 +552,8 @@ const mainClassKey = "class\x00[file] (main executable)"
 // label where the profile's leaf is already the site frame
 // (report.ViaLabel), else from the frames skipped. opts.Key says what else
 // the key holds; RawSites keys by the whole stack and names by the leaf.
-// KeySite's keys are the group (function, file, via) until finishKeys
-// adds the line.
+// KeySite's keys are the group (function, via) until finishSiteKeys adds
+// the call.
 func profileSites(p *profile.Profile, opts Options) []Site {
 	main := mainExecutable(p)
 	out := make([]Site, len(p.Sample))
@@ -504,83 +563,13 @@ func profileSites(p *profile.Profile, opts Options) []Site {
 	return out
 }
 
-// finishKeys ends KeySite's keys with the site frame's line as NEW has it:
-// ref is nil for NEW's own sites, NEW's lines (siteLines) for a
-// baseline's, whose lines matchLines maps to them.
-func finishKeys(sites []Site, ref map[string][]int64) {
-	var match map[string]map[int64]int64
-	if ref != nil {
-		match = map[string]map[int64]int64{}
-		for g, lines := range siteLines(sites) {
-			match[g] = matchLines(lines, ref[g])
-		}
-	}
-	for j := range sites {
-		site := &sites[j]
-		if !strings.HasPrefix(site.Key, siteKeyPrefix) {
-			continue // a class, an empty stack, KeyLine or RawSites
-		}
-		line := site.Frames[0].Line
-		if m, ok := match[site.Key][line]; ok {
-			line = m
-		}
-		site.Key += "\x00" + strconv.FormatInt(line, 10)
-	}
-}
-
-// siteLines returns the distinct site-frame lines of each KeySite group
-// (function, file, via), sorted.
-func siteLines(sites []Site) map[string][]int64 {
-	out := map[string][]int64{}
-	for _, s := range sites {
-		if !strings.HasPrefix(s.Key, siteKeyPrefix) {
-			continue
-		}
-		if l := s.Frames[0].Line; !slices.Contains(out[s.Key], l) {
-			out[s.Key] = append(out[s.Key], l)
-		}
-	}
-	for _, l := range out {
-		slices.Sort(l)
-	}
-	return out
-}
-
-// matchLines maps a baseline's lines of one function (and library call)
-// to NEW's: a line NEW has too is itself; the others are paired in source
-// order with NEW's lines that no baseline line matched, so a call keeps its
-// place among the function's calls when an edit moved them all; a line
-// left over keeps its number (a site NEW does not have). Both are sorted.
-func matchLines(base, new []int64) map[int64]int64 {
-	m := map[int64]int64{}
-	var restBase, restNew []int64
-	for _, l := range base {
-		if _, found := slices.BinarySearch(new, l); found {
-			m[l] = l
-		} else {
-			restBase = append(restBase, l)
-		}
-	}
-	for _, l := range new {
-		if _, found := slices.BinarySearch(base, l); !found {
-			restNew = append(restNew, l)
-		}
-	}
-	for i, l := range restBase {
-		if i < len(restNew) {
-			m[l] = restNew[i]
-		}
-	}
-	return m
-}
-
 // siteKeyPrefix starts the keys of KeySite's sites.
 const siteKeyPrefix = "site\x00"
 
 // siteOf returns the site a sample belongs to, with Row zero. Its Key is
 // the whole stack from the site frame (KeyLine; the whole stack with
-// RawSites), or the site frame's function, file and via, to which
-// profileSites adds the call's line as NEW has it (KeySite).
+// RawSites), or the site frame's function and via, to which
+// finishSiteKeys adds the call (KeySite).
 func siteOf(s *profile.Sample, main string, opts Options) Site {
 	raw := opts.RawSites
 	if c := s.Label[report.ClassLabel]; len(c) > 0 {
@@ -606,8 +595,8 @@ func siteOf(s *profile.Sample, main string, opts Options) Site {
 	site := Site{Name: siteName(frames, via), Frames: frames}
 	var b strings.Builder
 	if !raw && len(frames) > 0 && opts.Key != KeyLine {
-		f := frames[0]
-		fmt.Fprintf(&b, "%s%s\x01%s\x01%s", siteKeyPrefix, f.Function, f.File, via)
+		// The group: finishSiteKeys adds the call (file and line).
+		fmt.Fprintf(&b, "%s%s\x01%s", siteKeyPrefix, frames[0].Function, via)
 		site.Key = b.String()
 		return site
 	}

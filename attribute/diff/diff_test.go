@@ -445,24 +445,48 @@ func TestCompareBases(t *testing.T) {
 	}
 }
 
-// TestMatchLines: BASE's lines of a function map to NEW's: the same line
-// is the same call; the others pair up in source order; one left over stays
-// itself. A line only BASE has (a call NEW's run did not make) does not
-// shift the others (no site reported as vanished and new with the same
-// text).
-func TestMatchLines(t *testing.T) {
-	for _, c := range []struct {
-		base, new []int64
-		want      map[int64]int64
+// TestPairGroup: a baseline's calls of one function pair with NEW's in
+// source order when both have as many; by the one line shift that explains
+// every call of the side with fewer when they do not (no shift first); a
+// file only each side has is one file renamed; anything else is unmatched.
+// A line only BASE has (a call NEW's run did not make) does not shift the
+// others.
+func TestPairGroup(t *testing.T) {
+	c := func(file string, lines ...int64) []call {
+		var out []call
+		for _, l := range lines {
+			out = append(out, call{file, l})
+		}
+		return out
+	}
+	pairs := func(base, new []call) map[call]call {
+		m := map[call]call{}
+		for i := range base {
+			m[base[i]] = new[i]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name                   string
+		base, new              []call
+		want                   map[call]call
+		unmatchedB, unmatchedN int
 	}{
-		{[]int64{8, 12}, []int64{9, 13}, map[int64]int64{8: 9, 12: 13}},
-		{[]int64{300, 333}, []int64{333}, map[int64]int64{333: 333}},
-		{[]int64{333}, []int64{300, 333}, map[int64]int64{333: 333}},
-		{[]int64{8, 12, 20}, []int64{9, 21}, map[int64]int64{8: 9, 12: 21}},
-		{nil, []int64{1}, map[int64]int64{}},
+		{"shifted", c("a.c", 8, 12), c("a.c", 9, 13), pairs(c("a.c", 8, 12), c("a.c", 9, 13)), 0, 0},
+		{"shifted onto each other", c("a.c", 16, 18), c("a.c", 18, 20), pairs(c("a.c", 16, 18), c("a.c", 18, 20)), 0, 0},
+		{"one call not made", c("a.c", 300, 333), c("a.c", 333), pairs(c("a.c", 333), c("a.c", 333)), 0, 0},
+		{"one call added", c("a.c", 333), c("a.c", 300, 333), pairs(c("a.c", 333), c("a.c", 333)), 0, 0},
+		{"shifted, one call not made", c("a.c", 8, 12, 20), c("a.c", 9, 21), pairs(c("a.c", 8, 20), c("a.c", 9, 21)), 0, 0},
+		{"two shifts explain it", c("a.c", 10, 20), c("a.c", 30), map[call]call{}, 2, 1},
+		{"no shift explains it", c("a.c", 8, 12, 20), c("a.c", 9, 14), map[call]call{}, 3, 2},
+		{"renamed file", c("a.c", 8, 12), c("b.c", 20, 30), pairs(c("a.c", 8, 12), c("b.c", 20, 30)), 0, 0},
+		{"two files became two others", append(c("a.c", 8), c("b.c", 9)...), append(c("c.c", 8), c("d.c", 9)...), map[call]call{}, 2, 2},
+		{"one of two files renamed", append(c("a.c", 8), c("b.c", 9)...), append(c("a.c", 10), c("c.c", 3)...), map[call]call{{"a.c", 8}: {"a.c", 10}, {"b.c", 9}: {"c.c", 3}}, 0, 0},
+		{"new", nil, c("a.c", 1), map[call]call{}, 0, 0},
 	} {
-		if got := matchLines(c.base, c.new); !maps.Equal(got, c.want) {
-			t.Errorf("matchLines(%v, %v) = %v, want %v", c.base, c.new, got, c.want)
+		p := pairGroup(tc.base, tc.new)
+		if !maps.Equal(p.pairs, tc.want) || len(p.unmatchedBase) != tc.unmatchedB || len(p.unmatchedNew) != tc.unmatchedN {
+			t.Errorf("%s: pairs %v, unmatched %v %v; want %v and %d, %d unmatched", tc.name, p.pairs, p.unmatchedBase, p.unmatchedNew, tc.want, tc.unmatchedB, tc.unmatchedN)
 		}
 	}
 	alias := func(line int64) frame { return frame{Func: "read_alias_file", File: "localealias.c", Line: line} }
@@ -479,5 +503,45 @@ func TestMatchLines(t *testing.T) {
 	}
 	if r.Regressed() || len(r.Sites) != 1 || r.Sites[0].Status != StatusSame {
 		t.Errorf("a line only BASE allocated on: %+v, want read_alias_file:333 the same", r.Sites)
+	}
+}
+
+// TestUnmatched: calls of one function that no pairing explains (three in
+// BASE at 8, 12, 20; two in NEW at 9, 14) are one unmatched site holding
+// both sides' sums (15+5+10 and 16+15), named by its function and the
+// calls; it fails only when the sum grows past the rule.
+func TestUnmatched(t *testing.T) {
+	f := func(line int64) frame { return frame{Func: "make_small", File: "bench.c", Line: line} }
+	prog := func(lines []int64, faults []int64) []sample {
+		var out []sample
+		for i, l := range lines {
+			out = append(out, sample{Stack: []frame{f(l), reporttest.Main}, Values: [3]int64{faults[i], 1, 4096}})
+		}
+		return append(out, sample{Stack: []frame{reporttest.ReadInput, reporttest.Main}, Values: [3]int64{50, 1, 4096}})
+	}
+	base := build(t, 0x400000, 0x10, "/a", prog([]int64{8, 12, 20}, []int64{15, 5, 10}))
+	opts := Options{Metric: "faults", Threshold: 0.1, MinDelta: 8}
+	for _, tc := range []struct {
+		faults    []int64
+		regressed bool
+	}{
+		{[]int64{16, 15}, false}, // 30 → 31
+		{[]int64{16, 60}, true},  // 30 → 76
+	} {
+		r, err := compareOne(base, build(t, 0x500000, 0x18, "/b", prog([]int64{9, 14}, tc.faults)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Unmatched != 1 || len(r.Sites) != 2 {
+			t.Fatalf("%v: %d unmatched, sites %+v; want 1 and 2 sites", tc.faults, r.Unmatched, r.Sites)
+		}
+		s := siteByName(t, r, "make_small [calls not paired one to one: BASE bench.c:8, bench.c:12, bench.c:20; NEW bench.c:9, bench.c:14]")
+		if s.Status != StatusUnmatched || s.Base != 30 || s.New != tc.faults[0]+tc.faults[1] || s.Regressed != tc.regressed {
+			t.Errorf("%v: %+v; want unmatched, 30 → %d, regressed %v", tc.faults, s, tc.faults[0]+tc.faults[1], tc.regressed)
+		}
+		var text bytes.Buffer
+		if err := Render(&text, r, "text", RenderOptions{}); err != nil || !strings.Contains(text.String(), "Unmatched calls") {
+			t.Errorf("text output has no unmatched section (%v):\n%s", err, text.String())
+		}
 	}
 }

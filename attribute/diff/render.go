@@ -197,6 +197,9 @@ func renderText(w io.Writer, r *Result, opts RenderOptions) error {
 	sites("Sites by absolute change", r.changed())
 	sites("New sites", r.newSites())
 	sites("Vanished sites", r.vanishedSites())
+	if r.Unmatched > 0 {
+		sites("Unmatched calls (BASE's and NEW's calls of a function that could not be paired one to one, summed)", r.filter(StatusUnmatched))
+	}
 
 	fmt.Fprintf(&b, "\n%s\n", r.Verdict())
 	if r.Regressed() {
@@ -279,6 +282,9 @@ func renderMarkdown(w io.Writer, r *Result, opts RenderOptions) error {
 	}
 	list("New sites", "NEW", r.newSites(), func(s Site) int64 { return s.New })
 	list("Vanished sites", "BASE", r.vanishedSites(), func(s Site) int64 { return s.Base })
+	if r.Unmatched > 0 {
+		fmt.Fprintf(&b, "\n%d sites are calls of one function whose BASE and NEW sides could not be paired one to one: each shows both sides' sums and regresses only as a whole.\n", r.Unmatched)
+	}
 
 	if note := r.ungatedNote(); note != "" {
 		fmt.Fprintf(&b, "\n%s\n", note)
