@@ -29,13 +29,16 @@ std::vector::push_back)"), named by function, source file and line, never
 by address: two builds of a program, or two runs with different ASLR
 layouts, compare site for site.
 
---key site (the default) keys a site by what survives an edit elsewhere:
-the function, its source file's base name, the library function it went
-through, and the allocation call's place within the function, not its line
-number: a line NEW has too is the same call, and BASE's other lines of that
-function are paired in source order with NEW's other lines. A comment added
-above the calls, or a caller that differs deeper in the stack, leaves a
-site the same; the name shows NEW's line. --key line keys a site by its
+--key site (the default) keys a site by what survives an edit that keeps
+the program's behaviour: the function, the library function it went through,
+and the allocation call's place among that function's calls, not its file or
+line: BASE's calls pair with NEW's in source order, or by the one line shift
+that explains them when a call was added or not made; a file only each side
+has is one file renamed. Calls no rule pairs are one "unmatched" site with
+both sides' sums, failing only as a whole. Lines added above or between the
+calls, functions reordered or moved to another file, or a caller that differs
+deeper in the stack, leave a site the same; the name shows NEW's line.
+--key line keys a site by its
 whole stack from that frame, every frame with its line (a moved line is a
 new site). --raw-sites keys by the
 whole stack from the profile's leaf (the raw leaf in profiles analyzed with
