@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -22,10 +23,13 @@ import (
 // the recording is complete, so a record killed with SIGKILL leaves
 // nothing behind; where the filesystem has no O_TMPFILE it is a named
 // O_EXCL temporary, flock'ed while it lives, which the next run in that
-// directory removes (removeStaleTemps). A symlink planted at the output name is
+// directory removes (removeStaleTemps). The output's path is looked up
+// once, by rec.ResolveOutput, which follows only root's and the invoking
+// user's links and refuses another user's FIFO or device; everything after
+// goes through the directory it found. A symlink at the output name is
 // replaced, never followed into a regular file. An output that is a device
-// node or a FIFO (or a link to one) is written into, as perf record -o
-// does, never replaced or chowned: file-mode perf.data needs a seekable
+// node or a FIFO (or a trusted link to one) is written into, as perf record
+// -o does, never replaced or chowned: file-mode perf.data needs a seekable
 // file, so the recording is spooled to an unlinked temporary file and
 // copied there at the end. For "-o -" the recording streams to standard
 // output in pipe mode, as perf record -o - writes it, so that a reader can
@@ -42,7 +46,10 @@ type outputFile struct {
 	// commit).
 	special string
 	sink    *os.File
-	done    bool
+	// path holds the resolved directory or special file open until the
+	// output is finished (nil for stdout).
+	path *rec.OutputPath
+	done bool
 }
 
 func (r *recorder) createOutput() (*outputFile, error) {
@@ -51,34 +58,35 @@ func (r *recorder) createOutput() (*outputFile, error) {
 		o.w, o.stdout = r.env.Stdout, true
 		return o, nil
 	}
-	dir := filepath.Dir(r.opts.output)
-	if fi, err := os.Stat(r.opts.output); err == nil {
-		switch m := fi.Mode(); {
-		case m.IsDir():
-			return nil, prereqError("-o %s is a directory; name a file", r.opts.output)
-		case m&(os.ModeDevice|os.ModeNamedPipe) != 0:
-			if err := o.openSpecial(m); err != nil {
-				return nil, err
-			}
-			return o, o.spool()
-		case !m.IsRegular():
-			return nil, prereqError("-o %s is a %v, not a file, device or FIFO; name a file", r.opts.output, m.Type())
-		}
+	p, err := rec.ResolveOutput(r.opts.output, r.trustedUIDs())
+	if err != nil {
+		return nil, prereqError("%v", err)
 	}
-	if err := checkReplaceable(r.opts.output); err != nil {
+	o.path = p
+	if p.Special != nil {
+		if err := o.openSpecial(); err != nil {
+			p.Close()
+			return nil, err
+		}
+		return o, o.spool()
+	}
+	if err := checkReplaceable(p.FinalName(), r.opts.output); err != nil {
+		p.Close()
 		return nil, err
 	}
+	dir, shown := p.DirName(), filepath.Dir(r.opts.output)
 	if n, err := removeStaleTemps(dir); n > 0 {
-		r.logf("removed %d temporary files of recordings that did not finish in %s", n, dir)
+		r.logf("removed %d temporary files of recordings that did not finish in %s", n, shown)
 	} else if err != nil {
-		r.notes.add(fmt.Errorf("looking for temporary files of unfinished recordings in %s: %v", dir, err))
+		r.notes.add(fmt.Errorf("looking for temporary files of unfinished recordings in %s: %v", shown, err))
 	}
 	// O_TMPFILE makes a new inode in dir with no name; mode 0600.
 	if fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600); err == nil {
 		f := os.NewFile(uintptr(fd), r.opts.output)
 		if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			f.Close()
-			return nil, prereqError("cannot lock the output's temporary file in %s: %v", dir, err)
+			p.Close()
+			return nil, prereqError("cannot lock the output's temporary file in %s: %v", shown, err)
 		}
 		o.f, o.w, o.dir = f, f, dir
 		return o, nil
@@ -87,17 +95,33 @@ func (r *recorder) createOutput() (*outputFile, error) {
 	// only we can have made.
 	f, err := os.CreateTemp(dir, tempPattern(r.opts.output))
 	if err != nil {
-		return nil, prereqError("cannot create the output in %s: %v", dir, err)
+		p.Close()
+		return nil, prereqError("cannot create the output in %s: %v", shown, err)
 	}
 	// The lock lives as long as this process: a later run that can take
 	// it knows the file is a dead run's (removeStaleTemps).
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return nil, prereqError("cannot lock the output's temporary file in %s: %v", dir, err)
+		p.Close()
+		return nil, prereqError("cannot lock the output's temporary file in %s: %v", shown, err)
 	}
 	o.f, o.w, o.tmp = f, f, f.Name()
 	return o, nil
+}
+
+// trustedUIDs are the users whose links record follows and whose FIFOs
+// and devices it writes into: root, this process's user and, under sudo,
+// the user who ran it.
+func (r *recorder) trustedUIDs() []int {
+	uids := []int{0}
+	if euid := r.sys.Geteuid(); euid != 0 {
+		return append(uids, euid)
+	}
+	if uid, err := strconv.Atoi(r.sys.Getenv("SUDO_UID")); err == nil && uid != 0 {
+		uids = append(uids, uid)
+	}
+	return uids
 }
 
 // spool makes the unlinked temporary file a streamed output is written to
@@ -122,20 +146,23 @@ func (o *outputFile) streamName() string {
 	return o.final
 }
 
-// openSpecial opens the device node or FIFO named by the output for
-// writing, now, so that a refusal comes before the program runs. The
-// descriptor is checked again: whatever the name points at, only a device
-// or FIFO is written into (never a regular file, never truncated).
-func (o *outputFile) openSpecial(m os.FileMode) error {
+// openSpecial opens the device node or FIFO the output names (or the file
+// /dev/stdout leads to) for writing, now, so that a refusal comes before the program runs: the
+// inode ResolveOutput found, whatever its name points at by now.
+func (o *outputFile) openSpecial() error {
+	m := o.path.Mode
 	o.special = o.final
-	flags := unix.O_WRONLY | unix.O_NOCTTY | unix.O_CLOEXEC
-	if m&os.ModeNamedPipe != 0 {
-		flags |= unix.O_NONBLOCK
+	flags := 0
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		flags = unix.O_NONBLOCK
+	case m.IsRegular(): // standard output redirected to a file
+		flags = unix.O_TRUNC
 	}
-	fd, err := unix.Open(o.final, flags, 0)
+	f, err := o.path.ReopenSpecial(flags)
 	if err == unix.ENXIO && m&os.ModeNamedPipe != 0 {
 		// A FIFO nobody reads yet: opened (and waited for) at the end.
-		if err := unix.Access(o.final, unix.W_OK); err != nil {
+		if err := unix.Access(o.path.FinalName(), unix.W_OK); err != nil {
 			return prereqError("-o %s: FIFO not writable: %v", o.final, err)
 		}
 		return nil
@@ -143,31 +170,13 @@ func (o *outputFile) openSpecial(m os.FileMode) error {
 	if err != nil {
 		return prereqError("-o %s: cannot open the %s for writing: %v", o.final, specialKind(m), err)
 	}
-	f := os.NewFile(uintptr(fd), o.final)
-	if err := checkSpecial(f); err != nil {
-		f.Close()
-		return err
-	}
 	if m&os.ModeNamedPipe != 0 {
-		if err := unix.SetNonblock(fd, false); err != nil {
+		if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
 			f.Close()
 			return fmt.Errorf("-o %s: %v", o.final, err)
 		}
 	}
 	o.sink = f
-	return nil
-}
-
-// checkSpecial refuses a descriptor that is not a device node or FIFO (the
-// name was swapped after it was looked at).
-func checkSpecial(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("-o %s: %v", f.Name(), err)
-	}
-	if fi.Mode()&(os.ModeDevice|os.ModeNamedPipe) == 0 {
-		return prereqError("-o %s changed while being opened (now a %v); run again", f.Name(), fi.Mode().Type())
-	}
 	return nil
 }
 
@@ -177,6 +186,8 @@ func specialKind(m os.FileMode) string {
 		return "FIFO"
 	case m&os.ModeCharDevice != 0:
 		return "character device"
+	case m.IsRegular():
+		return "file"
 	}
 	return "block device"
 }
@@ -185,13 +196,13 @@ func specialKind(m os.FileMode) string {
 // output that the final rename would either replace against its owner's
 // wish (no write permission bits: read-only) or fail on at the end
 // (immutable or append-only, chattr +i / +a).
-func checkReplaceable(path string) error {
+func checkReplaceable(path, shown string) error {
 	fi, err := os.Lstat(path)
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil // nothing there, or a symlink (replaced, never followed)
 	}
 	if fi.Mode().Perm()&0o222 == 0 {
-		return prereqError("-o %s exists and is read-only (mode %04o): remove it, make it writable (chmod u+w) or choose another -o", path, fi.Mode().Perm())
+		return prereqError("-o %s exists and is read-only (mode %04o): remove it, make it writable (chmod u+w) or choose another -o", shown, fi.Mode().Perm())
 	}
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -200,7 +211,7 @@ func checkReplaceable(path string) error {
 	defer unix.Close(fd)
 	flags, err := unix.IoctlGetUint32(fd, unix.FS_IOC_GETFLAGS)
 	if err == nil && flags&(fsImmutableFL|fsAppendFL) != 0 {
-		return prereqError("-o %s is immutable or append-only (lsattr shows i or a): it cannot be replaced; chattr -i -a it or choose another -o", path)
+		return prereqError("-o %s is immutable or append-only (lsattr shows i or a): it cannot be replaced; chattr -i -a it or choose another -o", shown)
 	}
 	return nil
 }
@@ -276,7 +287,7 @@ func (o *outputFile) commit(r *recorder) error {
 		// The unnamed file gets a temporary name, then the final one.
 		tmp, err := linkTemp(o.f, o.dir, o.final)
 		if err != nil {
-			return fmt.Errorf("naming the recording in %s: %v", o.dir, err)
+			return fmt.Errorf("naming the recording in %s: %v", filepath.Dir(o.final), err)
 		}
 		o.tmp = tmp
 	}
@@ -285,10 +296,11 @@ func (o *outputFile) commit(r *recorder) error {
 	}
 	// rename(2) replaces the name itself: an existing symlink is replaced,
 	// not followed.
-	if err := os.Rename(o.tmp, o.final); err != nil {
+	if err := os.Rename(o.tmp, o.path.FinalName()); err != nil {
 		os.Remove(o.tmp)
 		return fmt.Errorf("moving the recording into place: %v", err)
 	}
+	o.path.Close()
 	o.done = true
 	return nil
 }
@@ -323,13 +335,9 @@ func (o *outputFile) copyOut(r *recorder) error {
 	if o.special != "" {
 		if o.sink == nil {
 			r.logf("waiting for a reader of the FIFO %s", o.special)
-			f, err := os.OpenFile(o.special, os.O_WRONLY|unix.O_NOCTTY, 0)
+			f, err := o.path.ReopenSpecial(0)
 			if err != nil {
 				return fmt.Errorf("opening the FIFO %s: %v", o.special, err)
-			}
-			if err := checkSpecial(f); err != nil {
-				f.Close()
-				return err
 			}
 			o.sink = f
 		}
@@ -361,6 +369,9 @@ func (o *outputFile) discard() {
 	}
 	if o.tmp != "" {
 		os.Remove(o.tmp)
+	}
+	if o.path != nil {
+		o.path.Close()
 	}
 	o.done = true
 }

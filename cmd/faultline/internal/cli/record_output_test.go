@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,16 +19,17 @@ import (
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("not root: mknod and chattr need root")
+		t.Skip("not root: mknod, chattr and chown to another user need root")
 	}
 }
 
 // recordInto runs createOutput and commit for -o path with payload as the
-// recording, as the sudo user 65534 (the repro).
+// recording, as the sudo user 65534 when run by root.
 func recordInto(t *testing.T, path, payload string) (*fakeSys, error) {
 	t.Helper()
 	sys := newFakeSys()
 	sys.env = map[string]string{"SUDO_UID": "65534", "SUDO_GID": "65534"}
+	sys.euid = os.Geteuid() // whose files the test makes, trusted
 	r, _ := newTestRecorder(sys, &recordOptions{output: path})
 	o, err := r.createOutput()
 	if err != nil {
@@ -208,5 +211,92 @@ func TestRemoveStaleTemps(t *testing.T) {
 		if _, err := os.Lstat(p); err != nil {
 			t.Errorf("%s was removed", filepath.Base(p))
 		}
+	}
+}
+
+// TestOutputOtherUsersLinkOrFIFORefused: as root, record refuses before
+// the program runs, exit 125, to write through another user's link (to a
+// device: a character device made under a temp dir stands in for the
+// disk) or into another user's FIFO, saying why; the device and FIFO get
+// nothing. The other user is uid 54321 (no such user needed: ownership is
+// what counts).
+func TestOutputOtherUsersLinkOrFIFORefused(t *testing.T) {
+	requireRoot(t)
+	const other = 54321
+	dir := t.TempDir()
+	os.Chmod(dir, 0o1777) // a /tmp of its own
+	null := filepath.Join(dir, "dev")
+	if err := unix.Mknod(null, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+		t.Fatalf("mknod: %v", err)
+	}
+	link := filepath.Join(dir, "fl_dev.data")
+	fifo := filepath.Join(dir, "fl_fifo.data")
+	if err := os.Symlink(null, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(fifo, 0o622); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link, fifo} {
+		if err := os.Lchown(p, other, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The FIFO's reader, as the other user's cat would be.
+	rfd, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := os.NewFile(uintptr(rfd), fifo)
+	defer reader.Close()
+	marker := filepath.Join(dir, "ran")
+	for _, tc := range []struct{ out, want string }{
+		{link, "is a symbolic link owned by uid 54321, not by root or you, to a character device"},
+		{fifo, "is a FIFO owned by uid 54321, not by root or you"},
+	} {
+		var errb bytes.Buffer
+		code := Main([]string{"record", "-q", "-o", tc.out, "--", "touch", marker}, &Env{Stdout: &bytes.Buffer{}, Stderr: &errb})
+		if code != ExitRecordFailed || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("-o %s: exit %d, stderr %q; want %d and %q", tc.out, code, errb.String(), ExitRecordFailed, tc.want)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Errorf("-o %s: the program ran", tc.out)
+			os.Remove(marker)
+		}
+	}
+	var b [64]byte
+	if n, _ := reader.Read(b[:]); n > 0 {
+		t.Errorf("the other user's FIFO received %q", b[:n])
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was touched: %v", err)
+	}
+}
+
+// TestOutputDevStdoutToAFile: -o /dev/stdout with standard output
+// redirected to a file writes into that file; the link (here a copy of
+// /dev/stdout's, to /proc/self/fd/N) is never replaced.
+func TestOutputDevStdoutToAFile(t *testing.T) {
+	dir := t.TempDir()
+	redirected, err := os.Create(filepath.Join(dir, "redirected"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer redirected.Close()
+	redirected.WriteString("older and longer contents")
+	stdout := filepath.Join(dir, "stdout")
+	if err := os.Symlink("/proc/self/fd/"+strconv.Itoa(int(redirected.Fd())), stdout); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{stdout, "/proc/self/fd/" + strconv.Itoa(int(redirected.Fd()))} {
+		if _, err := recordInto(t, p, "recording"); err != nil {
+			t.Fatalf("-o %s: %v", p, err)
+		}
+		if b, _ := os.ReadFile(redirected.Name()); string(b) != "recording" {
+			t.Errorf("-o %s: the file holds %q", p, b)
+		}
+	}
+	if fi, err := os.Lstat(stdout); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v", err)
 	}
 }
