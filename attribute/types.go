@@ -1,40 +1,29 @@
 package attribute
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/faultline/faultline/perfdata/schema"
+)
 
 // StackID names an interned call stack. The caller owns the table; the
 // tracker only carries the ids through. 0 means "no stack".
 type StackID uint32
 
-// AllocKind is the allocator function an allocation came from.
-type AllocKind uint8
+// AllocKind is the allocator function an allocation came from; the
+// recording's schema defines it, with the entry points of each kind.
+type AllocKind = schema.AllocKind
 
-// Allocator functions the tracker understands.
+// Allocator functions the tracker understands (schema.AllocKind).
 const (
-	KindMalloc   AllocKind = iota // malloc, operator new (which calls malloc)
-	KindCalloc                    // calloc: zeroed by definition
-	KindRealloc                   // realloc: moves an older allocation
-	KindMemalign                  // aligned_alloc, memalign, valloc, pvalloc, posix_memalign
-	// KindReallocArray: reallocarray, which glibc tail-calls realloc with:
-	// a kind of its own so both calls stay in flight and their two returns
-	// (one return, both uretprobes) make one allocation.
-	KindReallocArray
-	// KindMmap: an anonymous mapping the program made itself (an mmap
-	// call outside any allocator call): a Python arena, a JIT or runtime
-	// heap, a custom pool. Never fed to the Tracker; faults it leaves
-	// unexplained in such a mapping go to it (analyze).
-	KindMmap
-	numKinds
+	KindMalloc       = schema.KindMalloc
+	KindCalloc       = schema.KindCalloc
+	KindRealloc      = schema.KindRealloc
+	KindMemalign     = schema.KindMemalign
+	KindReallocArray = schema.KindReallocArray
+	KindMmap         = schema.KindMmap
+	numKinds         = KindMmap + 1
 )
-
-var kindNames = [...]string{"malloc", "calloc", "realloc", "memalign", "reallocarray", "mmap"}
-
-func (k AllocKind) String() string {
-	if int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return "unknown"
-}
 
 // Flags describe an allocation; they become the profile's `flag` labels.
 type Flags uint8

@@ -7,6 +7,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/google/pprof/profile"
 )
 
@@ -159,7 +160,7 @@ func isAllocatorSite(site string) bool {
 	fn, _, _ = strings.Cut(fn, " ")
 	via = strings.TrimSuffix(via, ")")
 	for _, n := range []string{fn, via} {
-		if report.IsAllocator(n) || attribute.IsEntrySymbol(n) || strings.HasPrefix(n, "tc_") || strings.HasPrefix(n, "mi_") || strings.HasPrefix(n, "je_") {
+		if report.IsAllocator(n) || schema.IsEntrySymbol(n) || strings.HasPrefix(n, "tc_") || strings.HasPrefix(n, "mi_") || strings.HasPrefix(n, "je_") {
 			return true
 		}
 	}

@@ -2,11 +2,11 @@ package analyze
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Role is what an event means to the analysis.
@@ -24,16 +24,15 @@ const (
 	// the range event's sample of the same hit.
 	RoleStack
 	// RoleAllocCall: one sample for a whole call, entry and return, at
-	// the return's time (faultline record's in-process method writes
-	// "malloc__call" for a call during which its thread took no fault):
-	// the entry's fields and the return's.
+	// the return's time (schema.CallSuffix): the entry's fields and the
+	// return's.
 	RoleAllocCall
 	// RoleSysEnter and RoleSysExit: a memory-map call's syscall
 	// tracepoint (mmap, munmap, mremap, madvise, brk).
 	RoleSysEnter
 	RoleSysExit
-	// RoleRSS: faultline record's faultline:rss, the program's own peak
-	// RSS.
+	// RoleRSS: faultline record's faultline:rss (schema.RSSEvent), the
+	// program's own peak RSS.
 	RoleRSS
 )
 
@@ -71,7 +70,7 @@ type eventInfo struct {
 	// pointer (that goes to *memptr, which a return probe cannot read).
 	statusReturn bool
 
-	// The top of the stack an entry probe fetched (TopStackSP, ...; nil
+	// The top of the stack an entry probe fetched (schema.TopStackSP, ...; nil
 	// without): probeIP is the probed function's address.
 	probeIP, topSP, topBP *perfdata.TraceField
 	topWords              []*perfdata.TraceField
@@ -83,36 +82,19 @@ type eventInfo struct {
 	sysArgs [maxSyscallArgs]*perfdata.TraceField
 }
 
-// The fields an allocator entry probe made by faultline record carries
-// besides its arguments: the stack pointer, the frame pointer and the top
-// words of the stack at the probed function's first instruction, as tracefs
-// fetch arguments (TopStackSP=%sp TopStackBP=%bp s0=+0(%sp) s1=+8(%sp) …).
-// For a call recorded without a stack they are enough to unwind through
-// the allocator's thin wrappers (operator new and its variants) to the
-// first caller outside them: the call's exact leaf.
-const (
-	TopStackSP = "sp"
-	TopStackBP = "bp"
-	// MaxTopWords bounds the words read: a tracefs probe takes at most
-	// 128 arguments (Linux MAX_TRACE_ARGS).
-	MaxTopWords = 128
-)
-
-// TopStackWord is the field name of the i-th word above the stack pointer.
-func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
-
-// topStackFields resolves an entry event's top-of-stack fields: sp and
-// the words s0, s1, … present in a row (none without sp).
+// topStackFields resolves an entry event's top-of-stack fields
+// (schema.TopStackSP, ...): sp and the words s0, s1, … present in a row
+// (none without sp); probeIP is the probed function's address.
 func (in *eventInfo) topStackFields() {
-	in.topSP = field(in.ev, TopStackSP)
+	in.topSP = field(in.ev, schema.TopStackSP)
 	in.probeIP = field(in.ev, "__probe_ip")
 	if in.topSP == nil || in.probeIP == nil {
 		in.topSP = nil
 		return
 	}
-	in.topBP = field(in.ev, TopStackBP)
-	for i := 0; i < MaxTopWords; i++ {
-		f := field(in.ev, TopStackWord(i))
+	in.topBP = field(in.ev, schema.TopStackBP)
+	for i := 0; i < schema.MaxTopWords; i++ {
+		f := field(in.ev, schema.TopStackWord(i))
 		if f == nil {
 			break
 		}
@@ -138,21 +120,17 @@ var allocNames = map[string]attribute.AllocKind{
 var freeNames = map[string]bool{"free": true, "__libc_free": true, "cfree": true, "__free": true}
 
 // Every family's entry points are recorded under the event names of
-// attribute.EntryPoints.
+// schema.EntryPoints.
 func init() {
-	for i := range attribute.EntryPoints {
-		e := &attribute.EntryPoints[i]
-		if e.Role == attribute.EntryFree {
+	for i := range schema.EntryPoints {
+		e := &schema.EntryPoints[i]
+		if e.Role == schema.EntryFree {
 			freeNames[e.Event] = true
 		} else {
 			allocNames[e.Event] = e.Kind
 		}
 	}
 }
-
-// CallSuffix ends the name of an event that records a whole allocator
-// call in one sample (RoleAllocCall), as "__return" ends a return probe's.
-const CallSuffix = "__call"
 
 // probeName returns the function part of a probe event's name, and
 // whether it is a return probe ("probe_libc:malloc__return" → "malloc",
@@ -164,10 +142,10 @@ func probeName(ev *perfdata.Event) (fn string, ret, call bool) {
 	} else if i := strings.LastIndexByte(name, ':'); i >= 0 {
 		name = name[i+1:]
 	}
-	if fn, call = strings.CutSuffix(name, CallSuffix); call {
+	if fn, call = strings.CutSuffix(name, schema.CallSuffix); call {
 		return fn, false, true
 	}
-	fn, ret = strings.CutSuffix(name, "__return")
+	fn, ret = strings.CutSuffix(name, schema.ReturnSuffix)
 	return fn, ret, false
 }
 

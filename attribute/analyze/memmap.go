@@ -6,6 +6,7 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // The memory-map calls: the syscall tracepoints syscalls:sys_enter_NAME
@@ -37,15 +38,6 @@ const (
 
 var sysCalls = map[string]sysCall{"mmap": sysMmap, "munmap": sysMunmap, "mremap": sysMremap, "madvise": sysMadvise, "brk": sysBrk}
 
-// SyscallEvents are the tracepoints (group syscalls) faultline record
-// opens for the memory-map calls, in this order. munmap and madvise are
-// taken at their entry (they do not fail on a valid range); mmap, mremap
-// and brk need their exit's return value.
-var SyscallEvents = []string{
-	"sys_enter_mmap", "sys_exit_mmap", "sys_enter_munmap", "sys_enter_mremap", "sys_exit_mremap",
-	"sys_enter_madvise", "sys_enter_brk", "sys_exit_brk",
-}
-
 // Constants of the calls' arguments (include/uapi/asm-generic/mman*.h,
 // x86-64 and arm64 alike).
 const (
@@ -61,7 +53,7 @@ const (
 // of a memory-map call, or returns false.
 func syscallInfo(in *eventInfo) bool {
 	ev := in.ev
-	if ev.Format == nil || ev.Format.System != "syscalls" {
+	if ev.Format == nil || ev.Format.System != schema.SyscallSystem {
 		return false
 	}
 	name, exit := strings.CutPrefix(ev.Format.Name, "sys_exit_")
@@ -281,16 +273,10 @@ func (mm *memMaps) exit(pid uint32) {
 	delete(mm.brk, pid)
 }
 
-// RSSEvent names faultline record's synthetic event faultline:rss: one
-// sample at the end with the recorded program's pid, its peak RSS (hwm:
-// wait4's ru_maxrss, file pages included) and its peak anonymous RSS
-// (anon_peak: RssAnon read while it ran), in bytes.
-const RSSEvent = "rss"
-
 // rssInfo classifies faultline:rss.
 func rssInfo(in *eventInfo) bool {
 	ev := in.ev
-	if ev.Format == nil || ev.Format.System != "faultline" || ev.Format.Name != RSSEvent {
+	if ev.Format == nil || ev.Format.System != schema.System || ev.Format.Name != schema.RSSEvent {
 		return false
 	}
 	in.sysArgs[0], in.sysArgs[1] = field(ev, "hwm"), field(ev, "anon_peak")

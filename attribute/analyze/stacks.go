@@ -9,6 +9,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
@@ -419,7 +420,7 @@ func (s *stacks) leafOf(loc symbolize.LocID) attribute.StackID {
 // Location classes for callerChain, cached per location.
 const (
 	locAllocator = 1 << iota // in the allocator or a wrapper (report.IsAllocator)
-	locSystem                // the system's code (report.IsSystemFile, report.IsSystemSource)
+	locSystem                // the system's code (schema.IsSystemFile, report.IsSystemSource)
 	locKnown                 // classified
 )
 
@@ -431,7 +432,7 @@ const maxChain = 8
 // first one outside the allocator and its wrappers (report.IsAllocator,
 // the table the profile drops allocator frames by) to the first one in the
 // user's code (outside system libraries and the standard library's
-// templates: report.IsSystemFile and report.IsSystemSource, the rules the
+// templates: schema.IsSystemFile and report.IsSystemSource, the rules the
 // summary names sites by), and whether it got there. A leaf inside the
 // wrappers (operator new) or the system's code (std::string's out-of-line
 // constructor in libstdc++, strdup in libc, vector::_M_realloc_insert) is
@@ -481,7 +482,7 @@ func (s *stacks) locClass(id symbolize.LocID, l *symbolize.Loc) uint8 {
 	if report.IsAllocator(f.Func) || report.IsAllocator(f.System) || report.IsAllocator(f.Symbol) {
 		c |= locAllocator
 	}
-	if report.IsSystemFile(l.Map.File) || systemSourceOnly(fs) {
+	if schema.IsSystemFile(l.Map.File) || systemSourceOnly(fs) {
 		c |= locSystem
 	}
 	s.classes[id] = c

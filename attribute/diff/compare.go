@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/google/pprof/profile"
 )
 
@@ -533,7 +534,7 @@ func metricIndex(p *profile.Profile, metric string) (int, string, error) {
 // mapping holding most sites' code there.
 func mainExecutable(p *profile.Profile) string {
 	for _, m := range p.Mapping {
-		if m.File != "" && !strings.HasPrefix(m.File, "[") && !report.IsSystemFile(m.File) {
+		if m.File != "" && !strings.HasPrefix(m.File, "[") && !schema.IsSystemFile(m.File) {
 			return path.Base(m.File)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/google/pprof/profile"
 	"github.com/ianlancetaylor/demangle"
 )
@@ -64,23 +65,6 @@ func removeMatching(name string, start, end byte) string {
 // library's, not the user's.
 var systemIncludeDirs = []string{"/usr/include/", "/usr/lib/gcc/", "/usr/lib/clang/", "/usr/lib/llvm", "/usr/lib64/clang/", "/usr/local/lib/gcc/"}
 
-// systemLibDirs hold system libraries (libc, libstdc++, the loader).
-var systemLibDirs = []string{"/lib/", "/lib64/", "/lib32/", "/usr/lib/", "/usr/lib64/", "/usr/lib32/", "/usr/libexec/"}
-
-// IsSystemFile reports whether a mapping's file is a system library: a
-// shared object under the system library directories, or the vdso.
-func IsSystemFile(file string) bool {
-	if file == "[vdso]" || file == "[vsyscall]" {
-		return true
-	}
-	for _, d := range systemLibDirs {
-		if strings.HasPrefix(file, d) {
-			return strings.Contains(file[strings.LastIndexByte(file, '/'):], ".so")
-		}
-	}
-	return false
-}
-
 // IsSystemSource reports whether a source file is a system header (the
 // compiler's or libc's include directories).
 func IsSystemSource(file string) bool {
@@ -120,7 +104,7 @@ func (f SiteFrame) name() string {
 // library, or inlined from a system header; without a source file, a
 // std:: or __gnu_cxx:: name counts as the standard library's.
 func (f SiteFrame) system() bool {
-	if m := f.Loc.Mapping; m != nil && IsSystemFile(m.File) {
+	if m := f.Loc.Mapping; m != nil && schema.IsSystemFile(m.File) {
 		return true
 	}
 	if f.Line == nil || f.Line.Function == nil {

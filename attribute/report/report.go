@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/google/pprof/profile"
 )
 
@@ -74,7 +75,7 @@ type Stacks interface {
 }
 
 // IsAllocator reports whether a function name is an allocator entry point
-// (of any family in attribute.EntryPoints), whose frames are dropped from allocation stacks so the leaf is the caller.
+// (of any family in schema.EntryPoints), whose frames are dropped from allocation stacks so the leaf is the caller.
 func IsAllocator(name string) bool {
 	switch name {
 	case "malloc", "__libc_malloc", "__GI___libc_malloc", "__malloc",
@@ -92,7 +93,7 @@ func IsAllocator(name string) bool {
 	}
 	// Every family's entry points (tc_malloc, mi_malloc, mallocx, ...),
 	// by symbol: a stack names a function by one of its aliases.
-	return attribute.IsEntrySymbol(name)
+	return schema.IsEntrySymbol(name)
 }
 
 type sampleKey struct {

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Recording methods (--method).
@@ -88,10 +88,10 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 }
 
 // ownEntryPoints reports whether a family has entry points besides the C
-// names (attribute.EntryPoints lists them).
-func ownEntryPoints(f attribute.Family) bool {
-	for i := range attribute.EntryPoints {
-		if e := &attribute.EntryPoints[i]; len(e.Families) > 0 && e.For(f) {
+// names (schema.EntryPoints lists them).
+func ownEntryPoints(f schema.Family) bool {
+	for i := range schema.EntryPoints {
+		if e := &schema.EntryPoints[i]; len(e.Families) > 0 && e.For(f) {
 			return true
 		}
 	}

@@ -7,7 +7,7 @@ import (
 )
 
 // mapCallEvents reads the memory-map calls' syscall tracepoints
-// (analyze.SyscallEvents) from tracefs: their ids and formats. Without
+// (schema.SyscallEvents) from tracefs: their ids and formats. Without
 // them (--no-map-calls, no tracefs, a kernel without
 // CONFIG_FTRACE_SYSCALLS) the recording goes on without, and a note says
 // what that costs.

@@ -7,13 +7,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Allocator is the object a program's malloc binds to, and its family.
 type Allocator struct {
 	Path   string
-	Family attribute.Family
+	Family schema.Family
 	// How says why this object: "LD_PRELOAD", "the program itself"
 	// (statically linked, or it defines malloc), "needed by PROG".
 	How string
@@ -34,7 +34,7 @@ const maxObjects = 256
 // defines malloc, and its family when it does.
 type defines struct {
 	malloc bool
-	family attribute.Family
+	family schema.Family
 }
 
 // definesMalloc reads whether f defines malloc: in .dynsym (what the
@@ -66,7 +66,7 @@ func definesMalloc(f *elf.File, static bool) defines {
 		d.malloc = has("malloc")
 	}
 	if d.malloc {
-		d.family = attribute.FamilyOf(has)
+		d.family = schema.FamilyOf(has)
 	}
 	return d
 }
@@ -200,7 +200,7 @@ func ForProcessAllocator(sys System, pid int) (*Allocator, error) {
 				p = root
 			}
 			d, err := readELF(sys, p, func(f *elf.File, _ string) defines { return definesMalloc(f, false) })
-			if err == nil && d.malloc && d.family != attribute.FamilyGlibc && d.family != attribute.FamilyOther {
+			if err == nil && d.malloc && d.family != schema.FamilyGlibc && d.family != schema.FamilyOther {
 				return &Allocator{Path: p, Family: d.family, How: "mapped by the process"}, nil
 			}
 		}
@@ -209,5 +209,5 @@ func ForProcessAllocator(sys System, pid int) (*Allocator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Allocator{Path: lib, Family: attribute.FamilyGlibc, How: "the process's libc"}, nil
+	return &Allocator{Path: lib, Family: schema.FamilyGlibc, How: "the process's libc"}, nil
 }

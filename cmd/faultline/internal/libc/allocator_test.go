@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc/libctest"
 	"github.com/faultline/faultline/perfdata/perftest"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // symfs is testdata/alloc's tree of real binaries (Debian 12's libc,
@@ -53,23 +53,23 @@ func TestFindAllocator(t *testing.T) {
 	for _, tc := range []struct {
 		prog, preload string
 		path          string
-		family        attribute.Family
+		family        schema.Family
 		how           string
 		static        bool
 	}{
-		{bin + "alloc", "", lib + "libc.so.6", attribute.FamilyGlibc, "needed by alloc", false},
-		{bin + "alloc-static", "", bin + "alloc-static", attribute.FamilyGlibc, "statically linked", true},
-		{bin + "alloc-je-static", "", bin + "alloc-je-static", attribute.FamilyJemalloc, "defined by the program itself", false},
-		{bin + "alloc-mi", "", lib + "libmimalloc.so.2.0", attribute.FamilyMimalloc, "needed by alloc-mi", false},
-		{bin + "store-je", "", lib + "libjemalloc.so.2", attribute.FamilyJemalloc, "needed by store-je", false},
-		{bin + "store-tc-static", "", bin + "store-tc-static", attribute.FamilyTcmalloc, "defined by the program itself", false},
+		{bin + "alloc", "", lib + "libc.so.6", schema.FamilyGlibc, "needed by alloc", false},
+		{bin + "alloc-static", "", bin + "alloc-static", schema.FamilyGlibc, "statically linked", true},
+		{bin + "alloc-je-static", "", bin + "alloc-je-static", schema.FamilyJemalloc, "defined by the program itself", false},
+		{bin + "alloc-mi", "", lib + "libmimalloc.so.2.0", schema.FamilyMimalloc, "needed by alloc-mi", false},
+		{bin + "store-je", "", lib + "libjemalloc.so.2", schema.FamilyJemalloc, "needed by store-je", false},
+		{bin + "store-tc-static", "", bin + "store-tc-static", schema.FamilyTcmalloc, "defined by the program itself", false},
 		// LD_PRELOAD comes first, split at colons and spaces; an entry
 		// that is missing or defines no malloc is passed over.
-		{bin + "alloc", "/nowhere.so " + lib + "libstdc++.so.6:" + lib + "libtcmalloc_minimal.so.4.5.10", lib + "libtcmalloc_minimal.so.4.5.10", attribute.FamilyTcmalloc, "LD_PRELOAD", false},
-		{bin + "store-je", lib + "libmimalloc.so.2", lib + "libmimalloc.so.2.0", attribute.FamilyMimalloc, "LD_PRELOAD", false},
+		{bin + "alloc", "/nowhere.so " + lib + "libstdc++.so.6:" + lib + "libtcmalloc_minimal.so.4.5.10", lib + "libtcmalloc_minimal.so.4.5.10", schema.FamilyTcmalloc, "LD_PRELOAD", false},
+		{bin + "store-je", lib + "libmimalloc.so.2", lib + "libmimalloc.so.2.0", schema.FamilyMimalloc, "LD_PRELOAD", false},
 		// A program that defines malloc binds its own calls to it,
 		// whatever is preloaded.
-		{bin + "store-tc-static", lib + "libjemalloc.so.2", bin + "store-tc-static", attribute.FamilyTcmalloc, "defined by the program itself", false},
+		{bin + "store-tc-static", lib + "libjemalloc.so.2", bin + "store-tc-static", schema.FamilyTcmalloc, "defined by the program itself", false},
 	} {
 		f := allocTree(t)
 		a, err := FindAllocator(f, tc.prog, tc.preload)
@@ -115,11 +115,11 @@ func TestForProcessAllocator(t *testing.T) {
 	for _, tc := range []struct {
 		pid    int
 		path   string
-		family attribute.Family
+		family schema.Family
 	}{
-		{1, lib + "libjemalloc.so.2", attribute.FamilyJemalloc},
-		{2, "/proc/2/exe", attribute.FamilyTcmalloc},
-		{3, lib + "libc.so.6", attribute.FamilyGlibc},
+		{1, lib + "libjemalloc.so.2", schema.FamilyJemalloc},
+		{2, "/proc/2/exe", schema.FamilyTcmalloc},
+		{3, lib + "libc.so.6", schema.FamilyGlibc},
 	} {
 		a, err := ForProcessAllocator(f, tc.pid)
 		if err != nil || a.Path != tc.path || a.Family != tc.family {

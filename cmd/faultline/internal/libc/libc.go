@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/faultline/faultline/attribute"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // System is the outside world the search reads; tests substitute a fake.
@@ -558,8 +558,8 @@ func funcOffsets(f *elf.File, path string) *Lib {
 }
 
 // Family names the allocator family of the library's malloc.
-func (l *Lib) Family() attribute.Family {
-	return attribute.FamilyOf(func(s string) bool { _, ok := l.syms[s]; return ok })
+func (l *Lib) Family() schema.Family {
+	return schema.FamilyOf(func(s string) bool { _, ok := l.syms[s]; return ok })
 }
 
 // Offset returns the file offset of the first of symbols that exists.

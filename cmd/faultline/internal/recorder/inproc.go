@@ -12,10 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/faultline/faultline/attribute/analyze"
-	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,9 +37,6 @@ import (
 // stamped at or before a watermark: now minus a margin for the kernel's
 // own write latency, held back while some ring is busy (its owner has read
 // the clock but not committed: that record may be older than now).
-
-// shimSystem is the tracefs-style system of the in-process events.
-const shimSystem = "faultline"
 
 // shimIDBase numbers the in-process events: a tracepoint id (common_type
 // is 16 bits) far above the ids tracefs hands out, so a recording that
@@ -121,7 +117,7 @@ type addrRange struct{ lo, hi uint64 }
 type procMaps struct {
 	shim []addrRange
 	// code: executable mappings; system marks a shared library in a
-	// system directory (report.IsSystemFile), whose calls to the
+	// system directory (schema.IsSystemFile), whose calls to the
 	// allocator need the top words for analyze to find the caller.
 	code []codeRange
 	last *codeRange // userCode's last hit, in code
@@ -199,7 +195,7 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 	}
 	next := uint64(shimIDBase)
 	event := func(name string, fields []traceField) *spec {
-		sp := &spec{name: shimSystem + ":" + name, kind: kindRange, synthetic: true, attr: tp(next, shimSampleType, 1)}
+		sp := &spec{name: schema.System + ":" + name, kind: kindRange, synthetic: true, attr: tp(next, shimSampleType, 1)}
 		sp.format = shimFormat(name, next, fields)
 		next++
 		add(sp)
@@ -212,8 +208,8 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 		}
 		ip.entry[fn] = event(fn.String(), entryFields(fn, ip.words, true))
 		ip.short[fn] = event(fn.String()+shortSuffix, entryFields(fn, -1, true))
-		ip.ret[fn] = event(fn.String()+"__return", returnFields(fn))
-		ip.call[fn] = event(fn.String()+analyze.CallSuffix, append(entryFields(fn, 0, false), returnFields(fn)[1:]...))
+		ip.ret[fn] = event(fn.String()+schema.ReturnSuffix, returnFields(fn))
+		ip.call[fn] = event(fn.String()+schema.CallSuffix, append(entryFields(fn, 0, false), returnFields(fn)[1:]...))
 	}
 	if s.cfg.StackSize == 0 {
 		return
@@ -553,7 +549,7 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			case strings.HasPrefix(string(name), "/memfd:faultline-"):
 				m.shim = append(m.shim, r)
 			case binary.NativeEndian.Uint32(body[56:])&unix.PROT_EXEC != 0:
-				m.addCode(codeRange{r, report.IsSystemFile(string(name))})
+				m.addCode(codeRange{r, schema.IsSystemFile(string(name))})
 			}
 		}
 	case perfdata.RecordFork:

@@ -13,6 +13,7 @@ import (
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/perftest"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // TestInprocFormats parses the in-process events' formats with perfdata's
@@ -29,11 +30,11 @@ func TestInprocFormats(t *testing.T) {
 		if sp.format == nil {
 			continue
 		}
-		f, err := perfdata.ParseTraceFormat(shimSystem, sp.format)
+		f, err := perfdata.ParseTraceFormat(schema.System, sp.format)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", sp.name, err, sp.format)
 		}
-		if uint64(f.ID) != sp.attr.Config || shimSystem+":"+f.Name != sp.name {
+		if uint64(f.ID) != sp.attr.Config || schema.System+":"+f.Name != sp.name {
 			t.Errorf("%s: format says %s id %d, attr config %d", sp.name, f.Name, f.ID, sp.attr.Config)
 		}
 		seen[f.Name] = true
@@ -55,7 +56,7 @@ func TestInprocFormats(t *testing.T) {
 		}
 	}
 	call := s.inproc.call[shim.FuncCalloc]
-	f, _ := perfdata.ParseTraceFormat(shimSystem, call.format)
+	f, _ := perfdata.ParseTraceFormat(schema.System, call.format)
 	var names []string
 	for _, fld := range f.Fields {
 		if fld.Offset >= 8 {

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/tracefs"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // tracepointFS is a filesystem where tracefs is mounted at the dirs in
@@ -30,8 +30,8 @@ func newTracepointFS(canMount bool, have ...string) *tracepointFS {
 }
 
 func (f *tracepointFS) addTracefs(dir string) {
-	for i, name := range analyze.SyscallEvents {
-		ev := filepath.Join(dir, "events", MapCallGroup, name)
+	for i, name := range schema.SyscallEvents {
+		ev := filepath.Join(dir, "events", schema.SyscallSystem, name)
 		f.files[filepath.Join(ev, "id")] = strconv.Itoa(600+i) + "\n"
 		f.files[filepath.Join(ev, "format")] = "name: " + name + "\n"
 	}
@@ -95,7 +95,7 @@ func TestMapCallProbesMounts(t *testing.T) {
 			}
 			continue
 		}
-		if len(probes) != len(analyze.SyscallEvents) || probes[0].ID != c.firstID || probes[0].Event != analyze.SyscallEvents[0] {
+		if len(probes) != len(schema.SyscallEvents) || probes[0].ID != c.firstID || probes[0].Event != schema.SyscallEvents[0] {
 			t.Errorf("%s: probes %+v", c.name, probes)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/tracefs"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // ProbeSystem is the outside world the recorder's probes reach: tracefs'
@@ -230,7 +230,7 @@ func (u *Uprobes) Close() error {
 func CheckTracefsString(what, s string) error { return tracefs.CheckString(what, s) }
 
 // MapCallProbes reads the memory-map calls' syscall tracepoints
-// (analyze.SyscallEvents, group MapCallGroup) from the first tracefs
+// (schema.SyscallEvents, group schema.SyscallSystem) from the first tracefs
 // mount that has them: their ids and formats, for Config.MapCalls. Any
 // user may read them where tracefs is readable; where none is mounted, it
 // mounts tracefs at tracefs.Dirs[0] as the uprobe method does (root only;
@@ -238,7 +238,7 @@ func CheckTracefsString(what, s string) error { return tracefs.CheckString(what,
 func MapCallProbes(fs tracefs.FS) (probes []Probe, mounted string, err error) {
 	find := func() *tracefs.Tracefs {
 		for _, d := range tracefs.Dirs {
-			if fs.Exists(filepath.Join(d, "events", MapCallGroup, analyze.SyscallEvents[0], "id")) {
+			if fs.Exists(filepath.Join(d, "events", schema.SyscallSystem, schema.SyscallEvents[0], "id")) {
 				return tracefs.At(fs, d)
 			}
 		}
@@ -252,8 +252,8 @@ func MapCallProbes(fs tracefs.FS) (probes []Probe, mounted string, err error) {
 	if t == nil {
 		return nil, mounted, errors.New("no syscall tracepoints in tracefs (mount it: mount -t tracefs nodev /sys/kernel/tracing; the kernel needs CONFIG_FTRACE_SYSCALLS)")
 	}
-	for _, name := range analyze.SyscallEvents {
-		ev, err := t.Tracepoint(MapCallGroup, name)
+	for _, name := range schema.SyscallEvents {
+		ev, err := t.Tracepoint(schema.SyscallSystem, name)
 		if err != nil {
 			return nil, mounted, err
 		}

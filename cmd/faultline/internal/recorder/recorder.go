@@ -23,6 +23,7 @@ import (
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ type Config struct {
 	Probes  []Probe // in the order their events are listed
 	Tracefs string  // tracefs mount (for events/header_page, header_event)
 	// MapCalls are the memory-map calls' syscall tracepoints (group
-	// syscalls: analyze.SyscallEvents), recorded by both methods, every
+	// syscalls: schema.SyscallEvents), recorded by both methods, every
 	// call; sys_enter_mmap with a stack (the mapping's site).
 	MapCalls []Probe
 
@@ -305,7 +306,7 @@ func (s *session) closeAll() {
 	var static []int
 	for _, o := range s.opened {
 		switch {
-		case o.fd >= 0 && strings.HasPrefix(o.spec.name, MapCallGroup+":"):
+		case o.fd >= 0 && strings.HasPrefix(o.spec.name, schema.SyscallSystem+":"):
 			static = append(static, o.fd)
 		case o.fd >= 0:
 			wg.Add(1)
@@ -487,12 +488,9 @@ func (s *session) mapCallSpecs(add func(*spec), flags perfdata.AttrFlags, clock 
 			a.SampleRegsUser = userRegsMask
 			a.SampleStackUser = s.cfg.StackSize
 		}
-		add(&spec{name: MapCallGroup + ":" + p.Event, kind: kindRange, stack: p.Stack && s.cfg.StackSize > 0, attr: a})
+		add(&spec{name: schema.SyscallSystem + ":" + p.Event, kind: kindRange, stack: p.Stack && s.cfg.StackSize > 0, attr: a})
 	}
 }
-
-// MapCallGroup is the memory-map calls' tracepoint group.
-const MapCallGroup = "syscalls"
 
 // A stack instance is named after its range event with a suffix in the
 // shape of perf's per-event terms (-e 'EVENT/call-graph=dwarf/'), so that

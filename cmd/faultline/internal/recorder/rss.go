@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // The recorded program's own resident memory, for analyze to compare its
@@ -23,7 +23,7 @@ import (
 //
 // Both are written at the end as one sample of the synthetic tracepoint
 // faultline:rss (fields pid, hwm, anon_peak: bytes), which perf script
-// prints and analyze reads (analyze.RSSEvent).
+// prints and analyze reads (schema.RSSEvent).
 
 // rssEvery is how often RssAnon is read: about 10 µs of the recorder's
 // time per read.
@@ -45,8 +45,8 @@ func rssSpec(flags perfdata.AttrFlags, clock int32) *spec {
 	if clock != 0 {
 		a.Flags |= perfdata.AttrUseClockID
 	}
-	sp := &spec{name: shimSystem + ":" + analyze.RSSEvent, kind: kindRange, synthetic: true, synthID: rssSampleID, attr: a}
-	sp.format = shimFormat(analyze.RSSEvent, rssTraceID, []traceField{{decl: "u64 pid", size: 8}, {decl: "u64 hwm", size: 8}, {decl: "u64 anon_peak", size: 8}})
+	sp := &spec{name: schema.System + ":" + schema.RSSEvent, kind: kindRange, synthetic: true, synthID: rssSampleID, attr: a}
+	sp.format = shimFormat(schema.RSSEvent, rssTraceID, []traceField{{decl: "u64 pid", size: 8}, {decl: "u64 hwm", size: 8}, {decl: "u64 anon_peak", size: 8}})
 	return sp
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/faultline/faultline/symbolize/binfile"
 	"golang.org/x/sys/unix"
 )
@@ -267,12 +268,12 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 		}
 		systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...)
 		if s.rss != nil {
-			systems = append(systems, perfdata.TraceSystem{Name: shimSystem, Formats: [][]byte{s.rss.format}})
+			systems = append(systems, perfdata.TraceSystem{Name: schema.System, Formats: [][]byte{s.rss.format}})
 		}
 		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
 	}
 	if s.inproc != nil {
-		sys := perfdata.TraceSystem{Name: shimSystem}
+		sys := perfdata.TraceSystem{Name: schema.System}
 		for _, sp := range s.specs {
 			if sp.format != nil {
 				sys.Formats = append(sys.Formats, sp.format)
@@ -356,7 +357,7 @@ func mapCallSystem(cfg *Config) []perfdata.TraceSystem {
 	if len(cfg.MapCalls) == 0 {
 		return nil
 	}
-	sys := perfdata.TraceSystem{Name: MapCallGroup}
+	sys := perfdata.TraceSystem{Name: schema.SyscallSystem}
 	for _, p := range cfg.MapCalls {
 		sys.Formats = append(sys.Formats, p.Format)
 	}

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/faultline/faultline/attribute"
-	"github.com/faultline/faultline/attribute/analyze"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/tracefs"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // allocFunc is an allocator function record can probe.
@@ -20,11 +19,11 @@ type allocFunc struct {
 	// return probe records the pointer (ptr, hdr) or only a status (ret).
 	entry []string
 	ret   string // "ptr", "status" or "" (no return probe)
-	// families that have it (attribute.EntryPoint.For).
-	ep *attribute.EntryPoint
+	// families that have it (schema.EntryPoint.For).
+	ep *schema.EntryPoint
 }
 
-// allocFuncs are the probe-able functions, attribute.EntryPoints, all
+// allocFuncs are the probe-able functions, schema.EntryPoints, all
 // probed by default where the allocator's family has them. calloc is
 // probed as __libc_calloc in glibc: `perf probe -x libc calloc` attaches
 // twice on glibc 2.36 (libc's own calloc@plt matches the name too); we
@@ -34,11 +33,11 @@ type allocFunc struct {
 // registers are gone by then), so its calls stay unpaired for analyze.
 var allocFuncs = func() []allocFunc {
 	var out []allocFunc
-	for i := range attribute.EntryPoints {
-		e := &attribute.EntryPoints[i]
+	for i := range schema.EntryPoints {
+		e := &schema.EntryPoints[i]
 		f := allocFunc{name: e.Event, symbols: e.Symbols, entry: e.Args, ep: e}
 		switch {
-		case e.Role == attribute.EntryFree:
+		case e.Role == schema.EntryFree:
 		case e.Status:
 			f.ret = "status"
 		default:
@@ -102,7 +101,7 @@ var argRegs = map[elf.Machine][]string{
 }
 
 // TopStackWords is how many words of the stack an allocation entry probe
-// fetches from its stack pointer up (analyze.TopStackWord): enough to
+// fetches from its stack pointer up (schema.TopStackWord): enough to
 // unwind through libstdc++'s operator new and its variants to the call
 // site, so a call recorded without a stack still gets its exact leaf. At
 // malloc's entry the site's return address is word 2 above operator
@@ -120,9 +119,9 @@ const TopStackWords = 16
 // x86-64 function's entry: SP, BP and n words from SP up. (On arm64 the
 // return address is in x30, not on the stack; not done.)
 func topStackArgs(n int) []string {
-	args := []string{analyze.TopStackSP + "=%sp:u64", analyze.TopStackBP + "=%bp:u64"}
+	args := []string{schema.TopStackSP + "=%sp:u64", schema.TopStackBP + "=%bp:u64"}
 	for i := 0; i < n; i++ {
-		args = append(args, fmt.Sprintf("%s=+%d(%%sp):u64", analyze.TopStackWord(i), 8*i))
+		args = append(args, fmt.Sprintf("%s=+%d(%%sp):u64", schema.TopStackWord(i), 8*i))
 	}
 	return args
 }
@@ -195,7 +194,7 @@ func UprobeDefinitions(sys LibrarySystem, path, group string, funcs []string) (d
 			}
 			switch {
 			case len(fn.ep.Families) > 0:
-			case family != attribute.FamilyGlibc:
+			case family != schema.FamilyGlibc:
 				// Not every allocator has glibc's extensions.
 				notes = append(notes, &DetailNote{fmt.Errorf("%s (%s) has no %s; not probing it", path, family, name)})
 			default:
@@ -233,10 +232,10 @@ func UprobeDefinitions(sys LibrarySystem, path, group string, funcs []string) (d
 			if family.HasChunkHeader() {
 				hdr = " hdr=-8($retval):u64"
 			}
-			defs = append(defs, UprobeDef{Event: fn.name + "__return",
+			defs = append(defs, UprobeDef{Event: fn.name + schema.ReturnSuffix,
 				Line: fmt.Sprintf("r:%s/%s__return %s ptr=$retval%s", group, fn.name, loc, hdr)})
 		case "status":
-			defs = append(defs, UprobeDef{Event: fn.name + "__return",
+			defs = append(defs, UprobeDef{Event: fn.name + schema.ReturnSuffix,
 				Line: fmt.Sprintf("r:%s/%s__return %s ret=$retval:s32", group, fn.name, loc)})
 		}
 	}

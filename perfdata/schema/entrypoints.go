@@ -1,4 +1,4 @@
-package attribute
+package schema
 
 // Family is an allocator implementation: which entry points it has and
 // whether its blocks carry glibc's chunk header.
@@ -64,7 +64,7 @@ const (
 
 // EntryPoint is an allocator function faultline records: under its
 // event name, from the first of its symbols the object defines, with its
-// integer arguments named as analyze reads them (size, nmemb, oldptr,
+// integer arguments named as the analysis reads them (size, nmemb, oldptr,
 // alignment, memptr, ptr, flags; the arguments after the last one named
 // are not recorded).
 type EntryPoint struct {

@@ -1,0 +1,57 @@
+package schema
+
+import "strconv"
+
+// System is the tracefs-style system of the events faultline record
+// synthesizes rather than reads from tracefs: the in-process method's
+// allocator events (faultline:malloc, faultline:malloc__return,
+// faultline:malloc__call, …) and RSSEvent.
+const System = "faultline"
+
+// The suffixes that end an allocator event's name after its entry point's
+// Event: a return probe's (perf probe's spelling, "malloc__return") and a
+// whole-call event's, one sample for a call entry and return together
+// ("malloc__call", written by the in-process method for a call during
+// which its thread took no fault).
+const (
+	ReturnSuffix = "__return"
+	CallSuffix   = "__call"
+)
+
+// RSSEvent names faultline record's synthetic event faultline:rss: one
+// sample at the end with the recorded program's pid, its peak RSS (hwm:
+// wait4's ru_maxrss, file pages included) and its peak anonymous RSS
+// (anon_peak: RssAnon read while it ran), in bytes.
+const RSSEvent = "rss"
+
+// SyscallSystem is the tracepoint group of the memory-map calls.
+const SyscallSystem = "syscalls"
+
+// SyscallEvents are the tracepoints (group SyscallSystem) faultline record
+// opens for the memory-map calls, in this order: sys_enter_NAME and
+// sys_exit_NAME (include/trace/events/syscalls.h; the fields are the
+// syscall's arguments as named in its SYSCALL_DEFINE, and ret). munmap and
+// madvise are taken at their entry (they do not fail on a valid range);
+// mmap, mremap and brk need their exit's return value.
+var SyscallEvents = []string{
+	"sys_enter_mmap", "sys_exit_mmap", "sys_enter_munmap", "sys_enter_mremap", "sys_exit_mremap",
+	"sys_enter_madvise", "sys_enter_brk", "sys_exit_brk",
+}
+
+// The fields an allocator entry event made by faultline record carries
+// besides its arguments: the stack pointer, the frame pointer and the top
+// words of the stack at the probed function's first instruction, as tracefs
+// fetch arguments (TopStackSP=%sp TopStackBP=%bp s0=+0(%sp) s1=+8(%sp) …).
+// For a call recorded without a stack they are enough to unwind through
+// the allocator's thin wrappers (operator new and its variants) to the
+// first caller outside them: the call's exact leaf.
+const (
+	TopStackSP = "sp"
+	TopStackBP = "bp"
+	// MaxTopWords bounds the words read: a tracefs probe takes at most
+	// 128 arguments (Linux MAX_TRACE_ARGS).
+	MaxTopWords = 128
+)
+
+// TopStackWord is the field name of the i-th word above the stack pointer.
+func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
