@@ -28,7 +28,7 @@ func (r *Reader) processUser(typ RecordType, rec rawRec) {
 		utype := b.u64()
 		id := b.u64()
 		if b.err == nil && utype == eventUpdateName {
-			if ev := r.byID[id]; ev != nil {
+			if ev := r.ids.byID[id]; ev != nil {
 				ev.Name = cstr(b.b[b.off:])
 				ev.named = true
 			}
@@ -81,10 +81,10 @@ func (r *Reader) processUser(typ RecordType, rec rawRec) {
 			id, idx := b.u64(), b.u64()
 			b.u64()
 			b.u64()
-			if _, ok := r.byID[id]; !ok && idx < uint64(len(r.events)) {
+			if _, ok := r.ids.byID[id]; !ok && idx < uint64(len(r.events)) {
 				ev := r.events[idx]
 				ev.IDs = append(ev.IDs, id)
-				r.byID[id] = ev
+				r.ids.byID[id] = ev
 			}
 		}
 	}
@@ -125,6 +125,7 @@ func (r *Reader) deliver(rec rawRec) bool {
 	return true
 }
 
+// decode parses rec into the reused record struct of its type.
 func (r *Reader) decode(rec rawRec) (Record, error) {
 	data := rec.data
 	bo := r.bo
@@ -134,28 +135,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	common := RecordCommon{Type: typ, Misc: misc, Offset: rec.off}
 
 	if typ == RecordSample {
-		ev := r.sampleEvent(body)
-		if ev == nil {
-			return nil, &FormatError{Offset: rec.off, Msg: "sample with an id that matches no event"}
-		}
-		s := &r.rec.sample
-		s.RecordCommon = common
-		b := makeBuf(body, rec.off+8, bo, "SAMPLE")
-		parseSample(s, &b, ev)
-		if b.err != nil {
-			return nil, b.err
-		}
-		ev.Samples++
-		r.stats.Samples++
-		if s.Has&SampleTime != 0 {
-			if r.stats.FirstSample == 0 || s.Time < r.stats.FirstSample {
-				r.stats.FirstSample = s.Time
-			}
-			if s.Time > r.stats.LastSample {
-				r.stats.LastSample = s.Time
-			}
-		}
-		return s, nil
+		return r.decodeSample(rec.off, common, body)
 	}
 	if typ < 64 {
 		if ev := r.trailerEvent(body); ev != nil {
@@ -170,8 +150,54 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	out := r.rec.of(typ)
 	*out.Common() = common
 	switch x := out.(type) {
+	case *Raw:
+		x.Data = body
+	default:
+		if !r.parseKernelRecord(out, &b, body, common) {
+			r.parseUserRecord(out, &b, body, rec, common)
+		}
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	r.countLoss(out)
+	return out, nil
+}
+
+// decodeSample decodes a SAMPLE record's body into the reused Sample with
+// the layout of the event its id names, and counts it.
+func (r *Reader) decodeSample(off int64, common RecordCommon, body []byte) (Record, error) {
+	ev := r.sampleEvent(body)
+	if ev == nil {
+		return nil, &FormatError{Offset: off, Msg: "sample with an id that matches no event"}
+	}
+	s := &r.rec.sample
+	s.RecordCommon = common
+	b := makeBuf(body, off+8, r.bo, "SAMPLE")
+	parseSample(s, &b, ev)
+	if b.err != nil {
+		return nil, b.err
+	}
+	ev.Samples++
+	r.stats.Samples++
+	if s.Has&SampleTime != 0 {
+		if r.stats.FirstSample == 0 || s.Time < r.stats.FirstSample {
+			r.stats.FirstSample = s.Time
+		}
+		if s.Time > r.stats.LastSample {
+			r.stats.LastSample = s.Time
+		}
+	}
+	return s, nil
+}
+
+// parseKernelRecord parses the body of a record the kernel writes (types
+// below 64) into out; it reports false for a record of another kind.
+func (r *Reader) parseKernelRecord(out Record, b *buf, body []byte, common RecordCommon) bool {
+	typ, misc := common.Type, common.Misc
+	switch x := out.(type) {
 	case *Mmap:
-		parseMmap(x, &b, typ, misc)
+		parseMmap(x, b, typ, misc)
 	case *Comm:
 		x.Pid = b.u32()
 		x.Tid = b.u32()
@@ -199,7 +225,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		} else if len(r.events) > 0 {
 			rf = r.events[0].Attr.ReadFormat
 		}
-		parseReadValues(&x.Values, &b, rf)
+		parseReadValues(&x.Values, b, rf)
 	case *Aux:
 		x.AuxOffset, x.AuxSize, x.Flags = b.u64(), b.u64(), b.u64()
 	case *ItraceStart:
@@ -230,6 +256,18 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		ol, nl := b.u16(), b.u16()
 		x.Old = b.bytes(uint64(ol))
 		x.New = b.bytes(uint64(nl))
+	default:
+		return false
+	}
+	return true
+}
+
+// parseUserRecord parses the body of a record perf itself writes (types 64
+// and up: header attributes, features, statistics, time conversion) into out.
+func (r *Reader) parseUserRecord(out Record, b *buf, body []byte, rec rawRec, common RecordCommon) {
+	bo := r.bo
+	misc := common.Misc
+	switch x := out.(type) {
 	case *Marker:
 	case *IDIndex:
 		x.Entries = x.Entries[:0]
@@ -242,7 +280,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 			x.Threads = append(x.Threads, ThreadMapEntry{b.u64(), cstr(b.bytes(16))})
 		}
 	case *CPUMap:
-		parseCPUMap(x, &b)
+		parseCPUMap(x, b)
 	case *TimeConv:
 		*x = TimeConv{RecordCommon: common}
 		x.TimeShift, x.TimeMult, x.TimeZero = b.u64(), b.u64(), b.u64()
@@ -291,7 +329,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 	case *HeaderTracingData:
 		x.Data = rec.extra
 	case *HeaderBuildID:
-		parseBuildIDEvent(&x.BuildID, &b, misc)
+		parseBuildIDEvent(&x.BuildID, b, misc)
 	case *HeaderFeature:
 		x.Feature = int(b.u64())
 		x.Data = b.b[b.off:]
@@ -299,14 +337,7 @@ func (r *Reader) decode(rec rawRec) (Record, error) {
 		x.Size, x.Offset, x.Reference = b.u64(), b.u64(), b.u64()
 		x.Idx, x.Tid, x.CPU = b.u32(), b.u32(), b.u32()
 		x.Data = rec.extra
-	case *Raw:
-		x.Data = body
 	}
-	if b.err != nil {
-		return nil, b.err
-	}
-	r.countLoss(out)
-	return out, nil
 }
 
 // countLoss adds the count of a whole LOST or LOST_SAMPLES record to the
@@ -330,7 +361,7 @@ func (r *Reader) countLoss(rec Record) {
 // lostEvent resolves the event a LOST or LOST_SAMPLES record names; with a
 // single event there is no doubt even without ids.
 func (r *Reader) lostEvent(id uint64) *Event {
-	if ev := r.byID[id]; ev != nil {
+	if ev := r.ids.byID[id]; ev != nil {
 		return ev
 	}
 	if len(r.events) == 1 {

@@ -127,8 +127,8 @@ func FuzzPipeStream(f *testing.F) {
 		if peak := r.Stats().QueuePeak; peak > bound+1<<16+uint64(qentCost) {
 			t.Fatalf("time-order queue held %d bytes, bound %d", peak, bound)
 		}
-		if r.queued != 0 {
-			t.Fatalf("%d bytes still queued after the end", r.queued)
+		if r.q.queued != 0 {
+			t.Fatalf("%d bytes still queued after the end", r.q.queued)
 		}
 	})
 }

@@ -96,33 +96,38 @@ type ClockData struct {
 // Meta is what the header and its feature sections say about the recording.
 // In pipe mode it fills in as HEADER_FEATURE records arrive.
 type Meta struct {
-	PipeMode     bool
-	BigEndian    bool
-	Features     []Feature // feature bits present
-	Hostname     string
-	OSRelease    string
-	Version      string // perf version
-	Arch         string
-	NrCPUsOnline uint32
-	NrCPUsAvail  uint32
-	CPUDesc      string
-	CPUID        string
-	TotalMemKB   uint64
-	Cmdline      []string
-	BuildIDs     []BuildID
-	ClockID      uint64                                                // CLOCKID feature: the clock's resolution in ns as perf stores it
-	Compression  struct{ Version, Type, Level, Ratio, MmapLen uint32 } // COMPRESSED feature; Type 1 = zstd
-
-	HeaderSize      int64     // file header size (104 in file mode, 16 in pipe mode)
-	DataOffset      int64     // start of the data section
-	DataSize        int64     // size of the data section as read (0 in pipe mode)
-	FileSize        int64     // size of the input when known
-	SampleTimeFirst uint64    // SAMPLE_TIME feature: first sample time (ns)
-	SampleTimeLast  uint64    // SAMPLE_TIME feature: last sample time (ns)
-	ClockData       ClockData // CLOCK_DATA feature
+	Layout
+	Features        []Feature // feature bits present
+	Hostname        string
+	OSRelease       string
+	Version         string // perf version
+	Arch            string
+	NrCPUsOnline    uint32
+	NrCPUsAvail     uint32
+	CPUDesc         string
+	CPUID           string
+	TotalMemKB      uint64
+	Cmdline         []string
+	BuildIDs        []BuildID
+	ClockID         uint64                                                // CLOCKID feature: the clock's resolution in ns as perf stores it
+	Compression     struct{ Version, Type, Level, Ratio, MmapLen uint32 } // COMPRESSED feature; Type 1 = zstd
+	SampleTimeFirst uint64                                                // SAMPLE_TIME feature: first sample time (ns)
+	SampleTimeLast  uint64                                                // SAMPLE_TIME feature: last sample time (ns)
+	ClockData       ClockData                                             // CLOCK_DATA feature
 	PMUMappings     map[string]uint32
 	Tracing         *TracingData // parsed TRACING_DATA, nil when absent
-	Truncated       bool         // the data ends early (see Reader.Warnings)
+}
+
+// Layout is how the recording is laid out: its mode, byte order and the
+// extent of its header and data.
+type Layout struct {
+	PipeMode   bool
+	BigEndian  bool
+	HeaderSize int64 // file header size (104 in file mode, 16 in pipe mode)
+	DataOffset int64 // start of the data section
+	DataSize   int64 // size of the data section as read (0 in pipe mode)
+	FileSize   int64 // size of the input when known
+	Truncated  bool  // the data ends early (see Reader.Warnings)
 }
 
 // HasFeature reports whether feature bit f is present.
@@ -248,7 +253,7 @@ func (r *Reader) parseEventDesc(b *buf) {
 		for k := uint32(0); k < nids; k++ {
 			id := b.u64()
 			if ev == nil {
-				ev = r.byID[id]
+				ev = r.ids.byID[id]
 			}
 		}
 		if ev == nil && int(i) < len(r.events) {

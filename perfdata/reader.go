@@ -198,13 +198,7 @@ type Reader struct {
 	bo     binary.ByteOrder
 	meta   Meta
 	events []*Event
-	byID   map[uint64]*Event
-	lastID uint64
-	lastEv *Event
-
-	sampleIDPos  int // word index of the id in a sample, -1: none
-	trailerIDPos int // word index from the end of the id in a trailer, -1: none
-	allIdent     bool
+	ids    idLookup
 
 	src     source
 	closers []func() error
@@ -213,6 +207,28 @@ type Reader struct {
 	cur      Record
 	curChunk *chunk
 
+	q orderQueue
+
+	err       error
+	warnings  []error
+	nwarnings int
+	stats     Stats
+}
+
+// idLookup finds the event a record's id names.
+type idLookup struct {
+	byID   map[uint64]*Event
+	lastID uint64
+	lastEv *Event
+
+	sampleIDPos  int // word index of the id in a sample, -1: none
+	trailerIDPos int // word index from the end of the id in a trailer, -1: none
+	allIdent     bool
+}
+
+// orderQueue holds the records read but not yet handed out, to give them
+// out in time order.
+type orderQueue struct {
 	pending   []qent
 	sorted    bool
 	lastPend  uint64
@@ -224,22 +240,17 @@ type Reader struct {
 	eof       bool
 	queued    int64 // summed cost of pending
 	queueMax  int64
-
-	err       error
-	warnings  []error
-	nwarnings int
-	stats     Stats
 }
 
 func newReader(opts *Options) *Reader {
-	r := &Reader{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1, sorted: true}
+	r := &Reader{ids: idLookup{byID: make(map[uint64]*Event), sampleIDPos: -1, trailerIDPos: -1}, q: orderQueue{sorted: true}}
 	r.rec.index()
 	if opts != nil {
 		r.opts = *opts
 	}
-	r.queueMax = r.opts.QueueSize
-	if r.queueMax <= 0 {
-		r.queueMax = DefaultQueueSize
+	r.q.queueMax = r.opts.QueueSize
+	if r.q.queueMax <= 0 {
+		r.q.queueMax = DefaultQueueSize
 	}
 	r.src.maxInflated = r.opts.MaxInflated
 	if r.src.maxInflated <= 0 {
@@ -547,7 +558,7 @@ func (r *Reader) addEvent(ev *Event) {
 	ev.Index = len(r.events)
 	r.events = append(r.events, ev)
 	for _, id := range ev.IDs {
-		r.byID[id] = ev
+		r.ids.byID[id] = ev
 	}
 	r.computeIDPos()
 }
@@ -555,25 +566,25 @@ func (r *Reader) addEvent(ev *Event) {
 // computeIDPos finds where sample ids sit, as perf's evlist__set_id_pos does:
 // from the first event's sample_type (perf requires all events to agree).
 func (r *Reader) computeIDPos() {
-	r.lastEv = nil
+	r.ids.lastEv = nil
 	if len(r.events) == 0 {
 		return
 	}
-	r.allIdent = true
+	r.ids.allIdent = true
 	for _, ev := range r.events {
 		if ev.Attr.SampleType&SampleIdentifier == 0 {
-			r.allIdent = false
+			r.ids.allIdent = false
 		}
 	}
 	st := r.events[0].Attr.SampleType
 	switch {
 	case st&SampleIdentifier != 0:
-		r.sampleIDPos, r.trailerIDPos = 0, 1
+		r.ids.sampleIDPos, r.ids.trailerIDPos = 0, 1
 	case st&SampleID_ != 0:
-		r.sampleIDPos = bits.OnesCount64(uint64(st & (SampleIP | SampleTID | SampleTime | SampleAddr)))
-		r.trailerIDPos = 1 + bits.OnesCount64(uint64(st&(SampleCPU|SampleStreamID)))
+		r.ids.sampleIDPos = bits.OnesCount64(uint64(st & (SampleIP | SampleTID | SampleTime | SampleAddr)))
+		r.ids.trailerIDPos = 1 + bits.OnesCount64(uint64(st&(SampleCPU|SampleStreamID)))
 	default:
-		r.sampleIDPos, r.trailerIDPos = -1, -1
+		r.ids.sampleIDPos, r.ids.trailerIDPos = -1, -1
 	}
 }
 
@@ -587,12 +598,12 @@ func (r *Reader) finishEvents() {
 }
 
 func (r *Reader) lookupID(id uint64) *Event {
-	if r.lastEv != nil && id == r.lastID {
-		return r.lastEv
+	if r.ids.lastEv != nil && id == r.ids.lastID {
+		return r.ids.lastEv
 	}
-	ev := r.byID[id]
+	ev := r.ids.byID[id]
 	if ev != nil {
-		r.lastID, r.lastEv = id, ev
+		r.ids.lastID, r.ids.lastEv = id, ev
 	}
 	return ev
 }
@@ -602,10 +613,10 @@ func (r *Reader) sampleEvent(body []byte) *Event {
 	switch {
 	case len(r.events) == 0:
 		return nil
-	case len(r.events) == 1 || r.sampleIDPos < 0:
+	case len(r.events) == 1 || r.ids.sampleIDPos < 0:
 		return r.events[0]
 	}
-	pos := r.sampleIDPos * 8
+	pos := r.ids.sampleIDPos * 8
 	if pos+8 > len(body) {
 		return nil
 	}
@@ -618,10 +629,10 @@ func (r *Reader) trailerEvent(body []byte) *Event {
 	if len(r.events) == 0 || !r.events[0].Attr.SampleIDAll() {
 		return nil
 	}
-	if len(r.events) == 1 || r.trailerIDPos < 0 {
+	if len(r.events) == 1 || r.ids.trailerIDPos < 0 {
 		return r.events[0]
 	}
-	pos := len(body) - r.trailerIDPos*8
+	pos := len(body) - r.ids.trailerIDPos*8
 	if pos < 0 {
 		return nil
 	}
@@ -708,9 +719,9 @@ func (r *Reader) Close() error {
 	r.cur = nil
 	r.src.mem = nil
 	r.src.res.mapping = nil
-	r.pending, r.ready = nil, nil
-	r.queued = 0
-	r.eof = true
+	r.q.pending, r.q.ready = nil, nil
+	r.q.queued = 0
+	r.q.eof = true
 	return first
 }
 
@@ -723,14 +734,14 @@ func (r *Reader) Next() bool {
 	r.cur = nil
 	r.src.res.maybeDrop()
 	for {
-		if r.readyPos < len(r.ready) {
-			e := &r.ready[r.readyPos]
-			r.readyPos++
+		if r.q.readyPos < len(r.q.ready) {
+			e := &r.q.ready[r.q.readyPos]
+			r.q.readyPos++
 			// Records of a round are delivered hopping between the
 			// CPUs' parts of it, each in memory (or in a page) not
 			// read for a while: ask for the one after next now.
-			if r.readyPos+1 < len(r.ready) {
-				prefetchRecord(r.ready[r.readyPos+1].rec.data)
+			if r.q.readyPos+1 < len(r.q.ready) {
+				prefetchRecord(r.q.ready[r.q.readyPos+1].rec.data)
 			}
 			rec := e.rec
 			e.rec = rawRec{}
@@ -739,7 +750,7 @@ func (r *Reader) Next() bool {
 			}
 			continue
 		}
-		if r.err != nil || r.eof {
+		if r.err != nil || r.q.eof {
 			return false
 		}
 		rec, ok := r.src.next()
@@ -748,10 +759,10 @@ func (r *Reader) Next() bool {
 			// for time ordering, everything up to the last whole record
 			// (a corrupt record early in a long round would otherwise
 			// discard the round). Err reports the error afterwards.
-			r.eof = true
+			r.q.eof = true
 			r.flush(^uint64(0), rawRec{})
 			if r.stats.QueueFlushes > 0 && r.stats.Unordered > 0 {
-				r.warn(fmt.Errorf("%d records were delivered out of time order after the time-order queue filled up %d times (bound %d MiB): the recording has no FINISHED_ROUND records where it needs them; results near those records may be misordered", r.stats.Unordered, r.stats.QueueFlushes, r.queueMax>>20))
+				r.warn(fmt.Errorf("%d records were delivered out of time order after the time-order queue filled up %d times (bound %d MiB): the recording has no FINISHED_ROUND records where it needs them; results near those records may be misordered", r.stats.Unordered, r.stats.QueueFlushes, r.q.queueMax>>20))
 			}
 			continue
 		}
@@ -759,15 +770,15 @@ func (r *Reader) Next() bool {
 		if typ >= 64 {
 			r.processUser(typ, rec)
 			if r.err != nil {
-				r.eof = true
+				r.q.eof = true
 				r.flush(^uint64(0), rawRec{})
 				continue
 			}
 			if typ == RecordFinishedRound && r.opts.Order == TimeOrder {
 				// ordered_events__flush(OE_FLUSH__ROUND): deliver all
 				// up to the previous round's largest time, then the marker.
-				r.flush(r.nextFlush, rec)
-				r.nextFlush = r.maxTime
+				r.flush(r.q.nextFlush, rec)
+				r.q.nextFlush = r.q.maxTime
 				continue
 			}
 			if r.deliver(rec) {
@@ -790,22 +801,22 @@ func (r *Reader) Next() bool {
 }
 
 func (r *Reader) queue(t uint64, rec rawRec) {
-	if t < r.lastFlush {
+	if t < r.q.lastFlush {
 		r.stats.Unordered++
 	}
-	if t > r.maxTime {
-		r.maxTime = t
+	if t > r.q.maxTime {
+		r.q.maxTime = t
 	}
-	if t < r.lastPend {
-		r.sorted = false
+	if t < r.q.lastPend {
+		r.q.sorted = false
 	}
-	r.lastPend = t
-	r.pending = append(r.pending, qent{t, rec})
-	r.queued += r.pending[len(r.pending)-1].cost()
-	r.stats.QueuePeak = max(r.stats.QueuePeak, uint64(r.queued))
+	r.q.lastPend = t
+	r.q.pending = append(r.q.pending, qent{t, rec})
+	r.q.queued += r.q.pending[len(r.q.pending)-1].cost()
+	r.stats.QueuePeak = max(r.stats.QueuePeak, uint64(r.q.queued))
 	// Chunks pinned by a few queued records count too: a record with a
 	// late time in every arena chunk would keep them all.
-	if r.queued > r.queueMax || r.src.arena.live > r.queueMax {
+	if r.q.queued > r.q.queueMax || r.src.arena.live > r.q.queueMax {
 		r.flushOldest(rec.off)
 	}
 }
@@ -816,22 +827,22 @@ func (r *Reader) queue(t uint64, rec rawRec) {
 // queued records are what ran over.
 func (r *Reader) flushOldest(off int64) {
 	if r.stats.QueueFlushes == 0 {
-		r.warn(&FormatError{Offset: off, Msg: fmt.Sprintf("time-order queue reached its bound (%d MiB) without a FINISHED_ROUND record: delivering the oldest records early; later records with earlier times are delivered out of order", r.queueMax>>20)})
+		r.warn(&FormatError{Offset: off, Msg: fmt.Sprintf("time-order queue reached its bound (%d MiB) without a FINISHED_ROUND record: delivering the oldest records early; later records with earlier times are delivered out of order", r.q.queueMax>>20)})
 	}
 	r.stats.QueueFlushes++
-	if !r.sorted {
-		slices.SortStableFunc(r.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
-		r.sorted = true
+	if !r.q.sorted {
+		slices.SortStableFunc(r.q.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
+		r.q.sorted = true
 	}
 	limit := ^uint64(0)
-	if r.src.arena.live <= r.queueMax {
-		left := r.queued
-		for i := range r.pending {
-			if left <= r.queueMax/2 {
+	if r.src.arena.live <= r.q.queueMax {
+		left := r.q.queued
+		for i := range r.q.pending {
+			if left <= r.q.queueMax/2 {
 				break
 			}
-			left -= r.pending[i].cost()
-			limit = r.pending[i].time
+			left -= r.q.pending[i].cost()
+			limit = r.q.pending[i].time
 		}
 	}
 	r.flush(limit, rawRec{})
@@ -841,28 +852,28 @@ func (r *Reader) flushOldest(off int64) {
 // time order (stable: equal times keep file order), followed by marker when
 // it is set.
 func (r *Reader) flush(limit uint64, marker rawRec) {
-	if !r.sorted {
-		slices.SortStableFunc(r.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
-		r.sorted = true
+	if !r.q.sorted {
+		slices.SortStableFunc(r.q.pending, func(a, b qent) int { return cmp.Compare(a.time, b.time) })
+		r.q.sorted = true
 	}
-	k := sort.Search(len(r.pending), func(i int) bool { return r.pending[i].time > limit })
-	r.ready = append(r.ready[:0], r.pending[:k]...)
-	r.readyPos = 0
-	for i := range r.ready {
-		r.queued -= r.ready[i].cost()
+	k := sort.Search(len(r.q.pending), func(i int) bool { return r.q.pending[i].time > limit })
+	r.q.ready = append(r.q.ready[:0], r.q.pending[:k]...)
+	r.q.readyPos = 0
+	for i := range r.q.ready {
+		r.q.queued -= r.q.ready[i].cost()
 	}
 	if k > 0 {
-		r.lastFlush = r.pending[k-1].time
+		r.q.lastFlush = r.q.pending[k-1].time
 	}
-	n := copy(r.pending, r.pending[k:])
-	clear(r.pending[n:])
-	r.pending = r.pending[:n]
+	n := copy(r.q.pending, r.q.pending[k:])
+	clear(r.q.pending[n:])
+	r.q.pending = r.q.pending[:n]
 	if n > 0 {
-		r.lastPend = r.pending[n-1].time
+		r.q.lastPend = r.q.pending[n-1].time
 	} else {
-		r.lastPend = 0
+		r.q.lastPend = 0
 	}
 	if marker.data != nil {
-		r.ready = append(r.ready, qent{rec: marker})
+		r.q.ready = append(r.q.ready, qent{rec: marker})
 	}
 }

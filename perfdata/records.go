@@ -325,14 +325,22 @@ type Auxtrace struct {
 // records is the set of reused record structs of a Reader, indexed by
 // record type in byType.
 type records struct {
-	sample      Sample
+	sample Sample
+	raw    Raw
+	kernel kernelRecords
+	user   userRecords
+
+	byType [RecordBPFMetadata + 1]Record
+}
+
+// kernelRecords are the reused structs of the records the kernel writes.
+type kernelRecords struct {
 	mmap        Mmap
 	comm        Comm
 	fork        Fork
 	exit        Exit
 	lost        Lost
 	lostSamples LostSamples
-	raw         Raw
 	throttle    Throttle
 	read        Read
 	aux         Aux
@@ -343,6 +351,10 @@ type records struct {
 	bpf         BPFEvent
 	cgroup      Cgroup
 	poke        TextPoke
+}
+
+// userRecords are the reused structs of the records perf itself writes.
+type userRecords struct {
 	marker      Marker
 	idIndex     IDIndex
 	threadMap   ThreadMap
@@ -357,48 +369,46 @@ type records struct {
 	buildID     HeaderBuildID
 	feature     HeaderFeature
 	auxtrace    Auxtrace
-
-	byType [RecordBPFMetadata + 1]Record
 }
 
 // index fills byType: the reused struct each record type the decoder
 // parses is decoded into (Throttle, Switch and Marker serve two types each).
 func (rs *records) index() {
 	rs.byType = [len(rs.byType)]Record{
-		RecordMmap:          &rs.mmap,
-		RecordMmap2:         &rs.mmap,
-		RecordComm:          &rs.comm,
-		RecordFork:          &rs.fork,
-		RecordExit:          &rs.exit,
-		RecordLost:          &rs.lost,
-		RecordLostSamples:   &rs.lostSamples,
-		RecordThrottle:      &rs.throttle,
-		RecordUnthrottle:    &rs.throttle,
-		RecordRead:          &rs.read,
-		RecordAux:           &rs.aux,
-		RecordItraceStart:   &rs.itrace,
-		RecordSwitch:        &rs.sw,
-		RecordSwitchCPUWide: &rs.sw,
-		RecordNamespaces:    &rs.ns,
-		RecordKsymbol:       &rs.ksym,
-		RecordBPFEvent:      &rs.bpf,
-		RecordCgroup:        &rs.cgroup,
-		RecordTextPoke:      &rs.poke,
-		RecordFinishedRound: &rs.marker,
-		RecordFinishedInit:  &rs.marker,
-		RecordIDIndex:       &rs.idIndex,
-		RecordThreadMap:     &rs.threadMap,
-		RecordCPUMap:        &rs.cpuMap,
-		RecordTimeConv:      &rs.timeConv,
-		RecordStat:          &rs.stat,
-		RecordStatRound:     &rs.statRound,
-		RecordStatConfig:    &rs.statConfig,
-		RecordEventUpdate:   &rs.eventUpdate,
-		RecordHeaderAttr:    &rs.headerAttr,
-		RecordHeaderTracing: &rs.tracing,
-		RecordHeaderBuildID: &rs.buildID,
-		RecordHeaderFeature: &rs.feature,
-		RecordAuxtrace:      &rs.auxtrace,
+		RecordMmap:          &rs.kernel.mmap,
+		RecordMmap2:         &rs.kernel.mmap,
+		RecordComm:          &rs.kernel.comm,
+		RecordFork:          &rs.kernel.fork,
+		RecordExit:          &rs.kernel.exit,
+		RecordLost:          &rs.kernel.lost,
+		RecordLostSamples:   &rs.kernel.lostSamples,
+		RecordThrottle:      &rs.kernel.throttle,
+		RecordUnthrottle:    &rs.kernel.throttle,
+		RecordRead:          &rs.kernel.read,
+		RecordAux:           &rs.kernel.aux,
+		RecordItraceStart:   &rs.kernel.itrace,
+		RecordSwitch:        &rs.kernel.sw,
+		RecordSwitchCPUWide: &rs.kernel.sw,
+		RecordNamespaces:    &rs.kernel.ns,
+		RecordKsymbol:       &rs.kernel.ksym,
+		RecordBPFEvent:      &rs.kernel.bpf,
+		RecordCgroup:        &rs.kernel.cgroup,
+		RecordTextPoke:      &rs.kernel.poke,
+		RecordFinishedRound: &rs.user.marker,
+		RecordFinishedInit:  &rs.user.marker,
+		RecordIDIndex:       &rs.user.idIndex,
+		RecordThreadMap:     &rs.user.threadMap,
+		RecordCPUMap:        &rs.user.cpuMap,
+		RecordTimeConv:      &rs.user.timeConv,
+		RecordStat:          &rs.user.stat,
+		RecordStatRound:     &rs.user.statRound,
+		RecordStatConfig:    &rs.user.statConfig,
+		RecordEventUpdate:   &rs.user.eventUpdate,
+		RecordHeaderAttr:    &rs.user.headerAttr,
+		RecordHeaderTracing: &rs.user.tracing,
+		RecordHeaderBuildID: &rs.user.buildID,
+		RecordHeaderFeature: &rs.user.feature,
+		RecordAuxtrace:      &rs.user.auxtrace,
 	}
 }
 
