@@ -40,6 +40,15 @@ func DefaultConfig() Config {
 
 // Stats counts what the tracker saw and what it had to guess.
 type Stats struct {
+	CallStats
+	FaultStats
+	Forks, Execs     uint64
+	Untracked        uint64 // allocations (and forked copies) not tracked: Config.MaxLive reached
+	PendingOverflows uint64 // threads whose faults held for calls in flight hit maxPending
+}
+
+// CallStats counts the allocator calls and how they were paired.
+type CallStats struct {
 	Entries, Returns, Frees uint64
 	Allocations             uint64 // allocations created (returns paired with entries, or entries in window mode)
 	FailedAllocations       uint64 // returns with a null pointer
@@ -48,18 +57,19 @@ type Stats struct {
 	RetIPMismatches         uint64 // return's __probe_ret_ip disagreed with the entry's caller
 	UnknownFrees            uint64 // frees of pointers not live
 	Evicted                 uint64 // allocations ended because a newer one reused their memory
-	Faults                  uint64
-	Attributed              uint64 // faults attributed to an allocation
-	InFlight                uint64 // of those, taken inside the allocator before its return
-	InAllocator             uint64 // of those, on the allocator's own heap or arena memory outside the new chunk
-	Approx                  uint64 // of those, attributed by time window
+	ChainedReturns          uint64 // returns of an enclosing call that tail-called the allocator (realloc(NULL, n) → malloc)
 	MmapByHeader            uint64 // mmap flag decided by the chunk header's IS_MMAPPED bit
 	MmapByEvent             uint64 // ... by an anonymous mmap at the chunk's start
 	MmapBySize              uint64 // ... by the size threshold (fallback)
-	Forks, Execs            uint64
-	ChainedReturns          uint64 // returns of an enclosing call that tail-called the allocator (realloc(NULL, n) → malloc)
-	Untracked               uint64 // allocations (and forked copies) not tracked: Config.MaxLive reached
-	PendingOverflows        uint64 // threads whose faults held for calls in flight hit maxPending
+}
+
+// FaultStats counts the page faults and how they were attributed.
+type FaultStats struct {
+	Faults      uint64
+	Attributed  uint64 // faults attributed to an allocation
+	InFlight    uint64 // of those, taken inside the allocator before its return
+	InAllocator uint64 // of those, on the allocator's own heap or arena memory outside the new chunk
+	Approx      uint64 // of those, attributed by time window
 }
 
 // maxInFlight bounds the allocator calls nested on one thread
@@ -266,50 +276,11 @@ func (t *Tracker) Return(r *Return) {
 			t.end(old)
 		}
 	}
-	a := t.newAlloc()
-	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
-	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
-	if a.Site == 0 {
-		a.Site = call.Leaf // an entry without a stack: the exact leaf
-	}
-	if a.Site == 0 {
-		a.Site = r.Leaf // the return address, when the entry could not tell
-	}
-	a.returned = true
-	if a.Size <= t.cfg.FastMax {
-		a.Flags |= FlagFast
-	}
+	a := t.returned(call, r, sp)
 	chunk := r.Ptr - 16 // an mmap'd chunk starts at the page, ptr = page + 16
-	// A chunk header is glibc's and never 0 (a chunk is at least MINSIZE);
-	// for other allocators, which keep none, record writes 0 (the
-	// in-process shim, and the uprobe method as an immediate). A return
-	// without the field is taken as glibc's (perf probe recordings).
-	glibc := r.HasHdr && r.Hdr != 0
-	noHeader := r.HasHdr && r.Hdr == 0
-	switch {
-	case glibc:
-		t.stats.MmapByHeader++
-		if r.Hdr&0x2 != 0 { // IS_MMAPPED
-			a.Flags |= FlagMmap
-		}
-	case t.cfg.AnonMmapEvents:
-		// Any allocator: the call itself created the anonymous
-		// mapping that holds the block, for the block: glibc's chunk
-		// at its start, or a block of at least half of it (the kernel
-		// may report a new mapping merged with its neighbours; a
-		// small block whose call mapped a whole slab or segment, as
-		// jemalloc's and mimalloc's first calls do, is not mmap'd).
-		t.stats.MmapByEvent++
-		for j := 0; j < sp.nAnon && j < anonRing; j++ {
-			m := sp.anon[j]
-			if m.time >= call.Time && r.Ptr >= m.start && r.Ptr < m.end && (m.start == chunk || 2*a.Size >= m.end-m.start) {
-				a.Flags |= FlagMmap
-				break
-			}
-		}
-	default:
-		t.mmapBySize(a)
-	}
+	// glibc's chunk header, or 0 from an allocator that keeps none (see
+	// returned).
+	glibc, noHeader := r.HasHdr && r.Hdr != 0, r.HasHdr && r.Hdr == 0
 	callocZeroed(a)
 	t.stats.Allocations++
 	// glibc: the chunk's size word at ptr-8 is the allocation's own
@@ -336,7 +307,65 @@ func (t *Tracker) Return(r *Return) {
 	if a.decided {
 		t.report(a)
 	}
-	// Faults the call took before returning: on the new chunk or on the
+	t.creditInFlight(a, sp, pend, r)
+}
+
+// returned makes the allocation a return completes: the call's kind,
+// size and site, the returned pointer, and the flags its size and the way
+// its block was mapped give it.
+func (t *Tracker) returned(call *inflight, r *Return, sp *space) *Allocation {
+	a := t.newAlloc()
+	a.Pid, a.Tid, a.Time = call.Pid, call.Tid, call.Time
+	a.Kind, a.Size, a.Ptr, a.Site = call.Kind, call.Size, r.Ptr, call.Stack
+	if a.Site == 0 {
+		a.Site = call.Leaf // an entry without a stack: the exact leaf
+	}
+	if a.Site == 0 {
+		a.Site = r.Leaf // the return address, when the entry could not tell
+	}
+	a.returned = true
+	if a.Size <= t.cfg.FastMax {
+		a.Flags |= FlagFast
+	}
+	chunk := r.Ptr - 16 // an mmap'd chunk starts at the page, ptr = page + 16
+	// A chunk header is glibc's and never 0 (a chunk is at least MINSIZE);
+	// for other allocators, which keep none, record writes 0 (the
+	// in-process shim, and the uprobe method as an immediate). A return
+	// without the field is taken as glibc's (perf probe recordings).
+	glibc := r.HasHdr && r.Hdr != 0
+	switch {
+	case glibc:
+		t.stats.MmapByHeader++
+		if r.Hdr&0x2 != 0 { // IS_MMAPPED
+			a.Flags |= FlagMmap
+		}
+	case t.cfg.AnonMmapEvents:
+		// Any allocator: the call itself created the anonymous
+		// mapping that holds the block, for the block: glibc's chunk
+		// at its start, or a block of at least half of it (the kernel
+		// may report a new mapping merged with its neighbours; a
+		// small block whose call mapped a whole slab or segment, as
+		// jemalloc's and mimalloc's first calls do, is not mmap'd).
+		t.stats.MmapByEvent++
+		for j := 0; j < sp.nAnon && j < anonRing; j++ {
+			m := sp.anon[j]
+			if m.time >= call.Time && r.Ptr >= m.start && r.Ptr < m.end && (m.start == chunk || 2*a.Size >= m.end-m.start) {
+				a.Flags |= FlagMmap
+				break
+			}
+		}
+	default:
+		t.mmapBySize(a)
+	}
+	return a
+}
+
+// creditInFlight credits the faults a call took before returning (pend)
+// to the allocation a it made, or to the live allocation they touched.
+func (t *Tracker) creditInFlight(a *Allocation, sp *space, pend []Fault, r *Return) {
+	chunk := r.Ptr - 16 // an mmap'd chunk starts at the page, ptr = page + 16
+	noHeader := r.HasHdr && r.Hdr == 0
+	// The faults the call took before returning: on the new chunk or on the
 	// header malloc writes right after it (splitting the top chunk puts
 	// the new top's size word at ptr+chunksize-8, so small allocations
 	// fault fresh heap pages there) they are the allocation's own. Other

@@ -172,7 +172,7 @@ func isAllocatorSite(site string) bool {
 // the --libc the recording probed; a program that never allocates (a few
 // loader pages) is not.
 func TestNoAllocationsSaysWhy(t *testing.T) {
-	st := &attribute.Stats{Faults: 5000}
+	st := &attribute.Stats{FaultStats: attribute.FaultStats{Faults: 5000}}
 	heavy := map[string]uint64{"[anon]": 4744, "[file] libc.so.6": 25}
 	err := noAllocations(st, heavy, []string{"faultline", "record", "--libc", "/lib/libc.so.6", "--", "./app"})
 	if !errors.Is(err, ErrNoAllocations) || !strings.Contains(err.Error(), "probed /lib/libc.so.6 (--libc)") || !strings.Contains(err.Error(), "record again without --libc") {
@@ -188,7 +188,7 @@ func TestNoAllocationsSaysWhy(t *testing.T) {
 	if err := noAllocations(st, map[string]uint64{"[anon]": 12, "[heap]": 3, "[file] ld.so": 30}, nil); err != nil {
 		t.Errorf("a program that never allocates: %v", err)
 	}
-	if err := noAllocations(&attribute.Stats{Faults: 5000, Allocations: 1}, heavy, nil); err != nil {
+	if err := noAllocations(&attribute.Stats{FaultStats: attribute.FaultStats{Faults: 5000}, CallStats: attribute.CallStats{Allocations: 1}}, heavy, nil); err != nil {
 		t.Errorf("with an allocation: %v", err)
 	}
 }
