@@ -18,28 +18,53 @@ const PageSize = 4096
 type Resident struct {
 	procs map[uint32]*resProc
 	cur   []int64 // resident pages by owner
+	huge  []int64 // of which in huge pages
 	total int64
 
 	peak      []int64 // resident pages by owner when total peaked
+	peakHuge  []int64 // of which in huge pages
 	peakTotal int64
 	peakTime  uint64
 	peakDirty bool // cur still equals the peak (nothing left since)
 
 	ended []int64 // pages exited processes held when they exited
+	// spaces are the ended address spaces' own figures (SpacePeaks).
+	spaces []SpacePeak
 
 	refaults uint64
+
+	// Snapshots, once set, keeps each process's recent touches for
+	// Snapshot (snapshot.go).
+	Snapshots bool
+	snap      SnapshotStats
 
 	// Timeline (nil unless Timeline was set).
 	tl *timeline
 }
 
 // resProc is one address space's pages: page number → owner+1, with the
-// released bit set once the page was released (0: never resident).
+// released bit set once the page was released (0: never resident), the
+// huge bit while a huge page maps it, the inherited bit for a page a
+// forked child shares with its parent (not the child's own until it
+// writes it).
 type resProc struct {
 	pages map[uint64]uint32
+	// cur and peak are the process's own resident pages, now and at its
+	// largest.
+	cur, peak int64
+	// recent are the pages touched since the last snapshot's start, in
+	// time order (with Resident.Snapshots).
+	recent []touch
 }
 
-const releasedBit = 1 << 31
+type touch struct{ page, time uint64 }
+
+const (
+	releasedBit  = 1 << 31
+	hugeBit      = 1 << 30
+	inheritedBit = 1 << 29
+	ownerMask    = inheritedBit - 1
+)
 
 // NewResident returns an empty tracker; timeline asks it to keep the
 // resident pages of every owner over time (TimelinePoints).
@@ -78,27 +103,48 @@ func (r *Resident) Touch(pid uint32, addr, t uint64, owner int) PageState {
 	v := p.pages[pg]
 	st := PageNew
 	switch {
-	case v == 0:
+	case v == 0 || v&(inheritedBit|releasedBit) == inheritedBit:
+		// Never resident, or a parent's page the child now writes: a
+		// copy of its own.
 	case v&releasedBit != 0:
 		st = PageReleased
 		r.refaults++
 	default:
 		return PageResident
 	}
-	p.pages[pg] = uint32(owner) + 1
+	r.add(p, pg, owner, false, t)
+	return st
+}
+
+// add makes page pg of p resident for owner at time t.
+func (r *Resident) add(p *resProc, pg uint64, owner int, huge bool, t uint64) {
+	v := uint32(owner) + 1
+	if huge {
+		v |= hugeBit
+	}
+	p.pages[pg] = v
 	for len(r.cur) <= owner {
 		r.cur = append(r.cur, 0)
+		r.huge = append(r.huge, 0)
 	}
 	r.cur[owner]++
+	if huge {
+		r.huge[owner]++
+	}
 	r.total++
 	if r.total > r.peakTotal {
 		r.peakTotal, r.peakTime, r.peakDirty = r.total, t, true
+	}
+	if p.cur++; p.cur > p.peak {
+		p.peak = p.cur
+	}
+	if r.Snapshots {
+		p.remember(pg, t)
 	}
 	if r.tl != nil {
 		r.tl.fault(t)
 		r.tl.set(t, owner, r.cur[owner])
 	}
-	return st
 }
 
 // Release makes the pages of [start, end) non-resident at time t; a later
@@ -111,17 +157,17 @@ func (r *Resident) Release(pid uint32, start, end, t uint64) {
 	lo, hi := start/PageSize, (end+PageSize-1)/PageSize
 	if hi-lo <= uint64(len(p.pages)) {
 		for pg := lo; pg < hi; pg++ {
-			if v, ok := p.pages[pg]; ok && v&releasedBit == 0 {
-				p.pages[pg] = v | releasedBit
-				r.drop(int(v-1), t)
+			if v, ok := p.pages[pg]; ok && v&(releasedBit|inheritedBit) == 0 {
+				p.pages[pg] = v&^hugeBit | releasedBit
+				r.drop(p, v, t)
 			}
 		}
 		return
 	}
 	for pg, v := range p.pages {
-		if pg >= lo && pg < hi && v&releasedBit == 0 {
-			p.pages[pg] = v | releasedBit
-			r.drop(int(v-1), t)
+		if pg >= lo && pg < hi && v&(releasedBit|inheritedBit) == 0 {
+			p.pages[pg] = v&^hugeBit | releasedBit
+			r.drop(p, v, t)
 		}
 	}
 }
@@ -167,16 +213,28 @@ func (r *Resident) Move(pid uint32, old, oldLen, new, newLen, t uint64) {
 	}
 }
 
-func (r *Resident) drop(owner int, t uint64) {
+// drop takes the resident page whose value is v from its owner at time t.
+func (r *Resident) drop(p *resProc, v uint32, t uint64) {
 	if r.peakDirty {
-		r.peak = append(r.peak[:0], r.cur...)
-		r.peakDirty = false
+		r.keepPeak()
 	}
+	owner := int(v&ownerMask) - 1
 	r.cur[owner]--
+	if v&hugeBit != 0 {
+		r.huge[owner]--
+	}
 	r.total--
+	p.cur--
 	if r.tl != nil {
 		r.tl.set(t, owner, r.cur[owner])
 	}
+}
+
+// keepPeak copies the owners' pages now as the peak's.
+func (r *Resident) keepPeak() {
+	r.peak = append(r.peak[:0], r.cur...)
+	r.peakHuge = append(r.peakHuge[:0], r.huge...)
+	r.peakDirty = false
 }
 
 // Exit ends an address space at time t (exit, or exec replacing it): what
@@ -194,29 +252,42 @@ func (r *Resident) end(pid uint32, t uint64, held bool) {
 	if p == nil {
 		return
 	}
+	held0 := p.cur
 	for _, v := range p.pages {
-		if v&releasedBit == 0 {
-			o := int(v - 1)
+		if v&(releasedBit|inheritedBit) == 0 {
+			o := int(v&ownerMask) - 1
 			if held {
 				for len(r.ended) <= o {
 					r.ended = append(r.ended, 0)
 				}
 				r.ended[o]++
 			}
-			r.drop(o, t)
+			r.drop(p, v, t)
 		}
 	}
+	r.spaces = append(r.spaces, SpacePeak{Pid: pid, Peak: p.peak, End: held0, Time: t, Exec: !held})
 	delete(r.procs, pid)
 }
 
 // Peak returns owner's resident pages when the total peaked.
 func (r *Resident) Peak(owner int) int64 {
 	if r.peakDirty {
-		r.peak = append(r.peak[:0], r.cur...)
-		r.peakDirty = false
+		r.keepPeak()
 	}
 	if owner < len(r.peak) {
 		return r.peak[owner]
+	}
+	return 0
+}
+
+// HugePeak returns how many of owner's pages at the peak (Peak) huge
+// pages mapped.
+func (r *Resident) HugePeak(owner int) int64 {
+	if r.peakDirty {
+		r.keepPeak()
+	}
+	if owner < len(r.peakHuge) {
+		return r.peakHuge[owner]
 	}
 	return 0
 }

@@ -103,6 +103,10 @@ type Tracker struct {
 	// the allocation's flags (Sink.Fault can come much later): resident
 	// memory is followed in time order (report.Builder.Touch).
 	OnCredit func(f *Fault, a *Allocation)
+	// OnEnd, when set, is called as each allocation's life ends (free,
+	// memory reused, exec, exit, the end of the stream), after the sink
+	// has it.
+	OnEnd func(a *Allocation)
 }
 
 type space struct {
@@ -516,6 +520,14 @@ func (t *Tracker) Fault(f *Fault) {
 	t.attribute(f)
 }
 
+// Live returns pid's live allocation whose bytes hold addr, or nil.
+func (t *Tracker) Live(pid uint32, addr uint64) *Allocation {
+	if sp := t.spaces[pid]; sp != nil {
+		return sp.live.Find(addr)
+	}
+	return nil
+}
+
 // attribute joins f to the live allocation containing its address.
 func (t *Tracker) attribute(f *Fault) {
 	if sp := t.spaces[f.Pid]; sp != nil {
@@ -575,6 +587,9 @@ func (t *Tracker) report(a *Allocation) {
 func (t *Tracker) end(a *Allocation) {
 	a.decided = true
 	t.report(a)
+	if t.OnEnd != nil {
+		t.OnEnd(a)
+	}
 	t.spare = append(t.spare, a)
 }
 

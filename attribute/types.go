@@ -174,6 +174,11 @@ type Fault struct {
 	Addr     uint64
 	Access   Access
 	Stack    StackID
+	// PageSize is the size of the page the fault mapped when the event
+	// says it (minor-faults with PERF_SAMPLE_DATA_PAGE_SIZE): above
+	// PageSize a huge page, all of which the fault made resident. 0: not
+	// known.
+	PageSize uint64
 	// InMemset reports that the fault's leaf frame is in the memset family
 	// (memset, __memset_*, bzero, __bzero*): it decides the zero flag.
 	InMemset bool

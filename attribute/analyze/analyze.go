@@ -128,8 +128,28 @@ type ResidentSummary struct {
 	MapCalls, MappedFaults uint64
 	// ProcessHWM is the recorded program's own peak RSS and ProcessAnon
 	// its peak anonymous RSS, in bytes, as faultline record measured
-	// them (0: not recorded).
+	// them (0: not recorded); OwnPeakBytes is the tracked peak of that
+	// process alone (of the largest address space without a pid), which
+	// they compare with.
 	ProcessHWM, ProcessAnon int64
+	OwnPeakBytes            int64
+	// Snapshots is what the page-table snapshots said (nil: the recording
+	// has none).
+	Snapshots *SnapshotSummary
+	// Processes are each address space's own figures, largest tracked
+	// peak first, when the recording has several.
+	Processes []ProcessResident
+}
+
+// ProcessResident is one address space's resident memory: what the
+// recording tracked (PeakBytes, EndBytes) and the kernel's own figures
+// from its snapshots (HWM: peak RSS, file pages included; Anon: the
+// largest anonymous RSS read; 0: none).
+type ProcessResident struct {
+	Pid                 uint32
+	Comm                string
+	PeakBytes, EndBytes int64
+	HWM, Anon           int64
 }
 
 // Result is a finished run.
@@ -178,7 +198,8 @@ type run struct {
 
 	sel *Selection // nil: every sample counts
 
-	mm *memMaps // the memory-map calls (memmap.go)
+	mm   *memMaps  // the memory-map calls (memmap.go)
+	snap snapState // the page-table snapshots (snapshot.go)
 
 	entry attribute.Entry
 	ret   attribute.Return
@@ -431,6 +452,10 @@ func (ru *run) setup() error {
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
 	ru.b.RawSites = ru.opts.RawSites
 	ru.b.Res = attribute.NewResident(ru.opts.Timeline)
+	ru.b.OwnerAt = ru.ownerAt
+	for _, in := range ru.infos {
+		ru.b.Res.Snapshots = ru.b.Res.Snapshots || in.role == RoleSnapshot
+	}
 	ru.b.ThreadOf = ru.threadName
 	if ru.st.leafMode {
 		ru.b.StackKind = ru.st.kind
@@ -438,6 +463,7 @@ func (ru *run) setup() error {
 	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm}, regions{ru.sess})
 	ru.st.out = ru.tr
 	ru.tr.OnCredit = ru.b.Touch
+	ru.tr.OnEnd = ru.allocEnd
 	return nil
 }
 
@@ -487,6 +513,7 @@ func (ru *run) observe(rec perfdata.Record) {
 		}
 	case *perfdata.Fork:
 		ru.tr.Fork(r.Ppid, r.Pid)
+		ru.b.Res.Fork(r.Ppid, r.Pid)
 	case *perfdata.Exit:
 		ru.st.exit(r.Tid)
 		ru.tr.Exit(r.Pid, r.Tid)
@@ -546,6 +573,8 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		ru.sysSample(in, smp)
 	case RoleRSS:
 		ru.rssSample(in, smp)
+	case RoleSnapshot:
+		ru.snapshotSample(in, smp)
 	}
 }
 
@@ -599,7 +628,7 @@ const mallocxZero = 0x40
 // faultOf reads a fault sample's address and access (no stack).
 func (ru *run) faultOf(in *eventInfo, smp *perfdata.Sample) *attribute.Fault {
 	f := &ru.fault
-	*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr}
+	*f = attribute.Fault{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time, Addr: smp.Addr, PageSize: smp.DataPageSize}
 	if smp.Has&perfdata.SampleTime != 0 {
 		ru.lost.fault(smp.Time)
 	}
@@ -715,6 +744,8 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 		}
 	}
 	rs.Churn = report.TopBy(p, report.SampleFaults, 5, ru.opts.RawSites, report.IsRefault)
+	rs.Snapshots = ru.snap.summary(res)
+	ru.processes(&rs)
 	return rs
 }
 

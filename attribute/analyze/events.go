@@ -34,9 +34,12 @@ const (
 	// RoleRSS: faultline record's faultline:rss (schema.RSSEvent), the
 	// program's own peak RSS.
 	RoleRSS
+	// RoleSnapshot: faultline record's faultline:resident, a process's
+	// resident pages from its page tables (snapshot.go).
+	RoleSnapshot
 )
 
-var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call", "map-enter", "map-exit", "rss"}
+var roleNames = [...]string{"ignored", "alloc-entry", "alloc-return", "free", "fault", "stack", "alloc-call", "map-enter", "map-exit", "rss", "snapshot"}
 
 func (r Role) String() string { return roleNames[r] }
 
@@ -80,6 +83,8 @@ type eventInfo struct {
 	sys     sysCall
 	sysExit bool
 	sysArgs [maxSyscallArgs]*perfdata.TraceField
+	// snap: faultline:resident's fields (snapshot.go).
+	snap *snapFields
 }
 
 // topStackFields resolves an entry event's top-of-stack fields
@@ -206,7 +211,7 @@ func classify(ev *perfdata.Event, override map[string]string) (*eventInfo, error
 		return faultInfo(in), nil
 	case ev.Format != nil && ev.Format.System == "exceptions" && ev.Format.Name == "page_fault_user":
 		return faultInfo(in), nil
-	case syscallInfo(in), rssInfo(in):
+	case syscallInfo(in), rssInfo(in), snapshotInfo(in):
 		return in, nil
 	}
 	if kind, ok := allocNames[fn]; ok {

@@ -126,6 +126,7 @@ type memMaps struct {
 	// hwm and anon: the program's own peak RSS and peak anonymous RSS
 	// (faultline:rss), bytes.
 	hwm, anon int64
+	pid       uint32 // the process they are of
 }
 
 func newMemMaps() *memMaps {
@@ -279,7 +280,7 @@ func rssInfo(in *eventInfo) bool {
 	if ev.Format == nil || ev.Format.System != schema.System || ev.Format.Name != schema.RSSEvent {
 		return false
 	}
-	in.sysArgs[0], in.sysArgs[1] = field(ev, "hwm"), field(ev, "anon_peak")
+	in.sysArgs[0], in.sysArgs[1], in.sysArgs[2] = field(ev, "hwm"), field(ev, "anon_peak"), field(ev, "pid")
 	if in.sysArgs[0] != nil && in.sysArgs[1] != nil {
 		in.role = RoleRSS
 	}
@@ -291,4 +292,7 @@ func (ru *run) rssSample(in *eventInfo, smp *perfdata.Sample) {
 	hwm, _ := in.sysArgs[0].Uint64(smp.Raw)
 	anon, _ := in.sysArgs[1].Uint64(smp.Raw)
 	ru.mm.hwm, ru.mm.anon = max(ru.mm.hwm, int64(hwm)), max(ru.mm.anon, int64(anon))
+	if pid, ok := in.sysArgs[2].Uint64(smp.Raw); ok {
+		ru.mm.pid = uint32(pid)
+	}
 }

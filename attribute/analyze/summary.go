@@ -141,14 +141,22 @@ func (s *Summary) writeResident(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nResident:     peak %s at %.3f s, %s at the end", mib(rs.PeakBytes), float64(rs.PeakTime)/1e9, mib(rs.EndBytes))
+	own, whose := rs.PeakBytes, "the tracked peak"
+	if len(rs.Processes) > 0 && rs.OwnPeakBytes > 0 {
+		// Every process's pages against one process's RSS would say
+		// nothing: the program's own process against its own.
+		own, whose = rs.OwnPeakBytes, fmt.Sprintf("its own tracked peak, %s,", mib(rs.OwnPeakBytes))
+	}
 	switch {
 	case rs.ProcessAnon > 0:
-		fmt.Fprintf(w, "; the process's own peak anonymous RSS %s (the tracked peak is %.1f%% of it; peak RSS with file pages %s)",
-			mib(rs.ProcessAnon), 100*float64(rs.PeakBytes)/float64(rs.ProcessAnon), mib(rs.ProcessHWM))
+		fmt.Fprintf(w, "; the process's own peak anonymous RSS %s (%s is %.1f%% of it; peak RSS with file pages %s)",
+			mib(rs.ProcessAnon), whose, 100*float64(own)/float64(rs.ProcessAnon), mib(rs.ProcessHWM))
 	case rs.ProcessHWM > 0:
 		fmt.Fprintf(w, "; the process's own peak RSS %s, file pages included", mib(rs.ProcessHWM))
 	}
 	fmt.Fprintln(w)
+	s.writeSnapshots(w)
+	s.writeProcesses(w)
 	if rs.MapCalls > 0 {
 		fmt.Fprintf(w, "  memory-map calls %d; %d faults in the program's own mappings (via=mmap); %d re-faults on released pages (refault=yes)\n",
 			rs.MapCalls, rs.MappedFaults, rs.Refaults)
@@ -166,6 +174,38 @@ func (s *Summary) writeResident(w io.Writer) {
 		for _, v := range rs.Churn {
 			fmt.Fprintf(w, "  %10d  %s\n", v.Value, v.Name)
 		}
+	}
+}
+
+// writeSnapshots says how far the fault-built figures were from what the
+// page tables held.
+func (s *Summary) writeSnapshots(w io.Writer) {
+	ss := s.Resident.Snapshots
+	if ss == nil {
+		return
+	}
+	fmt.Fprintf(w, "  page tables: %d snapshots (%d at exits); at the largest the faults had built %s of the %s held",
+		ss.Snapshots, ss.Exits, mib(ss.Tracked), mib(ss.Held))
+	if ss.MaxOffHeld > 0 {
+		fmt.Fprintf(w, "; at most %s off (%.1f%% of %s)", mib(ss.MaxOff), 100*float64(ss.MaxOff)/float64(ss.MaxOffHeld), mib(ss.MaxOffHeld))
+	}
+	fmt.Fprintf(w, "; the snapshots added %s no fault showed and removed %s\n", mib(ss.Added), mib(ss.Removed))
+}
+
+// writeProcesses gives each process's tracked peak against its own peak
+// RSS, for recordings of several.
+func (s *Summary) writeProcesses(w io.Writer) {
+	ps := s.Resident.Processes
+	if len(ps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  %d processes; largest tracked peaks against each one's own peak RSS (file pages included):\n", len(ps))
+	for _, p := range ps[:min(len(ps), 5)] {
+		fmt.Fprintf(w, "  %10s  pid %d %s", report.FormatBytes(p.PeakBytes), p.Pid, p.Comm)
+		if p.HWM > 0 {
+			fmt.Fprintf(w, " (%.1f%% of %s)", 100*float64(p.PeakBytes)/float64(p.HWM), report.FormatBytes(p.HWM))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -52,9 +52,9 @@ func (b *Builder) Infer(callers func(leaf attribute.StackID, comm string) []Weig
 	}
 	b.settle()
 	order, agg := b.order, b.agg
-	b.order, b.agg, b.index = make([]sampleKey, 0, len(order)), make(map[sampleKey]*[5]int64, len(agg)), make(map[sampleKey]int, len(agg))
+	b.order, b.agg, b.index = make([]sampleKey, 0, len(order)), make(map[sampleKey]*[nValues]int64, len(agg)), make(map[sampleKey]int, len(agg))
 	moved := make([]int, len(order)) // old index → the new index of its (largest) part
-	var parts [5][]int64
+	var parts [nValues][]int64
 	for oi, k := range order {
 		v := agg[k]
 		var ws []Weighted
@@ -71,7 +71,7 @@ func (b *Builder) Infer(callers func(leaf attribute.StackID, comm string) []Weig
 		moved[oi] = -1
 		var best int64 = -1
 		for j, w := range ws {
-			var part [5]int64
+			var part [nValues]int64
 			zero := true
 			for i := range parts {
 				part[i] = parts[i][j]
@@ -96,11 +96,12 @@ func (b *Builder) Infer(callers func(leaf attribute.StackID, comm string) []Weig
 }
 
 // addAll adds every value of v to k's and returns k's index.
-func (b *Builder) addAll(k sampleKey, v *[5]int64) int {
+func (b *Builder) addAll(k sampleKey, v *[nValues]int64) int {
 	i := b.add(k, v[0], v[1], v[2])
 	w := b.agg[k]
-	w[3] += v[3]
-	w[4] += v[4]
+	for j := 3; j < nValues; j++ {
+		w[j] += v[j]
+	}
 	return i
 }
 

@@ -133,8 +133,11 @@ type Builder struct {
 	// resident_end/bytes, and faults on released pages carry refault=yes.
 	// The caller feeds it the releases (munmap, madvise, exit).
 	Res *attribute.Resident
+	// OwnerAt, with Res, names the owner of a page a huge-page fault
+	// mapped besides the one it touched (Owner gives the numbers).
+	OwnerAt attribute.OwnerAt
 
-	agg   map[sampleKey]*[5]int64 // faults, allocs, bytes, resident peak and end (bytes, once settled)
+	agg   map[sampleKey]*[nValues]int64 // faults, allocs, bytes, resident peak and end, untouched, huge (bytes; resident and huge once settled)
 	index map[sampleKey]int
 	// Res's owners: a site (or an unattributed fault's class and stack)
 	// and comm, numbered as first touched. settled: their counts were
@@ -149,7 +152,7 @@ type Builder struct {
 
 // NewBuilder returns a Builder in mode m.
 func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
-	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[5]int64), index: map[sampleKey]int{}, owners: map[resKey]int{}}
+	return &Builder{Mode: m, CommOf: commOf, agg: make(map[sampleKey]*[nValues]int64), index: map[sampleKey]int{}, owners: map[resKey]int{}}
 }
 
 // add adds to k's values and returns k's index: its sample's in the
@@ -157,7 +160,7 @@ func NewBuilder(m Mode, commOf func(pid uint32) string) *Builder {
 func (b *Builder) add(k sampleKey, faults, allocs, space int64) int {
 	v := b.agg[k]
 	if v == nil {
-		v = new([5]int64)
+		v = new([nValues]int64)
 		b.agg[k] = v
 		b.index[k] = len(b.order)
 		b.order = append(b.order, k)
@@ -206,6 +209,10 @@ func (b *Builder) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	b.add(k, 1, 0, 0)
 }
 
+// nValues is how many values a sample has with Res: faults, allocs,
+// alloc_space, resident_peak, resident_end, untouched, huge.
+const nValues = 7
+
 // resKey is a resident-memory owner: what a sample of the fault will be
 // matched by (settle).
 type resKey struct {
@@ -234,13 +241,52 @@ func (b *Builder) Touch(f *attribute.Fault, a *attribute.Allocation) {
 		rk = resKey{stack: a.Site, mapped: a.Kind == attribute.KindMmap}
 	}
 	rk.comm = b.comm(f.Pid)
+	o := b.owner(rk)
+	var st attribute.PageState
+	if f.PageSize > attribute.PageSize && b.OwnerAt != nil {
+		start := f.Addr &^ (f.PageSize - 1)
+		st = b.Res.TouchRange(f.Pid, f.Addr, start, start+f.PageSize, f.Time, o, true, b.OwnerAt)
+	} else {
+		st = b.Res.Touch(f.Pid, f.Addr, f.Time, o)
+	}
+	f.Refault = st == attribute.PageReleased
+}
+
+// owner returns rk's number as Res's owner.
+func (b *Builder) owner(rk resKey) int {
 	o, ok := b.owners[rk]
 	if !ok {
 		o = len(b.ownerKs)
 		b.owners[rk] = o
 		b.ownerKs = append(b.ownerKs, rk)
 	}
-	f.Refault = b.Res.Touch(f.Pid, f.Addr, f.Time, o) == attribute.PageReleased
+	return o
+}
+
+// Owner returns the number Res knows the owner of a page by: a's site
+// (mapped: a is the program's own mmap call), or with a nil the class of
+// memory (Class.String) the page is in, in pid's program; -1 before
+// settling, when owners are no longer made.
+func (b *Builder) Owner(pid uint32, a *attribute.Allocation, class string) int {
+	if b.settled {
+		return -1
+	}
+	rk := resKey{class: class, comm: b.comm(pid)}
+	if a != nil {
+		rk = resKey{stack: a.Site, mapped: a.Kind == attribute.KindMmap, comm: rk.comm}
+	}
+	return b.owner(rk)
+}
+
+// Untouched adds to a's sample the bytes a never had resident while it
+// lived (untouched/bytes). Inherited copies are their parent's.
+func (b *Builder) Untouched(a *attribute.Allocation, bytes int64) {
+	if a.Inherited || bytes <= 0 {
+		return
+	}
+	k := sampleKey{stack: a.Site, flags: a.Flags, comm: b.comm(a.Pid), thread: b.thread(a.Pid, a.Tid), stackKind: b.stackKind(a), mapped: a.Kind == attribute.KindMmap}
+	i := b.add(k, 0, 0, 0)
+	b.agg[b.order[i]][5] += bytes
 }
 
 // settle copies Res's resident pages into the aggregates, once, before
@@ -271,13 +317,21 @@ func (b *Builder) settle() {
 	b.ownerOf = make([]int, len(b.ownerKs))
 	for o, rk := range b.ownerKs {
 		i, ok := first[rk]
-		if !ok {
+		if !ok && b.Res.Peak(o) == 0 && b.Res.End(o) == 0 {
 			b.ownerOf[o] = -1
 			continue
+		}
+		if !ok {
+			// Pages no fault of the owner's made resident (a snapshot
+			// found them): a sample of their own.
+			k := sampleKey{stack: rk.stack, class: rk.class, mapped: rk.mapped, comm: rk.comm}
+			i = b.add(k, 0, 0, 0)
+			first[rk] = i
 		}
 		v := b.agg[b.order[i]]
 		v[3] += b.Res.Peak(o) * attribute.PageSize
 		v[4] += b.Res.End(o) * attribute.PageSize
+		v[6] += b.Res.HugePeak(o) * attribute.PageSize
 		b.ownerOf[o] = i
 	}
 }
@@ -306,8 +360,14 @@ const (
 	// that exited: at its exit).
 	SampleResidentPeak = "resident_peak"
 	SampleResidentEnd  = "resident_end"
-	UnitCount          = "count"
-	UnitBytes          = "bytes"
+	// SampleUntouched is the bytes of the sample's allocations that were
+	// never resident while they lived (whole pages: an allocation smaller
+	// than a page counts as touched); SampleHuge the bytes of its
+	// resident_peak that huge pages mapped.
+	SampleUntouched = "untouched"
+	SampleHuge      = "huge"
+	UnitCount       = "count"
+	UnitBytes       = "bytes"
 
 	FlagLabel      = "flag"       // fast, mmap, zero
 	CommLabel      = "comm"       // the process's command name
@@ -343,7 +403,9 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 	}
 	if b.Res != nil {
 		p.SampleType = append(p.SampleType, &profile.ValueType{Type: SampleResidentPeak, Unit: UnitBytes},
-			&profile.ValueType{Type: SampleResidentEnd, Unit: UnitBytes})
+			&profile.ValueType{Type: SampleResidentEnd, Unit: UnitBytes},
+			&profile.ValueType{Type: SampleUntouched, Unit: UnitBytes},
+			&profile.ValueType{Type: SampleHuge, Unit: UnitBytes})
 	}
 	pb := NewLocations(p)
 	cache := map[attribute.StackID][]*profile.Location{}
@@ -395,7 +457,7 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		v := b.agg[k]
 		s := &profile.Sample{Value: []int64{v[0], v[1], v[2]}}
 		if b.Res != nil {
-			s.Value = append(s.Value, v[3], v[4])
+			s.Value = append(s.Value, v[3], v[4], v[5], v[6])
 		}
 		via := ""
 		switch {
