@@ -201,6 +201,12 @@ type run struct {
 	mm   *memMaps  // the memory-map calls (memmap.go)
 	snap snapState // the page-table snapshots (snapshot.go)
 
+	reusedEvents
+}
+
+// reusedEvents are the tracker's events a run fills for each sample, kept
+// so that the per-sample path allocates nothing.
+type reusedEvents struct {
 	entry attribute.Entry
 	ret   attribute.Return
 	free  attribute.Free

@@ -73,13 +73,21 @@ type eventInfo struct {
 	// pointer (that goes to *memptr, which a return probe cannot read).
 	statusReturn bool
 
-	// The top of the stack an entry probe fetched (schema.TopStackSP, ...; nil
-	// without): probeIP is the probed function's address.
+	stackTop
+	mapCallFields
+}
+
+// stackTop are the top of the stack an entry probe fetched
+// (schema.TopStackSP, ...; nil without): probeIP is the probed function's
+// address.
+type stackTop struct {
 	probeIP, topSP, topBP *perfdata.TraceField
 	topWords              []*perfdata.TraceField
+}
 
-	// Memory-map calls (memmap.go): which call, entry or exit, and the
-	// arguments it reads (the exit: ret only).
+// mapCallFields describe a memory-map call's event (memmap.go): which call,
+// entry or exit, and the arguments it reads (the exit: ret only).
+type mapCallFields struct {
 	sys     sysCall
 	sysExit bool
 	sysArgs [maxSyscallArgs]*perfdata.TraceField

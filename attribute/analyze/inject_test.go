@@ -276,6 +276,22 @@ func TestInjectFaults(t *testing.T) {
 	}
 }
 
+// injection is one recording under fault injection: the recording,
+// its layout, the clean run's result and the draws the trials share.
+type injection struct {
+	t      *testing.T
+	name   string
+	p      []byte
+	l      layout
+	rng    *rand.Rand
+	in     *injector
+	cfg    symbolize.Config
+	trials int
+	bits   []uint
+}
+
+// injectFixture runs every kind of injected fault on recording p, in an
+// order that keeps the random draws the same from run to run.
 func injectFixture(t *testing.T, name string, p []byte) {
 	cfg := cleanConfig()
 	// The clean run twice: the first warms the file caches and the
@@ -287,17 +303,24 @@ func injectFixture(t *testing.T, name string, p []byte) {
 	}
 	in := &injector{t: t, name: name, clean: clean, counts: map[string]*[4]int{}}
 	defer in.report()
-	l := parseLayout(t, p)
-	rng := rand.New(rand.NewPCG(7, uint64(len(p))))
-	trials := 16
-	bits := []uint{0, 1, 2, 3, 5, 7, 8, 10, 12, 13, 16, 19}
+	f := &injection{t: t, name: name, p: p, l: parseLayout(t, p), rng: rand.New(rand.NewPCG(7, uint64(len(p)))),
+		in: in, cfg: cfg, trials: 16, bits: []uint{0, 1, 2, 3, 5, 7, 8, 10, 12, 13, 16, 19}}
 	if testing.Short() {
-		trials, bits = 3, []uint{2, 10, 13}
+		f.trials, f.bits = 3, []uint{2, 10, 13}
 	}
+	f.truncations(clean)
+	f.flips()
+	f.rounds()
+	f.recordSizes()
+	f.attrBits()
+	f.binaries()
+}
 
-	// Truncation: inside the header, the attrs, at the data's start, at
-	// and just after record boundaries through the data, inside the
-	// feature section.
+// truncations cuts the recording: inside the header, the attrs, at the data's start, at
+// and just after record boundaries through the data, inside the
+// feature section.
+func (f *injection) truncations(clean injectRun) {
+	t, name, p, l, rng, in, cfg, trials := f.t, f.name, f.p, f.l, f.rng, f.in, f.cfg, f.trials
 	cuts := []int{0, 1, 8, 15, 16, 17, 40, 64, 103, 104}
 	if !l.Pipe {
 		cuts = append(cuts, l.AttrOff+1, l.AttrOff+l.AttrSize/2, l.AttrOff+l.AttrSize-1, l.DataOff, l.DataEnd+1, l.DataEnd+24, (l.DataEnd+len(p))/2, len(p)-1)
@@ -332,8 +355,11 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		}
 		prevFaults, prevCut = s.Tracker.Faults, cut
 	}
+}
 
-	// Random byte flips in the data section.
+// flips flips random bytes in the data section.
+func (f *injection) flips() {
+	t, p, l, rng, in, cfg, trials := f.t, f.p, f.l, f.rng, f.in, f.cfg, f.trials
 	for i := range 2 * trials {
 		q := clone(p)
 		n := 1 + rng.IntN(8)
@@ -342,11 +368,14 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		}
 		in.check("flip", fmt.Sprintf("trial %d (%d bytes)", i, n), runBytes(t, "flip", q, cfg))
 	}
+}
 
-	// FINISHED_ROUND rounds duplicated and swapped. The fixtures have one
-	// or two rounds, so markers are first inserted every few records
-	// (rounds that claim an order the records may not have), then a round
-	// is duplicated or swapped with the next.
+// rounds duplicates and swaps FINISHED_ROUND rounds. The fixtures have one
+// or two rounds, so markers are first inserted every few records
+// (rounds that claim an order the records may not have), then a round
+// is duplicated or swapped with the next.
+func (f *injection) rounds() {
+	t, p, l, in, cfg, trials := f.t, f.p, f.l, f.in, f.cfg, f.trials
 	var recs [][]byte
 	for i, off := range l.Records {
 		end := l.DataEnd
@@ -392,9 +421,12 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		swap[k], swap[k+1] = swap[k+1], swap[k]
 		in.check("round-swap", fmt.Sprintf("rounds %d,%d", k, k+1), runBytes(t, "round-swap", l.WithData(p, join(swap)), cfg))
 	}
+}
 
-	// Record headers claiming zero, too small, slightly and hugely
-	// oversized lengths.
+// recordSizes makes record headers claim zero, too small, slightly and hugely
+// oversized lengths.
+func (f *injection) recordSizes() {
+	t, p, l, in, cfg, trials := f.t, f.p, f.l, f.in, f.cfg, f.trials
 	for i := range trials {
 		off := l.Records[(i*len(l.Records))/trials]
 		for _, size := range []uint16{0, 4, binary.LittleEndian.Uint16(p[off+6:]) + 8, 0xffff} {
@@ -403,8 +435,11 @@ func injectFixture(t *testing.T, name string, p []byte) {
 			in.check("record-size", fmt.Sprintf("record at %#x size %d", off, size), runBytes(t, "record-size", q, cfg))
 		}
 	}
+}
 
-	// Attrs that disagree with the samples: sample_type bits flipped.
+// attrBits makes attrs disagree with the samples: sample_type bits flipped.
+func (f *injection) attrBits() {
+	t, p, l, in, cfg := f.t, f.p, f.l, f.in, f.cfg
 	var attrs []int // offsets of perf_event_attr.sample_type
 	if l.Pipe {
 		for _, off := range l.Records {
@@ -418,14 +453,17 @@ func injectFixture(t *testing.T, name string, p []byte) {
 		}
 	}
 	for _, at := range attrs {
-		for _, bit := range bits {
+		for _, bit := range f.bits {
 			q := clone(p)
 			binary.LittleEndian.PutUint64(q[at:], binary.LittleEndian.Uint64(q[at:])^1<<bit)
 			in.check("attr-sample-type", fmt.Sprintf("attr at %#x bit %d", at, bit), runBytes(t, "attr", q, cfg))
 		}
 	}
+}
 
-	// The binaries: missing, not the recorded build, malformed.
+// binaries makes the binaries missing, not the recorded build, malformed.
+func (f *injection) binaries() {
+	t, name, p, rng, in, trials := f.t, f.name, f.p, f.rng, f.in, f.trials
 	empty := t.TempDir()
 	in.check("symfs-missing", "empty symfs", runBytes(t, "empty symfs", p, rootedConfig(empty)))
 	prog := "tmp/faultline-fixtures/bin/" + strings.Split(name, ".")[0]

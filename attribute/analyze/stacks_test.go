@@ -137,7 +137,8 @@ func joinCycle(tb testing.TB) (*run, func()) {
 	// Event 4: an entry without a stack twin whose raw data carries the
 	// top of the stack (faultline record's fields): size, __probe_ip, sp,
 	// bp and 4 words.
-	top := &eventInfo{ev: evs[4], role: RoleAllocEntry, size: f8("size", 0), probeIP: f8("__probe_ip", 8), topSP: f8(schema.TopStackSP, 16), topBP: f8(schema.TopStackBP, 24)}
+	top := &eventInfo{ev: evs[4], role: RoleAllocEntry, size: f8("size", 0),
+		stackTop: stackTop{probeIP: f8("__probe_ip", 8), topSP: f8(schema.TopStackSP, 16), topBP: f8(schema.TopStackBP, 24)}}
 	for i := 0; i < 4; i++ {
 		top.topWords = append(top.topWords, f8(schema.TopStackWord(i), 32+8*i))
 	}
