@@ -25,6 +25,9 @@ type Options struct {
 	// TSC: the shim stamps calls from the CPU's time-stamp counter,
 	// converted to CLOCK_MONOTONIC (csrc/clock.c); see TSCUsable.
 	TSC bool
+	// MapCalls: the shim records the memory-map calls the program makes
+	// through the C library (KindSys).
+	MapCalls bool
 }
 
 // Region is the shared memory the shim writes: a memfd the program maps
@@ -96,6 +99,9 @@ func NewRegion(o Options) (*Region, error) {
 	ne.PutUint64(mem[offWaitNs:], o.WaitNs)
 	if o.TSC {
 		ne.PutUint32(mem[offTSC:], 1)
+	}
+	if o.MapCalls {
+		ne.PutUint32(mem[offMapCalls:], 1)
 	}
 	// The recorder is always willing to be woken.
 	ne.PutUint32(mem[offSleeping:], 1)
@@ -418,6 +424,27 @@ func (r *Record) EntryTime() uint64    { return binary.NativeEndian.Uint64(r.Bod
 func (r *Record) CallArg(i int) uint64 { return binary.NativeEndian.Uint64(r.Body[40+8*i:]) }
 func (r *Record) CallSP() uint64       { return binary.NativeEndian.Uint64(r.Body[56:]) }
 
+// Memory-map call fields (KindSys): the system call's i-th argument (of
+// five), its result (an address, 0, or -errno), and with FlagStackBig
+// the registers and stack at the wrapper's entry.
+func (r *Record) SysArg(i int) uint64 { return binary.NativeEndian.Uint64(r.Body[8*i:]) }
+func (r *Record) SysRet() int64       { return int64(binary.NativeEndian.Uint64(r.Body[40:])) }
+
+// SysStack returns a memory-map call's registers (fl_regs) and stack
+// bytes, if it carries them.
+func (r *Record) SysStack() (regs, stack []byte, ok bool) {
+	if r.Kind != KindSys || r.Flags&FlagStackBig == 0 || len(r.Body) < SysSize+RegsBytes+8 {
+		return nil, nil, false
+	}
+	regs = r.Body[SysSize : SysSize+RegsBytes]
+	n := binary.NativeEndian.Uint64(r.Body[SysSize+RegsBytes:])
+	rest := r.Body[SysSize+RegsBytes+8:]
+	if n > uint64(len(rest)) {
+		return nil, nil, false
+	}
+	return regs, rest[:n], true
+}
+
 // Valid reports whether the record's body is as long as its kind needs.
 func (r *Record) Valid(words int) bool {
 	switch r.Kind {
@@ -429,6 +456,8 @@ func (r *Record) Valid(words int) bool {
 		return len(r.Body) >= FreeSize
 	case KindCall:
 		return len(r.Body) >= CallSize && r.Func < NumFuncs && r.Func != FuncFree
+	case KindSys:
+		return len(r.Body) >= SysSize && Sys(r.Func) < NumSys
 	}
 	return false
 }

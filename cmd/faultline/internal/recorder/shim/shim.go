@@ -25,7 +25,7 @@ func Supported() bool { return runtime.GOARCH == "amd64" }
 // Layout constants, as in abi.h.
 const (
 	Magic      = 0x31534c46
-	Version    = 3
+	Version    = 4
 	CtrlBytes  = 16384
 	MaxSlots   = 1024
 	RingHeader = 4096
@@ -57,6 +57,7 @@ const (
 	offTSC           = 4184
 	offTSCJumps      = 4188
 	offTSCJumpTime   = 4192
+	offMapCalls      = 4200
 )
 
 // fl_ring field offsets.
@@ -89,6 +90,9 @@ const (
 	// KindCall is a whole call, written at its return in place of an
 	// entry with FlagShort and its return (abi.h, fl_call).
 	KindCall = 4
+	// KindSys is a memory-map call, written at its return (abi.h,
+	// fl_sys); its Func is a Sys.
+	KindSys = 5
 )
 
 // Record flags (fl_rec.flags).
@@ -108,7 +112,31 @@ const (
 	ReturnSize = 40 // fl_return
 	FreeSize   = 16 // fl_free
 	CallSize   = 64 // fl_call: fl_return's first four fields, entry time, args[2], sp
+	SysSize    = 48 // fl_sys: args[5], ret
 )
+
+// Sys is a memory-map call (fl_rec.fn of a KindSys record), named as
+// its system call.
+type Sys uint8
+
+// The memory-map calls, in abi.h's order.
+const (
+	SysMmap Sys = iota
+	SysMunmap
+	SysMremap
+	SysMadvise
+	SysBrk
+	NumSys
+)
+
+var sysNames = [NumSys]string{"mmap", "munmap", "mremap", "madvise", "brk"}
+
+func (c Sys) String() string {
+	if c < NumSys {
+		return sysNames[c]
+	}
+	return "sys?"
+}
 
 // Func is an interposed entry point (fl_rec.fn).
 type Func uint8

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FL_MAGIC 0x31534c46u /* "FLS1" little-endian */
-#define FL_VERSION 3
+#define FL_VERSION 4
 #define FL_CTRL_BYTES 16384 /* control block */
 #define FL_MAX_SLOTS 1024
 #define FL_RING_HDR 4096
@@ -49,6 +49,8 @@ struct fl_ctrl {
 	uint32_t tsc;           /* 1: stamp from the TSC (clock.c) */
 	uint32_t tsc_jumps;     /* times the TSC disagreed with CLOCK_MONOTONIC */
 	uint64_t tsc_jump_time; /* CLOCK_MONOTONIC of the first of them */
+	uint32_t map_calls;     /* 1: record the memory-map calls (FL_SYS) */
+	uint32_t pad;
 };
 
 enum { FL_SLOT_FREE = 0, FL_SLOT_CLAIMED = 1 };
@@ -73,7 +75,7 @@ struct fl_ring {
 };
 
 /* Record kinds. */
-enum { FL_PAD = 0, FL_ENTRY = 1, FL_RETURN = 2, FL_FREE = 3, FL_CALL = 4 };
+enum { FL_PAD = 0, FL_ENTRY = 1, FL_RETURN = 2, FL_FREE = 3, FL_CALL = 4, FL_SYS = 5 };
 
 /* Entry points (the recorder names events after them). */
 enum {
@@ -88,6 +90,16 @@ enum {
 	FL_FN_VALLOC,
 	FL_FN_PVALLOC,
 	FL_NFN
+};
+
+/* Memory-map calls (FL_SYS's fn), as the system calls they make. */
+enum {
+	FL_SYS_MMAP = 0,
+	FL_SYS_MUNMAP,
+	FL_SYS_MREMAP,
+	FL_SYS_MADVISE,
+	FL_SYS_BRK,
+	FL_NSYS
 };
 
 /* Record flags. */
@@ -143,6 +155,20 @@ struct fl_call {
 	uint64_t entry_time;
 	uint64_t args[2];
 	uint64_t sp;
+};
+
+/* FL_SYS: a memory-map call made through the C library's wrapper
+ * (mapcalls.c), written once at its return (fl_rec.time): the system
+ * call's arguments in its own order (mmap: addr, len, prot, flags, fd;
+ * munmap: addr, len; mremap: addr, old_len, new_len, flags, new_addr;
+ * madvise: start, len, behavior; brk: the break asked for) and what the
+ * system call returned (mmap, mremap: the address, or -errno; brk: the new
+ * break). With FL_F_STACK_BIG (an anonymous mmap, when stacks are taken):
+ * struct fl_regs, a u64 byte count, then that many stack bytes (padded to
+ * 8), as an entry's. */
+struct fl_sys {
+	uint64_t args[5];
+	int64_t ret;
 };
 
 /* FL_FREE: the function's address and the pointer. */

@@ -17,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 CC=${CC:-gcc}
 out=$here/libfaultline-shim.so
 # The parts, in a fixed order (the order is part of the bytes).
-srcs="boot.c clock.c resolve.c ring.c writer.c alloc.c new.c launch.c stubs-x86_64.S"
+srcs="boot.c clock.c resolve.c ring.c writer.c alloc.c new.c mapcalls.c launch.c stubs-x86_64.S"
 build() {
 	# shellcheck disable=SC2086 # srcs is a list of plain names
 	(cd "$here" && "$CC" -std=gnu11 -O2 -mprfchw -g0 -fPIC -shared -fvisibility=hidden \

@@ -104,6 +104,13 @@ void resolve(void)
 	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
 	real.valloc = dlsym(RTLD_NEXT, "valloc");
 	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+	real.mmap = dlsym(RTLD_NEXT, "mmap");
+	real.munmap = dlsym(RTLD_NEXT, "munmap");
+	real.mremap = dlsym(RTLD_NEXT, "mremap");
+	real.madvise = dlsym(RTLD_NEXT, "madvise");
+	real.posix_madvise = dlsym(RTLD_NEXT, "posix_madvise");
+	real.brk = dlsym(RTLD_NEXT, "brk");
+	real.sbrk = dlsym(RTLD_NEXT, "sbrk");
 	/* Chunk headers are glibc's: another allocator (preloaded after the
 	 * shim, say) keeps no header there, and reading the word before its
 	 * block could fault a page the program never touches. */

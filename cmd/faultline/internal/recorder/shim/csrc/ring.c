@@ -71,14 +71,14 @@ static void attach(void)
 		close(f);
 		return;
 	}
-	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_NORESERVE, f, 0);
+	void *m = raw_mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+			   MAP_SHARED | MAP_NORESERVE, f);
 	close(f);
 	if (m == MAP_FAILED)
 		return;
 	struct fl_ctrl *c = m;
 	/* Populated now, the control block never faults while recording. */
-	madvise(m, FL_CTRL_BYTES, MADV_POPULATE_WRITE);
+	raw_madvise(m, FL_CTRL_BYTES, MADV_POPULATE_WRITE);
 	size_t need = FL_CTRL_BYTES +
 		      (size_t)c->nslots * (FL_RING_HDR + (size_t)c->ring_bytes);
 	if (c->magic != FL_MAGIC || c->version != FL_VERSION ||
@@ -87,7 +87,7 @@ static void attach(void)
 	    (c->ring_bytes & (c->ring_bytes - 1)) != 0 ||
 	    c->words > FL_MAX_WORDS || c->stack_size > FL_MAX_STACK ||
 	    need > (size_t)st.st_size) {
-		munmap(m, (size_t)st.st_size);
+		raw_munmap(m, (size_t)st.st_size);
 		return;
 	}
 	region = m;
@@ -139,7 +139,7 @@ static inline struct fl_ring *ring_at(uint32_t i)
 static void populate(void *p, size_t n)
 {
 	int e = errno;
-	madvise(p, n, MADV_POPULATE_WRITE);
+	raw_madvise(p, n, MADV_POPULATE_WRITE);
 	errno = e;
 }
 

@@ -42,6 +42,7 @@
  *   writer.c          the records a call is written as
  *   alloc.c           the C allocator's entry points
  *   new.c             operator new
+ *   mapcalls.c        the memory-map calls (mmap, munmap, madvise, brk, ...)
  *   stubs-x86_64.S    the entry stubs and the launcher's entry (assembly)
  *   launch.c          the launcher
  */
@@ -104,6 +105,14 @@ struct real {
 	void *(*op_new_array)(size_t);
 	void (*(*get_new_handler)(void))(void);    /* std::get_new_handler */
 	__attribute__((noreturn)) void (*throw_bad_alloc)(void); /* std::__throw_bad_alloc */
+	/* The memory-map calls' wrappers (mapcalls.c). */
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	int (*munmap)(void *, size_t);
+	void *(*mremap)(void *, size_t, size_t, int, ...);
+	int (*madvise)(void *, size_t, int);
+	int (*posix_madvise)(void *, size_t, int);
+	int (*brk)(void *);
+	void *(*sbrk)(intptr_t);
 };
 extern struct real real;
 
@@ -147,6 +156,23 @@ static inline int is_boot(const void *p)
 }
 
 void *boot_alloc(size_t n, size_t align);
+
+/* The shim's own memory-map calls go straight to the kernel: the C
+ * library's wrappers are the shim's (mapcalls.c), which record. */
+static inline void *raw_mmap(void *a, size_t n, int prot, int flags, int fd)
+{
+	return (void *)syscall(SYS_mmap, a, n, prot, flags, fd, 0);
+}
+
+static inline int raw_munmap(void *a, size_t n)
+{
+	return (int)syscall(SYS_munmap, a, n);
+}
+
+static inline int raw_madvise(void *a, size_t n, int advice)
+{
+	return (int)syscall(SYS_madvise, a, n, advice);
+}
 
 /* Per-thread state. */
 struct tstate {

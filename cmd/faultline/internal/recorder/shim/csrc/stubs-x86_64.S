@@ -32,6 +32,36 @@
 	.size \name, .-\name
 .endm
 
+/*
+ * STUB6 is STUB for a function of six integer arguments (all the
+ * argument registers): the registers' address goes on the stack as the
+ * seventh. 88 bytes keep the stack aligned; the registers are saved where
+ * STUB saves them relative to the entry stack pointer (72 bytes below
+ * it), so struct saved and entry_sp serve both.
+ */
+.macro STUB6 name, impl
+	.globl \name
+	.type \name, @function
+\name:
+	.cfi_startproc
+	subq $88, %rsp
+	.cfi_adjust_cfa_offset 88
+	movq %rbx, 16(%rsp)
+	movq %rbp, 24(%rsp)
+	movq %r12, 32(%rsp)
+	movq %r13, 40(%rsp)
+	movq %r14, 48(%rsp)
+	movq %r15, 56(%rsp)
+	leaq 16(%rsp), %rax
+	movq %rax, 0(%rsp)
+	call \impl
+	addq $88, %rsp
+	.cfi_adjust_cfa_offset -88
+	ret
+	.cfi_endproc
+	.size \name, .-\name
+.endm
+
 	.text
 	STUB malloc, fl_malloc, %rsi
 	STUB calloc, fl_calloc, %rdx
@@ -44,6 +74,8 @@
 	STUB pvalloc, fl_pvalloc, %rsi
 	STUB _Znwm, fl_op_new, %rsi
 	STUB _Znam, fl_op_new_array, %rsi
+	STUB6 mmap, fl_mmap
+	STUB6 mmap64, fl_mmap
 
 /*
  * The launcher's entry (launch.c): the stack pointer at entry points at
