@@ -71,13 +71,23 @@ same fields):
     those top words; where they do not reach past the allocator's wrappers,
     the address the allocator returned to) and callers inferred from the
     stacks sampled at that leaf;
-  - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT).
+  - the program's mappings, threads and exits (MMAP2, COMM, FORK, EXIT);
+  - the memory-map calls (mmap, munmap, mremap, madvise, brk and sbrk) with
+    their arguments and results, an anonymous mmap with its stack, as the
+    events syscalls:sys_enter_NAME and sys_exit_NAME: in-process the shim
+    records the calls made through the C library (no tracefs, any user;
+    the C library's own, such as glibc's malloc trimming its heap, and a
+    raw syscall(2) are not seen); with uprobes the kernel's syscall
+    tracepoints (--no-map-calls: none).
 
 record does the setup for you:
 
   - with uprobes, must run as root (uprobes are added in
     /sys/kernel/tracing); in-process, any user may record where
-    kernel.perf_event_paranoid is 2 or less;
+    kernel.perf_event_paranoid is 2 or less; a user's kernel rings for the
+    faults are 128 pages per CPU (what perf_event_mlock_kb, 516 KiB by
+    default, lets a user lock) against root's 1024, so a program that
+    faults fast loses faults sooner as a user (record says when it does);
   - mounts tracefs when it is not mounted (and leaves it mounted);
   - finds the allocator CMD's malloc binds to, as the dynamic linker does
     (the program itself, then LD_PRELOAD, then its DT_NEEDED libraries),
@@ -256,7 +266,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
 	fs.BoolVar(&o.faultStacks, "fault-stacks", false, "also take a stack at 1 in --stack-every page faults (for analyze --by touch)")
-	fs.BoolVar(&o.noMapCalls, "no-map-calls", false, "do not record the memory-map calls (mmap, munmap, mremap, madvise, brk; syscall tracepoints): without them analyze sees no releases, no re-faults, and the program's own mappings stay [anon]")
+	fs.BoolVar(&o.noMapCalls, "no-map-calls", false, "do not record the memory-map calls (mmap, munmap, mremap, madvise, brk; in-process the shim records them, with uprobes the syscall tracepoints): without them analyze sees no releases, no re-faults, and the program's own mappings stay [anon]")
 	fs.IntVarP(&o.mmapPages, "mmap-pages", "m", defaultMmapPages, "ring buffer per CPU for calls and faults, in `N` pages (a power of two; 4096 = 16 MiB); the in-process method, whose calls bypass it, takes 1024 unless given")
 	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two); the in-process method takes 512 unless given")
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")

@@ -120,7 +120,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 			// user may lock perf_event_mlock_kb (516 KiB by default) per
 			// CPU.
 			o.mmapPages = unprivilegedPages
-			r.logf("not root: the kernel's ring per CPU is %d pages (perf_event_mlock_kb); faults are lost if they outrun it (record says so): run as root for %d", o.mmapPages, inprocPages)
+			r.notes.add(&detailNote{fmt.Errorf("not root: the kernel's ring per CPU is %d pages (perf_event_mlock_kb); faults are lost if they outrun it (record says so): run as root for %d", o.mmapPages, inprocPages)})
 		}
 	}
 	sigs, stop := r.catchSignals()
@@ -138,7 +138,8 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
 		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
 		Cmd:     cmdPath, Argv: o.cmd,
-		MapCalls: r.mapCallEvents(),
+		// The shim records the memory-map calls: no tracefs.
+		ShimMapCalls: !o.noMapCalls,
 	}
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording

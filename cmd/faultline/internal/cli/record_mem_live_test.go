@@ -54,38 +54,44 @@ func TestRecordLiveMemPhases(t *testing.T) {
 			if code, stderr := runRecordMain("-q", "--method", method, "-o", out, "--", bin); code != 0 {
 				t.Fatalf("record exited %d: %s", code, stderr)
 			}
-			res := analyzeLive(t, out)
-			p := res.Profile
-			peakI, faultI := report.ValueIndex(p, report.SampleResidentPeak), report.ValueIndex(p, report.SampleFaults)
-			var big64Peak, big64Inside int64
-			for _, s := range p.Sample {
-				if report.SampleName(s, false) == "" || len(s.Location) == 0 {
-					continue
-				}
-				ln := s.Location[0].Line
-				if len(ln) == 0 || ln[len(ln)-1].Function.Name != "big64" {
-					continue
-				}
-				big64Peak += s.Value[peakI]
-				if len(s.Label[report.InsideLabel]) > 0 {
-					big64Inside += s.Value[faultI]
-				}
-			}
-			if want := (16384 + big64Inside) * 4096; big64Peak != want {
-				t.Errorf("big64 holds %d bytes at the peak, want %d (16384 pages + %d malloc took on its own memory)", big64Peak, want, big64Inside)
-			}
-			rs := &res.Summary.Resident
-			if rs.Refaults < 1024+2048 {
-				t.Errorf("%d re-faults, want at least %d", rs.Refaults, 1024+2048)
-			}
-			if rs.ProcessAnon == 0 || rs.ProcessHWM == 0 {
-				t.Fatalf("the recording has no faultline:rss (anon %d, hwm %d)", rs.ProcessAnon, rs.ProcessHWM)
-			}
-			ratio := float64(rs.PeakBytes) / float64(rs.ProcessAnon)
-			t.Logf("tracked peak %d bytes, process peak RssAnon %d (%.1f%%), ru_maxrss %d", rs.PeakBytes, rs.ProcessAnon, 100*ratio, rs.ProcessHWM)
-			if ratio < 0.95 || ratio > 1.05 {
-				t.Errorf("tracked peak %d bytes is %.1f%% of the process's peak RssAnon %d, want within 5%%", rs.PeakBytes, 100*ratio, rs.ProcessAnon)
-			}
+			checkMemPhases(t, analyzeLive(t, out))
 		})
+	}
+}
+
+// checkMemPhases checks an analysis of a recording of phases.c
+// (TestRecordLiveMemPhases says what against).
+func checkMemPhases(t *testing.T, res *analyze.Result) {
+	t.Helper()
+	p := res.Profile
+	peakI, faultI := report.ValueIndex(p, report.SampleResidentPeak), report.ValueIndex(p, report.SampleFaults)
+	var big64Peak, big64Inside int64
+	for _, s := range p.Sample {
+		if report.SampleName(s, false) == "" || len(s.Location) == 0 {
+			continue
+		}
+		ln := s.Location[0].Line
+		if len(ln) == 0 || ln[len(ln)-1].Function.Name != "big64" {
+			continue
+		}
+		big64Peak += s.Value[peakI]
+		if len(s.Label[report.InsideLabel]) > 0 {
+			big64Inside += s.Value[faultI]
+		}
+	}
+	if want := (16384 + big64Inside) * 4096; big64Peak != want {
+		t.Errorf("big64 holds %d bytes at the peak, want %d (16384 pages + %d malloc took on its own memory)", big64Peak, want, big64Inside)
+	}
+	rs := &res.Summary.Resident
+	if rs.Refaults < 1024+2048 {
+		t.Errorf("%d re-faults, want at least %d", rs.Refaults, 1024+2048)
+	}
+	if rs.ProcessAnon == 0 || rs.ProcessHWM == 0 {
+		t.Fatalf("the recording has no faultline:rss (anon %d, hwm %d)", rs.ProcessAnon, rs.ProcessHWM)
+	}
+	ratio := float64(rs.PeakBytes) / float64(rs.ProcessAnon)
+	t.Logf("tracked peak %d bytes, process peak RssAnon %d (%.1f%%), ru_maxrss %d", rs.PeakBytes, rs.ProcessAnon, 100*ratio, rs.ProcessHWM)
+	if ratio < 0.95 || ratio > 1.05 {
+		t.Errorf("tracked peak %d bytes is %.1f%% of the process's peak RssAnon %d, want within 5%%", rs.PeakBytes, 100*ratio, rs.ProcessAnon)
 	}
 }

@@ -64,7 +64,8 @@ type inproc struct {
 	// entry, ret: the events by function; big, small: the entries' stack
 	// instances (nil for free).
 	entry, short, ret, call, big, small [shim.NumFuncs]*spec
-	scratch                             call // the call being written
+	scratch                             call       // the call being written
+	sys                                 *inprocSys // the memory-map calls' events (nil: not recorded)
 	// faults are the fault times of each thread in this round (sorted
 	// on first use: faultsSorted): a call during which its thread
 	// faulted is written as entry and return, so analyze charges those
@@ -632,6 +633,14 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			return total, corrupt(g, &rec)
 		}
 		g.Consume(&rec)
+		if rec.Kind == shim.KindSys {
+			n, err := s.writeSys(owner{g.Pid(), g.Tid()}, &rec)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			continue
+		}
 		if rec.Kind == shim.KindCall {
 			n, err := s.writeWhole(owner{g.Pid(), g.Tid()}, &rec)
 			total += n

@@ -84,6 +84,10 @@ type Config struct {
 	// ShimTSC lets the shim stamp calls from the CPU's time-stamp
 	// counter (shim.TSCUsable says where it may).
 	ShimTSC bool
+	// ShimMapCalls: the shim records the memory-map calls the program
+	// makes through the C library (inproc_mapcalls.go), in place of
+	// MapCalls' tracepoints.
+	ShimMapCalls bool
 
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
 	Stdin   io.Reader        // Cmd's standard streams
@@ -189,7 +193,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
 			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
 			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(cmp.Or(cfg.ShimWait, shimWait)),
-			TSC: cfg.ShimTSC,
+			TSC: cfg.ShimTSC, MapCalls: cfg.ShimMapCalls,
 		})
 		if err != nil {
 			return nil, err
@@ -410,6 +414,9 @@ func (s *session) buildSpecs() (specs []*spec) {
 	}
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
+		if cfg.ShimMapCalls {
+			s.inprocMapCallSpecs(add, flags&^perfdata.AttrUseClockID)
+		}
 		if cfg.FaultStacks {
 			add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
 			a := specs[1].attr

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -273,13 +274,7 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
 	}
 	if s.inproc != nil {
-		sys := perfdata.TraceSystem{Name: schema.System}
-		for _, sp := range s.specs {
-			if sp.format != nil {
-				sys.Formats = append(sys.Formats, sp.format)
-			}
-		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...))
+		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), append(synthSystems(s.specs), mapCallSystem(cfg)...))
 	}
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
@@ -350,6 +345,26 @@ const (
 		"\ttime_stamp : type == 31\n" +
 		"\tdata max type_len  == 28\n"
 )
+
+// synthSystems gathers the formats of the events the recorder writes
+// itself, by system (the part of the event's name before ':'), in the
+// order the systems first appear.
+func synthSystems(specs []*spec) []perfdata.TraceSystem {
+	var out []perfdata.TraceSystem
+	for _, sp := range specs {
+		if sp.format == nil {
+			continue
+		}
+		name, _, _ := strings.Cut(sp.name, ":")
+		i := slices.IndexFunc(out, func(t perfdata.TraceSystem) bool { return t.Name == name })
+		if i < 0 {
+			out = append(out, perfdata.TraceSystem{Name: name})
+			i = len(out) - 1
+		}
+		out[i].Formats = append(out[i].Formats, sp.format)
+	}
+	return out
+}
 
 // mapCallSystem is the syscalls group's formats for TRACING_DATA (none
 // without memory-map calls).

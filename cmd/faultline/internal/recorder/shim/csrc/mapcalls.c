@@ -109,7 +109,7 @@ HIDDEN void *fl_mmap(void *addr, size_t len, int prot, int flags, int fd,
 			  (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
 	if (r) {
 		uint64_t a[5] = {(uint64_t)addr, len, (uint64_t)(unsigned)prot,
-				 (uint64_t)(unsigned)flags, (uint64_t)(int64_t)fd};
+				 (uint64_t)(unsigned)flags, (uint64_t)(unsigned)fd};
 		recorded(r, FL_SYS_MMAP, a, result(p == MAP_FAILED, (int64_t)p),
 			 flags & MAP_ANONYMOUS ? s : NULL, (void *)real.mmap);
 	}
