@@ -227,7 +227,8 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 	u := New(ArchX86_64)
 	var frames []Frame
 	saved := map[[2]uint64]uint64{}
-	n, mismatch, perfBad, complete, longer, shorter, tramp := 0, 0, 0, 0, 0, 0, 0
+	n, complete := 0, 0
+	var tl tdTally
 	stops := map[string]int{}
 	byEvent := map[string][2]int{}
 	for r.Next() {
@@ -293,50 +294,7 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 				c[1]++
 			}
 			byEvent[ev] = c
-			var ours []perfFrame
-			trampolines := 0
-			for _, fr := range frames {
-				if fr.Kind == FrameTrampoline {
-					trampolines++
-				}
-				m := p.find(fr.PC)
-				if m == nil {
-					break
-				}
-				ours = append(ours, perfFrame{fr.lookupPC() - m.Start + m.pgoff, m.name})
-			}
-			if trampolines > 0 {
-				tramp++
-				if !stop.Complete() {
-					t.Errorf("%s: fixed trampoline but the walk ended with %v", ss.header, stop)
-				}
-			}
-			pf := ss.frames
-			if os.Getenv("UNWIND_DEBUG") != "" && !stop.Complete() {
-				t.Logf("%s: stop %v\n ours %v\n perf %v", ss.header, stop, ours, pf)
-			}
-			k := len(pf)
-			switch {
-			case len(ours) < k:
-				k = len(ours)
-				shorter++
-			case len(ours) > k:
-				longer++
-			}
-			for i := 0; i < k; i++ {
-				if pf[i] == ours[i] {
-					continue
-				}
-				if m := p.findFile(pf[i]); m == nil {
-					perfBad++ // perf's libdw left the code (seen after noreturn calls)
-					break
-				}
-				mismatch++
-				if mismatch <= 10 {
-					t.Errorf("%s\n frame %d: ours %v, perf %v\n ours %v\n perf %v (stop %v)", ss.header, i, ours[i], pf[i], ours, pf, stop)
-				}
-				break
-			}
+			tl.compare(t, ss, p, frames, stop)
 		}
 	}
 	if err := r.Err(); err != nil {
@@ -351,7 +309,61 @@ func unwindTestdata(t *testing.T, data string, withTrampolines bool) {
 	}
 	sort.Strings(evs)
 	t.Logf("%d samples, %d differ from perf, %d where perf leaves code; complete %d (%s); longer than perf %d, shorter %d; %d through a uretprobe trampoline; stops %v",
-		n, mismatch, perfBad, complete, strings.Join(evs, ", "), longer, shorter, tramp, stops)
+		n, tl.mismatch, tl.perfBad, complete, strings.Join(evs, ", "), tl.longer, tl.shorter, tl.tramp, stops)
+}
+
+// tdTally counts how the unwound stacks compare with perf's.
+type tdTally struct {
+	mismatch, perfBad, longer, shorter, tramp int
+}
+
+// compare compares the frames unwound for one sample with those perf
+// script printed for it (ss), and counts the outcome.
+func (tl *tdTally) compare(t *testing.T, ss scriptSample, p *tdProc, frames []Frame, stop Stop) {
+	var ours []perfFrame
+	trampolines := 0
+	for _, fr := range frames {
+		if fr.Kind == FrameTrampoline {
+			trampolines++
+		}
+		m := p.find(fr.PC)
+		if m == nil {
+			break
+		}
+		ours = append(ours, perfFrame{fr.lookupPC() - m.Start + m.pgoff, m.name})
+	}
+	if trampolines > 0 {
+		tl.tramp++
+		if !stop.Complete() {
+			t.Errorf("%s: fixed trampoline but the walk ended with %v", ss.header, stop)
+		}
+	}
+	pf := ss.frames
+	if os.Getenv("UNWIND_DEBUG") != "" && !stop.Complete() {
+		t.Logf("%s: stop %v\n ours %v\n perf %v", ss.header, stop, ours, pf)
+	}
+	k := len(pf)
+	switch {
+	case len(ours) < k:
+		k = len(ours)
+		tl.shorter++
+	case len(ours) > k:
+		tl.longer++
+	}
+	for i := 0; i < k; i++ {
+		if pf[i] == ours[i] {
+			continue
+		}
+		if m := p.findFile(pf[i]); m == nil {
+			tl.perfBad++ // perf's libdw left the code (seen after noreturn calls)
+			break
+		}
+		tl.mismatch++
+		if tl.mismatch <= 10 {
+			t.Errorf("%s\n frame %d: ours %v, perf %v\n ours %v\n perf %v (stop %v)", ss.header, i, ours[i], pf[i], ours, pf, stop)
+		}
+		break
+	}
 }
 
 // tdResolver adds TrampolineResolver to a process's mappings: the return
