@@ -173,25 +173,20 @@ type Timeline struct {
 }
 
 type run struct {
-	opts    Options
-	r       *perfdata.Reader
-	sess    *symbolize.Session
-	tr      *attribute.Tracker
-	b       *report.Builder
-	infos   []*eventInfo
-	counts  []EventSummary
-	classes map[string]uint64
+	opts  Options
+	r     *perfdata.Reader
+	sess  *symbolize.Session
+	tr    *attribute.Tracker
+	b     *report.Builder
+	infos []*eventInfo
 	// threads are the names COMM records gave threads (tid → name).
 	threads map[uint32]string
 	// warnings are the run's own (formats inferred, ...), said once each.
-	warnings   []error
-	lost       lostTracker
-	lostBuffer uint64
-	noPointer  uint64 // posix_memalign returns without the pointer
+	warnings []error
+	runCounts
 
 	st *stacks // the stack join, leaves and callers (stacks.go)
 
-	nBuildIDs, nEvents int // build IDs and events seen (pipe mode adds them as records)
 	// walk is the current sample's stack walk when a pipeline walked it
 	// (pipeline.go); nil: unwind on demand.
 	walk *symbolize.Walk
@@ -202,6 +197,18 @@ type run struct {
 	snap snapState // the page-table snapshots (snapshot.go)
 
 	reusedEvents
+}
+
+// runCounts are what a run counts beside the tracker: samples and losses
+// per event, unattributed faults per class, build IDs and events seen.
+type runCounts struct {
+	counts     []EventSummary
+	classes    map[string]uint64
+	lost       lostTracker
+	lostBuffer uint64
+	noPointer  uint64 // posix_memalign returns without the pointer
+
+	nBuildIDs, nEvents int // build IDs and events seen (pipe mode adds them as records)
 }
 
 // reusedEvents are the tracker's events a run fills for each sample, kept
@@ -215,7 +222,7 @@ type reusedEvents struct {
 
 // Run analyzes everything r delivers. sess must be fresh.
 func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, error) {
-	ru := &run{opts: opts, r: r, sess: sess, classes: map[string]uint64{}, threads: map[uint32]string{}, nEvents: -1,
+	ru := &run{opts: opts, r: r, sess: sess, runCounts: runCounts{classes: map[string]uint64{}, nEvents: -1}, threads: map[uint32]string{},
 		st: newStacks(sess), mm: newMemMaps()}
 	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
 		ru.sel = newSelection(opts.Comms, opts.Pids)
