@@ -133,31 +133,9 @@ func defaultAnalyzeOptions() analyze.Options {
 }
 
 func runAnalyze(env *Env, args []string) error {
-	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
-	f := &analyzeFlags{}
 	def := defaultAnalyzeOptions()
-	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE` (- for standard output; the summary then goes to standard error)")
-	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
-	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
-	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
-	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
-	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
-	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
-	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
-	fs.BoolVar(&f.rawSites, "raw-sites", false, "keep each allocation's leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) as the profile's leaf and the summary's site name, instead of its first frame in your own code (app::Store::fill app.cpp:31, label via=std::vector::push_back)")
-	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
-	fs.StringArrayVar(&f.comms, "comm", nil, "only the samples of programs named `NAME` (process or thread name, as perf report --comm; after an exec the new program's); repeatable")
-	fs.UintSliceVar(&f.pids, "pid", nil, "only the samples of process `PID` (repeatable, or comma-separated); with --comm too, a sample must match both")
-	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on `N` goroutines beside the decoding one (0: one per CPU, GOMAXPROCS; 1: everything on one); the profile is the same for any N")
-	f.sym = addSymbolizeFlags(fs)
-	f.push = addPushFlags(fs, "push", "push-label", "push-timeout")
-	// For profiling faultline itself (testdata/bench/bench.sh).
-	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
-	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
-	fs.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the analysis to `FILE` (go tool trace: which stage keeps a core idle)")
-	fs.MarkHidden("cpuprofile")
-	fs.MarkHidden("trace")
-	fs.MarkHidden("memprofile")
+	f := &analyzeFlags{}
+	fs := f.flagSet(def)
 	if done, err := parseFlags(env, fs, analyzeHelp, args); done {
 		return err
 	}
@@ -168,43 +146,9 @@ func runAnalyze(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	opts := def
-	switch f.by {
-	case "alloc":
-		opts.Mode = report.ByAlloc
-	case "touch":
-		opts.Mode = report.ByTouch
-	default:
-		return usageError("analyze: --by %q: want alloc or touch", f.by)
-	}
-	opts.RawSites = f.rawSites
-	opts.Attr.FastMax = f.fastMax
-	opts.Attr.MmapThreshold = f.mmapThresh
-	opts.Attr.Window = uint64(f.window)
-	if f.maxLive < 0 {
-		return usageError("analyze: --max-live %d: want 0 (no limit) or a positive count", f.maxLive)
-	}
-	opts.Attr.MaxLive = f.maxLive
-	if f.jobs < 0 {
-		return usageError("analyze: --jobs %d: want 0 (one per CPU) or a positive count", f.jobs)
-	}
-	opts.Workers = f.jobs
-	opts.Comms = f.comms
-	for _, p := range f.pids {
-		if p == 0 || p > math.MaxUint32 {
-			return usageError("analyze: --pid %d: want a process id", p)
-		}
-		opts.Pids = append(opts.Pids, uint32(p))
-	}
-	if len(f.events) > 0 {
-		opts.Events = map[string]string{}
-		for _, e := range f.events {
-			name, role, ok := strings.Cut(e, "=")
-			if !ok {
-				return usageError("analyze: --event %q: want NAME=ROLE", e)
-			}
-			opts.Events[name] = role
-		}
+	opts, err := f.options(def)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	// The CPU profile and the execution trace each write their file until
@@ -282,6 +226,77 @@ func runAnalyze(env *Env, args []string) error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("analyze: wrote %s, but %v", f.out, empty)}
 	}
 	return nil
+}
+
+// flagSet defines analyze's flags, with def's values as defaults, into f.
+func (f *analyzeFlags) flagSet(def analyze.Options) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("analyze", pflag.ContinueOnError)
+	fs.StringVarP(&f.out, "output", "o", "faults.pb.gz", "write the profile to `FILE` (- for standard output; the summary then goes to standard error)")
+	fs.StringVar(&f.by, "by", "alloc", "whose stack a fault sample carries: alloc (the allocation's) or touch (the faulting code's)")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no summary, no progress bar, no warnings: only errors on standard error")
+	fs.BoolVarP(&f.verbose, "verbose", "v", false, "print every warning in full (where debug info was looked for, ...)")
+	fs.Uint64Var(&f.fastMax, "fast-max", def.Attr.FastMax, "flag allocations of at most `BYTES` as fast")
+	fs.Uint64Var(&f.mmapThresh, "mmap-threshold", def.Attr.MmapThreshold, "size from which an allocation counts as mmap'd when the recording cannot tell (`BYTES`)")
+	fs.DurationVar(&f.window, "window", time.Duration(def.Attr.Window), "without a return probe, attribute faults to the thread's allocation this recent")
+	fs.IntVar(&f.maxLive, "max-live", def.Attr.MaxLive, "track at most `N` live allocations (0: no limit); past it new allocations are counted but not tracked, their faults unattributed, and the summary says how many")
+	fs.BoolVar(&f.rawSites, "raw-sites", false, "keep each allocation's leaf frame (e.g. std::vector::_M_realloc_insert vector.tcc:453) as the profile's leaf and the summary's site name, instead of its first frame in your own code (app::Store::fill app.cpp:31, label via=std::vector::push_back)")
+	fs.StringArrayVar(&f.events, "event", nil, "give an event a role: `NAME=ROLE`, ROLE one of malloc, calloc, realloc, memalign (or ROLE-return), free, fault, ignore (repeatable)")
+	fs.StringArrayVar(&f.comms, "comm", nil, "only the samples of programs named `NAME` (process or thread name, as perf report --comm; after an exec the new program's); repeatable")
+	fs.UintSliceVar(&f.pids, "pid", nil, "only the samples of process `PID` (repeatable, or comma-separated); with --comm too, a sample must match both")
+	fs.IntVarP(&f.jobs, "jobs", "j", 0, "unwind stacks on `N` goroutines beside the decoding one (0: one per CPU, GOMAXPROCS; 1: everything on one); the profile is the same for any N")
+	f.sym = addSymbolizeFlags(fs)
+	f.push = addPushFlags(fs, "push", "push-label", "push-timeout")
+	// For profiling faultline itself (testdata/bench/bench.sh).
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a Go CPU profile of the analysis to `FILE`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write a Go heap profile, taken at the end of the analysis, to `FILE`")
+	fs.StringVar(&f.execTrace, "trace", "", "write a Go execution trace of the analysis to `FILE` (go tool trace: which stage keeps a core idle)")
+	fs.MarkHidden("cpuprofile")
+	fs.MarkHidden("trace")
+	fs.MarkHidden("memprofile")
+	return fs
+}
+
+// options turns the parsed flags into the analysis's options.
+func (f *analyzeFlags) options(def analyze.Options) (analyze.Options, error) {
+	opts := def
+	switch f.by {
+	case "alloc":
+		opts.Mode = report.ByAlloc
+	case "touch":
+		opts.Mode = report.ByTouch
+	default:
+		return opts, usageError("analyze: --by %q: want alloc or touch", f.by)
+	}
+	opts.RawSites = f.rawSites
+	opts.Attr.FastMax = f.fastMax
+	opts.Attr.MmapThreshold = f.mmapThresh
+	opts.Attr.Window = uint64(f.window)
+	if f.maxLive < 0 {
+		return opts, usageError("analyze: --max-live %d: want 0 (no limit) or a positive count", f.maxLive)
+	}
+	opts.Attr.MaxLive = f.maxLive
+	if f.jobs < 0 {
+		return opts, usageError("analyze: --jobs %d: want 0 (one per CPU) or a positive count", f.jobs)
+	}
+	opts.Workers = f.jobs
+	opts.Comms = f.comms
+	for _, p := range f.pids {
+		if p == 0 || p > math.MaxUint32 {
+			return opts, usageError("analyze: --pid %d: want a process id", p)
+		}
+		opts.Pids = append(opts.Pids, uint32(p))
+	}
+	if len(f.events) > 0 {
+		opts.Events = map[string]string{}
+		for _, e := range f.events {
+			name, role, ok := strings.Cut(e, "=")
+			if !ok {
+				return opts, usageError("analyze: --event %q: want NAME=ROLE", e)
+			}
+			opts.Events[name] = role
+		}
+	}
+	return opts, nil
 }
 
 // analyzeFile runs the analysis on a file or on stdin ("-").

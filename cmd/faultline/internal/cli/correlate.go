@@ -121,20 +121,8 @@ func runCorrelate(env *Env, args []string) error {
 	defer sess.Close()
 	sym := &correlate.Symbolizer{Sess: sess, Pid: -1}
 	if *maps != "" {
-		f, err := os.Open(*maps)
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: err}
-		}
-		ms, err := symbolize.ParseProcMaps(f)
-		f.Close()
-		if err != nil {
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", *maps, err)}
-		}
-		for _, m := range ms {
-			// The vdso's bytes are in no file a maps copy can name.
-			if m.File != "[vdso]" {
-				sess.Maps.Add(0, m)
-			}
+		if err := addProcMaps(sess, *maps); err != nil {
+			return err
 		}
 		sym.Pid = 0
 	}
@@ -148,35 +136,8 @@ func runCorrelate(env *Env, args []string) error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: no page faults (%d seen, %d left out by --pid/--comm); record exceptions:page_fault_user", displayName(faultName), flog.Seen, flog.Filtered)}
 	}
 
-	var opened *os.File
-	defer func() {
-		if opened != nil {
-			opened.Close()
-		}
-	}()
-	src := func(pass int) (io.Reader, error) {
-		if accessName == "-" {
-			if pass > 1 {
-				return nil, correlate.ErrOnce
-			}
-			return env.Stdin, nil
-		}
-		if opened == nil {
-			f, err := os.Open(accessName)
-			if err != nil {
-				return nil, &ExitError{Code: ExitFailure, Err: err}
-			}
-			opened = f
-			return f, nil
-		}
-		if fi, err := opened.Stat(); err != nil || !fi.Mode().IsRegular() {
-			return nil, correlate.ErrOnce
-		}
-		if _, err := opened.Seek(0, io.SeekStart); err != nil {
-			return nil, correlate.ErrOnce
-		}
-		return opened, nil
-	}
+	access := &accessLog{env: env, name: accessName}
+	defer access.close()
 	progressDone := func() {}
 	if accessName != "-" {
 		var progress func(int64)
@@ -192,7 +153,7 @@ func runCorrelate(env *Env, args []string) error {
 			}
 		}
 	}
-	res, err := correlate.Run(flog, src, opts)
+	res, err := correlate.Run(flog, access.source, opts)
 	progressDone()
 	if err != nil {
 		var ee *ExitError
@@ -230,6 +191,65 @@ func runCorrelate(env *Env, args []string) error {
 	}
 	nt.write(env.Stderr, *verbose)
 	return nil
+}
+
+// addProcMaps adds the mappings of path, a copy of a process's
+// /proc/PID/maps, to sess as process 0's.
+func addProcMaps(sess *symbolize.Session, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: err}
+	}
+	ms, err := symbolize.ParseProcMaps(f)
+	f.Close()
+	if err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s: %w", path, err)}
+	}
+	for _, m := range ms {
+		// The vdso's bytes are in no file a maps copy can name.
+		if m.File != "[vdso]" {
+			sess.Maps.Add(0, m)
+		}
+	}
+	return nil
+}
+
+// accessLog hands correlate the access log for each pass: standard input
+// ("-") once, a file again from its start when it is a regular file.
+type accessLog struct {
+	env    *Env
+	name   string
+	opened *os.File
+}
+
+func (a *accessLog) source(pass int) (io.Reader, error) {
+	if a.name == "-" {
+		if pass > 1 {
+			return nil, correlate.ErrOnce
+		}
+		return a.env.Stdin, nil
+	}
+	if a.opened == nil {
+		f, err := os.Open(a.name)
+		if err != nil {
+			return nil, &ExitError{Code: ExitFailure, Err: err}
+		}
+		a.opened = f
+		return f, nil
+	}
+	if fi, err := a.opened.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, correlate.ErrOnce
+	}
+	if _, err := a.opened.Seek(0, io.SeekStart); err != nil {
+		return nil, correlate.ErrOnce
+	}
+	return a.opened, nil
+}
+
+func (a *accessLog) close() {
+	if a.opened != nil {
+		a.opened.Close()
+	}
 }
 
 // readFaultLog reads ftrace text or a perf.data (file or pipe), told apart

@@ -72,33 +72,45 @@ type infoCompression struct {
 
 // infoReport is what info prints; the JSON field names are stable.
 type infoReport struct {
-	File          string            `json:"file"`
-	Size          int64             `json:"size,omitempty"`
-	PipeMode      bool              `json:"pipe_mode"`
-	BigEndian     bool              `json:"big_endian,omitempty"`
-	Cmdline       []string          `json:"cmdline"`
-	Hostname      string            `json:"hostname"`
-	OSRelease     string            `json:"os_release"`
-	PerfVersion   string            `json:"perf_version"`
-	Arch          string            `json:"arch"`
-	CPUsOnline    uint32            `json:"nr_cpus_online"`
-	CPUsAvail     uint32            `json:"nr_cpus_available"`
-	CPUDesc       string            `json:"cpu_desc,omitempty"`
-	CPUID         string            `json:"cpuid,omitempty"`
-	TotalMemKB    uint64            `json:"total_mem_kb"`
-	Events        []infoEvent       `json:"events"`
-	Samples       uint64            `json:"samples"`
-	LostSamples   uint64            `json:"lost_samples"`
-	LostEvents    uint64            `json:"lost_ring_buffer_events"`
-	FirstSampleNs uint64            `json:"first_sample_ns"`
-	LastSampleNs  uint64            `json:"last_sample_ns"`
-	DurationNs    uint64            `json:"duration_ns"`
-	Records       map[string]uint64 `json:"records"`
-	Compression   *infoCompression  `json:"compression"`
-	BuildIDs      []infoBuildID     `json:"build_ids"`
-	Features      []string          `json:"features"`
-	Truncated     bool              `json:"truncated"`
-	Warnings      []string          `json:"warnings"`
+	File      string   `json:"file"`
+	Size      int64    `json:"size,omitempty"`
+	PipeMode  bool     `json:"pipe_mode"`
+	BigEndian bool     `json:"big_endian,omitempty"`
+	Cmdline   []string `json:"cmdline"`
+	infoHost
+	Events []infoEvent `json:"events"`
+	infoSamples
+	Records     map[string]uint64 `json:"records"`
+	Compression *infoCompression  `json:"compression"`
+	BuildIDs    []infoBuildID     `json:"build_ids"`
+	Features    []string          `json:"features"`
+	Truncated   bool              `json:"truncated"`
+	Warnings    []string          `json:"warnings"`
+}
+
+// infoHost is the recording machine, as the header's features describe
+// it (flattened into infoReport's JSON).
+type infoHost struct {
+	Hostname    string `json:"hostname"`
+	OSRelease   string `json:"os_release"`
+	PerfVersion string `json:"perf_version"`
+	Arch        string `json:"arch"`
+	CPUsOnline  uint32 `json:"nr_cpus_online"`
+	CPUsAvail   uint32 `json:"nr_cpus_available"`
+	CPUDesc     string `json:"cpu_desc,omitempty"`
+	CPUID       string `json:"cpuid,omitempty"`
+	TotalMemKB  uint64 `json:"total_mem_kb"`
+}
+
+// infoSamples counts the samples and their losses, and the time they span
+// (flattened into infoReport's JSON).
+type infoSamples struct {
+	Samples       uint64 `json:"samples"`
+	LostSamples   uint64 `json:"lost_samples"`
+	LostEvents    uint64 `json:"lost_ring_buffer_events"`
+	FirstSampleNs uint64 `json:"first_sample_ns"`
+	LastSampleNs  uint64 `json:"last_sample_ns"`
+	DurationNs    uint64 `json:"duration_ns"`
 }
 
 func runInfo(env *Env, args []string) error {
