@@ -2,10 +2,12 @@ package report
 
 import (
 	"encoding/hex"
+	"fmt"
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/faultline/faultline/symbolize/binfile"
+	"github.com/faultline/faultline/symbolize/unwind"
 	"github.com/google/pprof/profile"
 )
 
@@ -34,10 +36,16 @@ func (s *Symbols) mapping(m *symbolize.Mapping) *Mapping {
 		return rm
 	}
 	rm := &Mapping{File: m.File, Start: m.Start, Limit: m.End, Offset: m.Pgoff}
+	b := s.sess.Binary(m)
 	if len(m.BuildID) > 0 {
 		rm.BuildID = hex.EncodeToString(m.BuildID)
-	} else if b := s.sess.Binary(m); b != nil {
+	} else if b != nil {
 		rm.BuildID = b.BuildID
+	}
+	if b != nil && b.ELF() != nil {
+		if bias, ok := unwind.LoadBias(b.ELF(), m.Start, m.Pgoff); ok && bias <= m.Start {
+			rm.Bias = bias
+		}
 	}
 	s.maps[m] = rm
 	return rm
@@ -124,8 +132,8 @@ func (b *Locations) mapping(m *Mapping) *profile.Mapping {
 	return intern(b.maps, *m, &b.p.Mapping, func(id uint64) *profile.Mapping {
 		return &profile.Mapping{
 			ID:              id,
-			Start:           m.Start,
-			Limit:           m.Limit,
+			Start:           m.Start - m.Bias,
+			Limit:           m.Limit - m.Bias,
 			Offset:          m.Offset,
 			File:            m.File,
 			BuildID:         m.BuildID,
@@ -149,15 +157,30 @@ func (b *Locations) function(name, system, file string) *profile.Function {
 }
 
 // Location returns the profile's location for l, adding it (and its
-// mapping and functions) the first time.
+// mapping and functions) the first time. Its address is module-relative
+// (the ELF virtual address) when the mapping's load bias is known, as its
+// mapping is, so that `pprof -addresses` prints the same address for every
+// run and pprof's -list and -disasm find the code with a base of zero. A
+// location nothing names is a function of its own, named by its module
+// and file offset ("sort+0x6e8c", as perf script prints it), so that
+// pprof's views keep apart the sites the summary keeps apart instead of
+// merging them under the module's name.
 func (b *Locations) Location(l *Location) *profile.Location {
 	m := b.mapping(l.Mapping)
-	return intern(b.locs, locKey{addr: l.Addr, m: m}, &b.p.Location, func(id uint64) *profile.Location {
-		loc := &profile.Location{ID: id, Address: l.Addr, Mapping: m}
+	addr := l.Addr
+	if l.Mapping != nil {
+		addr -= l.Mapping.Bias
+	}
+	return intern(b.locs, locKey{addr: addr, m: m}, &b.p.Location, func(id uint64) *profile.Location {
+		loc := &profile.Location{ID: id, Address: addr, Mapping: m}
 		// pprof lists a location's lines caller-last: the innermost
 		// inlined function first, which is our order too.
 		for _, ln := range l.Lines {
 			loc.Line = append(loc.Line, profile.Line{Function: b.function(ln.Function, ln.SystemName, ln.File), Line: ln.Line})
+		}
+		if len(loc.Line) == 0 && l.Mapping != nil && l.Mapping.File != "" && l.Addr >= l.Mapping.Start {
+			name := fmt.Sprintf("%s+%#x", baseName(l.Mapping.File), l.Addr-l.Mapping.Start+l.Mapping.Offset)
+			loc.Line = []profile.Line{{Function: b.function(name, name, "")}}
 		}
 		return loc
 	})
@@ -170,6 +193,10 @@ func (b *Locations) Location(l *Location) *profile.Location {
 // stack that needs no cut comes back as it is, with via "".
 func (b *Locations) siteStack(locs []*profile.Location) ([]*profile.Location, string) {
 	frames := SiteFrames(locs)
+	if name, own := AllocatorOwn(frames); own {
+		// The allocator's own: its name is the site, its stack the callers.
+		return append([]*profile.Location{b.classLocation(name)}, locs...), ""
+	}
 	i, via := UserFrame(frames)
 	if i == 0 {
 		return locs, ""

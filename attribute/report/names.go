@@ -114,7 +114,67 @@ func (f SiteFrame) system() bool {
 		return IsSystemSource(file)
 	}
 	n := f.Line.Function.Name
-	return strings.HasPrefix(n, "std::") || strings.HasPrefix(n, "__gnu_cxx::") || strings.HasPrefix(n, "__cxxabiv1::")
+	return strings.HasPrefix(n, "std::") || strings.HasPrefix(n, "__gnu_cxx::") || strings.HasPrefix(n, "__cxxabiv1::") || startupFuncs[n]
+}
+
+// startupFuncs are the C runtime's start-up code that crt1.o and crti.o
+// link into every program: they call main and the constructors, and are
+// never a site of the program's.
+var startupFuncs = map[string]bool{"_start": true, "_init": true, "_fini": true, "__libc_csu_init": true, "__libc_csu_fini": true, "frame_dummy": true}
+
+// allocator reports whether the frame is an allocator's: an entry point
+// or a function inside one (schema.AllocatorInternal); family is whose
+// when known.
+func (f SiteFrame) allocator() (family schema.Family, ok bool) {
+	if f.Line == nil || f.Line.Function == nil {
+		return schema.FamilyOther, false
+	}
+	fn := f.Line.Function
+	for _, n := range []string{fn.Name, fn.SystemName} {
+		if fam, ok := schema.AllocatorInternal(n); ok {
+			return fam, true
+		}
+	}
+	return schema.FamilyOther, IsAllocator(fn.Name) || IsAllocator(fn.SystemName)
+}
+
+// allocatorEnd returns the index just past the stack's outermost
+// allocator frame (0 when it has none) and that allocator's family. Every
+// frame below it is the allocator's: the static functions between its
+// named ones, and whatever its entry points called.
+func allocatorEnd(frames []SiteFrame) (int, schema.Family) {
+	for i := len(frames) - 1; i >= 0; i-- {
+		if fam, ok := frames[i].allocator(); ok {
+			return i + 1, fam
+		}
+	}
+	return 0, schema.FamilyOther
+}
+
+// AllocatorOwn reports whether a stack is the allocator's own: it runs
+// through an allocator and no frame outside it is the user's (the
+// allocator's start-up from a constructor, or its background work). Its
+// site is then the allocator, never one of its functions: named
+// "[allocator] FAMILY" ("[allocator] jemalloc"), or by the module holding
+// the allocator's outermost frame when the family is not known
+// ("[allocator] ld-linux-x86-64.so.2": the loader's own malloc).
+func AllocatorOwn(frames []SiteFrame) (site string, ok bool) {
+	end, fam := allocatorEnd(frames)
+	if end == 0 {
+		return "", false
+	}
+	for _, f := range frames[end:] {
+		if !f.system() {
+			return "", false
+		}
+	}
+	switch m := frames[end-1].Loc.Mapping; {
+	case fam != schema.FamilyOther:
+		return "[allocator] " + fam.String(), true
+	case m != nil && m.File != "":
+		return "[allocator] " + baseName(m.File), true
+	}
+	return "[allocator]", true
 }
 
 // String is "function file:line", or the function alone.
@@ -141,12 +201,15 @@ func SiteFrames(locs []*profile.Location) []SiteFrame {
 }
 
 // UserFrame finds the frame that names an allocation site: the first one
-// in the user's own code, skipping system libraries and code inlined from
-// system headers. via is the outermost frame skipped (the library function
-// the user's code called), "" when none was. When every frame is the
-// system's, the leaf names the site (i = 0).
+// in the user's own code, skipping system libraries, code inlined from
+// system headers, and the allocator's frames (allocatorEnd: a call that
+// made the allocator map memory is charged that memory, even where the
+// allocator is linked into the program). via is the outermost frame
+// skipped (the library function the user's code called), "" when none
+// was. When every frame is the system's, the leaf names the site (i = 0).
 func UserFrame(frames []SiteFrame) (i int, via string) {
-	for i := range frames {
+	start, _ := allocatorEnd(frames)
+	for i := start; i < len(frames); i++ {
 		if !frames[i].system() {
 			if i > 0 {
 				via = frames[i-1].name()

@@ -52,6 +52,9 @@ type Mapping struct {
 	Start   uint64
 	Limit   uint64
 	Offset  uint64
+	// Bias is the load bias (runtime address − ELF virtual address) when
+	// the binary was found, else 0: profiles hold addresses less it.
+	Bias uint64
 }
 
 // Line is one symbolized frame at an address.
