@@ -15,6 +15,9 @@ import (
 // (mangled when there is one), name the full demangled name. The full name
 // stays in the profile's SystemName.
 func functionName(name, system string) string {
+	if strings.HasPrefix(system, "_R") {
+		return rustName(name, system)
+	}
 	opts := []demangle.Option{demangle.NoParams, demangle.NoEnclosingParams, demangle.NoTemplateParams}
 	if strings.HasPrefix(system, "_Z") {
 		s, _, _ := strings.Cut(system, "@") // a symbol version is not part of the mangled name
@@ -31,6 +34,39 @@ func functionName(name, system string) string {
 		return name
 	}
 	return removeMatching(removeMatching(name, '(', ')'), '<', '>')
+}
+
+// rustName names a Rust function with a v0 mangled name (_R...) whole:
+// "<alloc::alloc::Global>::alloc_impl", "<alloc::alloc::Global as
+// core::alloc::Allocator>::allocate" — the qualified path in angle brackets
+// is the function's subject, and cutting it as a template argument list
+// would leave "::alloc_impl". Only a path's trailing generic arguments
+// ("do_call::<...>") go, as C++ template arguments do.
+func rustName(name, system string) string {
+	if d := demangle.Filter(system); d != system {
+		name = d
+	}
+	for {
+		i := strings.Index(name, "::<")
+		if i < 0 {
+			return name
+		}
+		depth, end := 0, -1
+		for j := i + 2; j < len(name) && end < 0; j++ {
+			switch name[j] {
+			case '<':
+				depth++
+			case '>':
+				if depth--; depth == 0 {
+					end = j
+				}
+			}
+		}
+		if end < 0 {
+			return name
+		}
+		name = name[:i] + name[end+1:]
+	}
 }
 
 // removeMatching removes nested instances of start..end from name, as
@@ -63,7 +99,9 @@ func removeMatching(name string, start, end byte) string {
 // systemIncludeDirs hold the compiler's and libc's headers: code inlined
 // from them (std::vector::push_back, std::map::operator[]) is the
 // library's, not the user's.
-var systemIncludeDirs = []string{"/usr/include/", "/usr/lib/gcc/", "/usr/lib/clang/", "/usr/lib/llvm", "/usr/lib64/clang/", "/usr/local/lib/gcc/"}
+// Rust's standard library is compiled from /rustc/<commit>/library and its
+// vendored dependencies (hashbrown, ...) from /rust/deps.
+var systemIncludeDirs = []string{"/usr/include/", "/usr/lib/gcc/", "/usr/lib/clang/", "/usr/lib/llvm", "/usr/lib64/clang/", "/usr/local/lib/gcc/", "/rustc/", "/rust/deps/"}
 
 // IsSystemSource reports whether a source file is a system header (the
 // compiler's or libc's include directories).
@@ -114,8 +152,21 @@ func (f SiteFrame) system() bool {
 		return IsSystemSource(file)
 	}
 	n := f.Line.Function.Name
-	return strings.HasPrefix(n, "std::") || strings.HasPrefix(n, "__gnu_cxx::") || strings.HasPrefix(n, "__cxxabiv1::") || startupFuncs[n]
+	if startupFuncs[n] || strings.HasPrefix(n, "__rust_") || strings.HasPrefix(n, "__rdl_") {
+		return true
+	}
+	for _, p := range systemNamespaces {
+		if strings.HasPrefix(n, p) || strings.HasPrefix(n, "<"+p) {
+			return true
+		}
+	}
+	return false
 }
+
+// systemNamespaces are the standard libraries' namespaces: C++'s, and
+// Rust's crates std, core and alloc with std's hashbrown. They name the
+// standard library's frames where no source file does.
+var systemNamespaces = []string{"std::", "__gnu_cxx::", "__cxxabiv1::", "core::", "alloc::", "hashbrown::"}
 
 // startupFuncs are the C runtime's start-up code that crt1.o and crti.o
 // link into every program: they call main and the constructors, and are
