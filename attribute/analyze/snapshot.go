@@ -7,39 +7,8 @@ import (
 
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 )
-
-// SnapshotEvent names faultline record's synthetic event
-// faultline:resident: a snapshot of one process's resident anonymous
-// memory, read from its page tables while it runs (SnapshotPeriodic) or as
-// it exits (SnapshotExit). A snapshot too large for one record spans
-// several with one time, each covering [lo, hi) of the address space.
-// Fields (u64 unless said): pid; kind; begin, the recording's time when
-// the read began (the sample's time is when it ended); lo and hi; hwm
-// and anon, the process's peak RSS (VmHWM) and anonymous RSS (RssAnon)
-// in bytes then (0: not read); and ranges, a __data_loc u64[] of
-// (start, end, flags) triples, flags the Snap* bits.
-const SnapshotEvent = "resident"
-
-// The kinds of snapshot.
-const (
-	SnapshotPeriodic = 0
-	SnapshotExit     = 1
-)
-
-// The flags of a snapshot range.
-const (
-	SnapPresent = 1 << 0
-	SnapSwapped = 1 << 1
-	SnapHuge    = 1 << 2
-)
-
-// SnapshotFields are faultline:resident's scalar fields, in order; the
-// ranges follow as SnapshotRanges.
-var SnapshotFields = []string{"pid", "kind", "begin", "lo", "hi", "hwm", "anon"}
-
-// SnapshotRanges is the name of faultline:resident's ranges field.
-const SnapshotRanges = "ranges"
 
 // snapFields are the fields of faultline:resident.
 type snapFields struct {
@@ -50,11 +19,11 @@ type snapFields struct {
 // snapshotInfo classifies faultline:resident.
 func snapshotInfo(in *eventInfo) bool {
 	ev := in.ev
-	if ev.Format == nil || ev.Format.System != "faultline" || ev.Format.Name != SnapshotEvent {
+	if ev.Format == nil || ev.Format.System != schema.System || ev.Format.Name != schema.SnapshotEvent {
 		return false
 	}
-	sf := &snapFields{ranges: field(ev, SnapshotRanges)}
-	for i, n := range SnapshotFields {
+	sf := &snapFields{ranges: field(ev, schema.SnapshotRanges)}
+	for i, n := range schema.SnapshotFields {
 		if sf.scalar[i] = field(ev, n); sf.scalar[i] == nil {
 			return true
 		}
@@ -114,8 +83,8 @@ func (ru *run) snapshotSample(in *eventInfo, smp *perfdata.Sample) {
 	for len(raw) >= 24 {
 		s, e, fl := binary.NativeEndian.Uint64(raw), binary.NativeEndian.Uint64(raw[8:]), binary.NativeEndian.Uint64(raw[16:])
 		raw = raw[24:]
-		if fl&SnapPresent != 0 && s < e && e-s < 1<<48 {
-			rs = append(rs, attribute.SnapRange{Start: s, End: e, Huge: fl&SnapHuge != 0})
+		if fl&schema.SnapPresent != 0 && s < e && e-s < 1<<48 {
+			rs = append(rs, attribute.SnapRange{Start: s, End: e, Huge: fl&schema.SnapHuge != 0})
 		}
 	}
 	ss.ranges = rs
@@ -123,7 +92,7 @@ func (ru *run) snapshotSample(in *eventInfo, smp *perfdata.Sample) {
 		ss.finish()
 		ss.pid, ss.time = pid, smp.Time
 		ss.sum.Snapshots++
-		if kind == SnapshotExit {
+		if kind == schema.SnapshotExit {
 			ss.sum.Exits++
 		}
 	}
