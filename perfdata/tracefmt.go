@@ -256,9 +256,13 @@ func parseTraceField(line string) (TraceField, error) {
 		switch k {
 		case "field":
 			decl := strings.TrimSpace(v)
-			// The name is the last identifier, before any [N].
+			// The name is the last identifier, before any [N]; a
+			// dynamic array's declaration puts it after the brackets
+			// ("__data_loc char[] name").
 			name := decl
-			if i := strings.IndexByte(name, '['); i >= 0 {
+			if i := strings.IndexByte(name, ']'); i >= 0 && strings.TrimSpace(name[i+1:]) != "" {
+				name = strings.TrimSpace(name[i+1:])
+			} else if i := strings.IndexByte(name, '['); i >= 0 {
 				n := strings.TrimSuffix(name[i+1:], "]")
 				if c, err := strconv.Atoi(strings.TrimSpace(n)); err == nil {
 					fld.ArrayLen = c

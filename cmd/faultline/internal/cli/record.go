@@ -100,8 +100,16 @@ record does the setup for you:
     Ctrl-C, SIGTERM, SIGHUP and errors), and removes groups left by a killed
     run whose process is gone;
   - starts CMD held until every event is armed, so nothing of it is missed;
-    threads, fork and exec are followed; transparent huge pages are disabled
-    for it (see --no-thp);
+    threads, fork and exec are followed; transparent huge pages stay as the
+    system gives them (--no-thp turns them off for it): a fault that maps a
+    huge page is known as one and counts the whole page resident;
+  - reads every process's resident anonymous memory from its page tables
+    (the PAGEMAP_SCAN ioctl) every --resident-every and as each one calls
+    exit_group (a seccomp notification stops it there for that read; no
+    ptrace), and writes the reads into the recording (faultline:resident):
+    analyze sets the resident figures to them, catching what no fault
+    shows (huge pages collapsed, pages swapped out, pages shared after
+    fork);
   - under sudo, creates the recording as a new file and hands it to the
     user who ran sudo, so analyze needs no root;
   - compresses the records with zstd (as perf record -z; perf 6.1 reads
@@ -158,6 +166,10 @@ Flags:
 // power-of-two period.
 const defaultStackEvery = 61
 
+// defaultResidentEvery is how often record reads the processes' page
+// tables while they run.
+const defaultResidentEvery = 100 * time.Millisecond
+
 // defaultMmapPages is -m's default: 16 MiB per CPU.
 const defaultMmapPages = 4096
 
@@ -178,10 +190,13 @@ type recordOptions struct {
 	compress    bool
 	noCompress  bool
 	noTHP       bool
-	libc        string
-	method      string
-	shimWait    time.Duration
-	shimClock   string
+	// residentEvery and noExitSnapshots: the page-table snapshots.
+	residentEvery   time.Duration
+	noExitSnapshots bool
+	libc            string
+	method          string
+	shimWait        time.Duration
+	shimClock       string
 	// mmapPagesSet, stackPagesSet: -m, --stack-mmap-pages were given
 	// (else the in-process method lowers them)
 	mmapPagesSet, stackPagesSet bool
@@ -271,7 +286,9 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.IntVar(&o.stackPages, "stack-mmap-pages", 1024, "ring buffer per CPU for stacks, in `N` pages (a power of two); the in-process method takes 512 unless given")
 	fs.BoolVarP(&o.compress, "compress", "z", true, "compress the recording with zstd (as perf -z; perf 6.1 reads it): about 20 times smaller, the default")
 	fs.BoolVar(&o.noCompress, "no-compress", false, "write the records uncompressed (for tools that cannot read perf -z files)")
-	fs.BoolVar(&o.noTHP, "no-thp", true, "disable transparent huge pages for CMD (--no-thp=false keeps them): with THP one fault can map 2 MiB, so fault counts stop meaning pages; no effect on a running process (-p)")
+	fs.BoolVar(&o.noTHP, "no-thp", false, "disable transparent huge pages for CMD (PR_SET_THP_DISABLE), so that every page arrives by a fault of its own; by default the program keeps the system's setting; no effect on a running process (-p)")
+	fs.DurationVar(&o.residentEvery, "resident-every", defaultResidentEvery, "read each process's resident memory from its page tables this often while it runs (0: only as each process exits)")
+	fs.BoolVar(&o.noExitSnapshots, "no-exit-snapshots", false, "do not stop each process at exit_group to read its resident memory (a seccomp filter does that; programs that install a seccomp notifier of their own need this)")
 	fs.StringVar(&o.libc, "libc", "", "probe the allocator in `PATH` (a library, or a program that links one) instead of the one malloc binds to (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
@@ -533,6 +550,7 @@ func (r *recorder) record() error {
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
+		ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots,
 		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
 		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
 	}
@@ -605,7 +623,12 @@ func (r *recorder) noteNoAllocations(res *rec.Result, lib string) {
 
 // isFaultEvent reports whether a recorded event is a page-fault event.
 func isFaultEvent(name string) bool {
-	return strings.HasPrefix(name, "page-faults") || strings.HasPrefix(name, "exceptions:page_fault_user")
+	for _, p := range []string{"page-faults", "minor-faults", "major-faults", "exceptions:page_fault_user"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // catchSignals routes SIGINT, SIGTERM and SIGHUP (a closed terminal) to
@@ -826,7 +849,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		// calls (in-process: a return is part of its call).
 		var hits uint64
 		for _, e := range res.Events {
-			if !e.Stack && e.Name != "page-faults" && (res.Method != "in-process" || !strings.HasSuffix(e.Name, "__return")) {
+			if !e.Stack && !isFaultEvent(e.Name) && (res.Method != "in-process" || !strings.HasSuffix(e.Name, "__return")) {
 				hits += e.Samples
 			}
 		}

@@ -135,6 +135,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
 		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
 		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
+		ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots,
 		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
 		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
 		Cmd:     cmdPath, Argv: o.cmd,

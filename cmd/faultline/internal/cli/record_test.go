@@ -226,7 +226,7 @@ func TestRecordFlags(t *testing.T) {
 	// found is of that family).
 	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc,op_new,"
 	probes := strings.Join(o.probes, ",")
-	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || !o.noTHP || !o.compress ||
+	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || o.noTHP || o.residentEvery != defaultResidentEvery || o.noExitSnapshots || !o.compress ||
 		o.stackMin != 4096 || o.stackEvery != defaultStackEvery || o.faultStacks ||
 		strings.Join(o.cmd, " ") != "sort -n file" || !strings.HasPrefix(probes, all) ||
 		!strings.Contains(probes, ",mallocx,") || !strings.Contains(probes, ",tc_new,") || !strings.Contains(probes, ",mi_zalloc,") {

@@ -64,6 +64,14 @@ func run(mode string, args, env []string) int {
 		os.Stderr.WriteString("faultline: PR_SET_PDEATHSIG: " + e.Error() + "\n")
 		return 127
 	}
+	if _, ok := syscall.Getenv(ExitsEnv); ok {
+		armExits()
+	}
+	if chain, ok := syscall.Getenv(ChainEnv); ok {
+		// The shim's launcher waits on FD and runs the command; where it
+		// cannot run, this one does, as the recorder would have.
+		syscall.Exec(chain, append([]string{os.Args[0]}, args...), chainEnv(env))
+	}
 	var b [1]byte
 	n, _ := syscall.Read(FD, b[:])
 	syscall.Close(FD)
@@ -96,13 +104,24 @@ func commandEnv(env []string) []string {
 	}
 	out := make([]string, 0, len(env))
 	for _, e := range env {
-		if hasPrefix(e, Env+"=") || hasPrefix(e, PreloadEnv+"=") || have && hasPrefix(e, "LD_PRELOAD=") {
+		if hasPrefix(e, Env+"=") || hasPrefix(e, PreloadEnv+"=") || hasPrefix(e, ExitsEnv+"=") || have && hasPrefix(e, "LD_PRELOAD=") {
 			continue
 		}
 		out = append(out, e)
 	}
 	if have {
 		out = append(out, "LD_PRELOAD="+preload)
+	}
+	return out
+}
+
+// chainEnv is env without ChainEnv and ExitsEnv.
+func chainEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if !hasPrefix(e, ChainEnv+"=") && !hasPrefix(e, ExitsEnv+"=") {
+			out = append(out, e)
+		}
 	}
 	return out
 }

@@ -22,6 +22,9 @@ type heldCommand struct {
 	gate *os.File // write end of the pipe
 	done chan struct{}
 	err  error // cmd.Wait's
+	// exits is our end of the socket the launcher sends the exit
+	// notification descriptor over (launch.ExitsEnv), or nil.
+	exits *os.File
 }
 
 // startHeld starts the launcher for path (resolved) with argv: the
@@ -30,7 +33,10 @@ type heldCommand struct {
 // system without the x86-64 dynamic linker at its standard path, or one
 // that forbids running memfds). env holds entries for the command's
 // environment; an LD_PRELOAD among them takes effect at the exec only.
-func startHeld(launcher, path string, argv []string, noTHP bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+//
+// With exits the launcher arms the exit notifications (launch.ExitsEnv):
+// faultline's launcher does that, then runs the shim's (launch.ChainEnv).
+func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -47,8 +53,20 @@ func startHeld(launcher, path string, argv []string, noTHP bool, env []string, s
 		}
 		cmdEnv = append(cmdEnv, e)
 	}
+	var extra []*os.File
+	var ours *os.File
+	if exits {
+		if ours, extra = exitsSocket(); ours != nil {
+			defer extra[0].Close()
+			cmdEnv = append(cmdEnv, launch.ExitsEnv+"=1")
+			if launcher != "" {
+				cmdEnv = append(cmdEnv, launch.ChainEnv+"="+launcher)
+				launcher = ""
+			}
+		}
+	}
 	if launcher != "" {
-		h, err := startLauncher(launcher, path, argv, cmdEnv, r, w, stdin, stdout, stderr)
+		h, err := startLauncher(launcher, path, argv, cmdEnv, r, w, stdin, stdout, stderr, extra)
 		if err == nil {
 			return h, nil
 		}
@@ -58,21 +76,25 @@ func startHeld(launcher, path string, argv []string, noTHP bool, env []string, s
 		w.Close()
 		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
 	}
-	h, err := startLauncher(self, path, argv, cmdEnv, r, w, stdin, stdout, stderr)
+	h, err := startLauncher(self, path, argv, cmdEnv, r, w, stdin, stdout, stderr, extra)
 	if err != nil {
 		w.Close()
+		if ours != nil {
+			ours.Close()
+		}
 		return nil, fmt.Errorf("starting the launcher: %w", err)
 	}
+	h.exits = ours
 	return h, nil
 }
 
 // startLauncher starts the launcher self, gated by the pipe r, w.
-func startLauncher(self, path string, argv, env []string, r, w *os.File, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+func startLauncher(self, path string, argv, env []string, r, w *os.File, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*heldCommand, error) {
 	c := exec.Command(self, append([]string{path}, argv...)...)
 	c.Args[0] = argv[0]
 	c.Env = env
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
-	c.ExtraFiles = []*os.File{r}
+	c.ExtraFiles = append([]*os.File{r}, extra...)
 	h := &heldCommand{cmd: c, gate: w, done: make(chan struct{})}
 	// The launcher's parent-death signal follows the forking thread, not
 	// the process: fork from a locked thread that lives until the command

@@ -12,7 +12,7 @@ import (
 // this test binary, whose package launch init is the Go launcher.
 func TestStartHeldFallsBack(t *testing.T) {
 	var out bytes.Buffer
-	h, err := startHeld(filepath.Join(t.TempDir(), "missing"), "/bin/sh", []string{"sh", "-c", "echo ran"}, false, nil, nil, &out, io.Discard)
+	h, err := startHeld(filepath.Join(t.TempDir(), "missing"), "/bin/sh", []string{"sh", "-c", "echo ran"}, false, false, nil, nil, &out, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

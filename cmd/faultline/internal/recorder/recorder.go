@@ -63,12 +63,17 @@ type Config struct {
 
 	// Target: Cmd (Cmd[0] resolved to a path, Argv its argv), or Pid, or
 	// All (system-wide; with Cmd too when given).
-	Cmd      string
-	Argv     []string
-	Pid      int
-	All      bool
-	NoTHP    bool          // PR_SET_THP_DISABLE for Cmd
-	Duration time.Duration // 0: until Cmd exits or a signal
+	Cmd   string
+	Argv  []string
+	Pid   int
+	All   bool
+	NoTHP bool // PR_SET_THP_DISABLE for Cmd
+	// ResidentEvery is how often each process's resident anonymous memory
+	// is read from its page tables while it runs (snapshot.go; 0: never);
+	// ExitSnapshots reads it too as each process of Cmd calls exit_group.
+	ResidentEvery time.Duration
+	ExitSnapshots bool
+	Duration      time.Duration // 0: until Cmd exits or a signal
 
 	// InProcess records allocator calls with the preloaded shim (inproc.go)
 	// instead of Probes; Cmd is required. ShimRingBytes is each thread's
@@ -206,7 +211,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	}
 	var held *heldCommand
 	if cfg.Cmd != "" {
-		held, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+		held, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.ExitSnapshots && !cfg.All, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +246,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	if rec.inproc != nil {
 		rec.res.Method = "in-process"
 		for _, sp := range rec.specs {
-			if sp.name == "page-faults" {
+			if sp.attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(sp.attr.Config).IsPageFault() && !sp.stack {
 				for _, id := range rec.ids[sp] {
 					rec.inproc.faultIDs[id] = true
 				}
@@ -296,6 +301,8 @@ type session struct {
 
 	rss        *spec       // faultline:rss (rss.go), with a command
 	rssSampler *rssSampler // its RssAnon reads
+	snapSpec   *spec       // faultline:resident (snapshot.go), or nil
+	snap       *snapshotter
 }
 
 // closeAll unmaps the rings and closes every event. The last close of a uprobe event
@@ -391,8 +398,11 @@ func (s *session) buildSpecs() (specs []*spec) {
 	}
 	add := func(sp *spec) { specs = append(specs, sp) }
 	var clock int32
-	if s.inproc != nil {
+	snaps := !cfg.All && (cfg.Cmd != "" || cfg.Pid > 0) && (cfg.ResidentEvery > 0 || cfg.ExitSnapshots && cfg.Cmd != "")
+	if s.inproc != nil || snaps {
+		// The snapshots are stamped with CLOCK_MONOTONIC too.
 		clock = unix.CLOCK_MONOTONIC
+		flags |= perfdata.AttrUseClockID
 	}
 	dummyAttr := func(bool) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
@@ -400,17 +410,28 @@ func (s *session) buildSpecs() (specs []*spec) {
 			Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}
 	}
 	// The dummies own the rings; the sideband (mappings with build IDs,
-	// comms, tasks) rides on page-faults.
+	// comms, tasks) rides on minor-faults. The faults are taken as the
+	// kernel accounts them once handled (mm_account_fault), not at entry
+	// as page-faults is, so a sample's DATA_PAGE_SIZE is the size of the
+	// page the fault mapped: 2 MiB for a huge page.
 	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(false)})
-	add(&spec{name: "page-faults", kind: kindRange, attr: perfdata.Attr{
-		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaults), SamplePeriod: 1,
-		SampleType: baseSampleType | perfdata.SampleAddr, ReadFormat: readFormat,
+	add(&spec{name: faultEvents[0], kind: kindRange, attr: perfdata.Attr{
+		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaultsMin), SamplePeriod: 1,
+		SampleType: baseSampleType | perfdata.SampleAddr | perfdata.SampleDataPageSize, ReadFormat: readFormat,
 		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
 	s.mapCallSpecs(add, flags, clock)
+	major := specs[1].attr
+	major.Config = uint64(perfdata.SWPageFaultsMaj)
+	major.Flags &^= trackFlags
+	add(&spec{name: faultEvents[1], kind: kindRange, attr: major})
 	if cfg.Cmd != "" {
 		// Last, so the other events keep their places.
 		s.rss = rssSpec(flags, clock)
 		defer func() { specs = append(specs, s.rss) }()
+	}
+	if snaps {
+		s.snapSpec = snapSpec(flags, clock)
+		defer func() { specs = append(specs, s.snapSpec) }()
 	}
 	if s.inproc != nil {
 		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
@@ -426,7 +447,7 @@ func (s *session) buildSpecs() (specs []*spec) {
 			a.SampleRegsUser = userRegsMask
 			a.SampleStackUser = cfg.StackSize
 			a.SamplePeriod = cfg.StackEvery
-			add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
+			add(&spec{name: faultEvents[0] + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 		}
 		next := uint64(shimSampleIDBase)
 		for _, sp := range specs {
@@ -439,7 +460,7 @@ func (s *session) buildSpecs() (specs []*spec) {
 	}
 	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
-			SampleType: st, ReadFormat: readFormat, Flags: flags}
+			SampleType: st, ReadFormat: readFormat, Flags: flags, ClockID: clock}
 	}
 	for _, p := range cfg.Probes {
 		add(&spec{name: cfg.Group + ":" + p.Event, kind: kindRange, attr: tp(p, baseSampleType|perfdata.SampleRaw, 1)})
@@ -477,10 +498,14 @@ func (s *session) buildSpecs() (specs []*spec) {
 		a := stackAttr(specs[1].attr)
 		a.Flags &^= trackFlags
 		a.SamplePeriod = cfg.StackEvery
-		add(&spec{name: "page-faults" + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
+		add(&spec{name: faultEvents[0] + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 	}
 	return specs
 }
+
+// faultEvents are the names of the fault events: minor faults (the
+// sideband rides on them) and major ones.
+var faultEvents = [2]string{"minor-faults", "major-faults"}
 
 // mapCallSpecs adds the memory-map calls' tracepoints to the range ring:
 // one instance each (no twins), rare enough that sys_enter_mmap takes a
@@ -779,6 +804,9 @@ func (s *session) run(held *heldCommand) error {
 			return fmt.Errorf("interrupted by %v before the program started", sig)
 		default:
 		}
+		if s.snapSpec != nil {
+			s.snap = startSnapshots(s.snapSpec, held.cmd.Process.Pid, cfg.ResidentEvery, held.exitNotifier())
+		}
 		if err := held.release(); err != nil {
 			return fmt.Errorf("releasing the command: %w", err)
 		}
@@ -788,6 +816,10 @@ func (s *session) run(held *heldCommand) error {
 		s.rssSampler = startRSSSampler(held.cmd.Process.Pid)
 		defer s.rssSampler.stop()
 	}
+	if held == nil && s.snapSpec != nil {
+		s.snap = startSnapshots(s.snapSpec, cfg.Pid, cfg.ResidentEvery, -1)
+	}
+	defer s.snap.stop()
 	var (
 		grace, forward <-chan time.Time
 		pending        os.Signal
@@ -863,6 +895,10 @@ func (s *session) run(held *heldCommand) error {
 			return s.finalDrain()
 		case err := <-p.errc:
 			return err
+		case <-s.snap.readyChan():
+			if err := s.writeSnapshots(); err != nil {
+				return err
+			}
 		case <-p.wake:
 		case <-again:
 		case <-kick:
@@ -941,6 +977,10 @@ func (s *session) exitStatus(held *heldCommand) {
 // finish writes LOST_SAMPLES per event, closes the events and writes the
 // features.
 func (s *session) finish() error {
+	s.snap.stop()
+	if err := s.writeSnapshots(); err != nil {
+		return err
+	}
 	if err := s.writeRSS(); err != nil {
 		return err
 	}

@@ -65,12 +65,12 @@ func TestBuildSpecs(t *testing.T) {
 			}
 		}
 	}
-	want := "dummy:u page-faults faultline_7:malloc faultline_7:malloc__return faultline_7:calloc faultline_7:calloc__return faultline_7:free " +
+	want := "dummy:u minor-faults major-faults faultline_7:malloc faultline_7:malloc__return faultline_7:calloc faultline_7:calloc__return faultline_7:free " +
 		"dummy:u faultline_7:malloc/stack-big/ faultline_7:malloc/stack-1in64/ faultline_7:calloc/stack-big/ faultline_7:calloc/stack-1in64/ faultline:rss"
 	if strings.Join(names, " ") != want {
 		t.Errorf("specs:\n%s\nwant\n%s", strings.Join(names, " "), want)
 	}
-	// page-faults carries the sideband, data mappings and build IDs
+	// minor-faults carries the sideband, data mappings and build IDs
 	// included, and it alone: two tracking events would write every
 	// mapping twice.
 	const track = perfdata.AttrMmap2 | perfdata.AttrMmapData | perfdata.AttrComm | perfdata.AttrCommExec | perfdata.AttrTask | perfdata.AttrBuildID
@@ -83,9 +83,15 @@ func TestBuildSpecs(t *testing.T) {
 		}
 	}
 	if specs[1].attr.SampleType&perfdata.SampleAddr == 0 || specs[1].attr.Flags&perfdata.AttrExcludeKernel == 0 {
-		t.Errorf("page-faults: %+v", specs[1].attr)
+		t.Errorf("minor-faults: %+v", specs[1].attr)
 	}
-	big, small := specs[8], specs[9]
+	// The faults as the kernel accounts them once handled: the sample
+	// says the size of the page mapped (a huge page: 2 MiB).
+	if specs[1].attr.Config != uint64(perfdata.SWPageFaultsMin) || specs[1].attr.SampleType&perfdata.SampleDataPageSize == 0 ||
+		specs[2].attr.Config != uint64(perfdata.SWPageFaultsMaj) || specs[2].attr.SampleType != specs[1].attr.SampleType {
+		t.Errorf("fault events: %+v / %+v", specs[1].attr, specs[2].attr)
+	}
+	big, small := specs[9], specs[10]
 	if big.attr.Config != 100 || big.attr.SamplePeriod != 1 || big.filter != "size >= 4096" ||
 		small.attr.Config != 100 || small.attr.SamplePeriod != 64 || small.filter != "size < 4096" {
 		t.Errorf("malloc stack instances: %+v %q / %+v %q", big.attr, big.filter, small.attr, small.filter)
@@ -96,7 +102,7 @@ func TestBuildSpecs(t *testing.T) {
 	cfg.Cmd, cfg.Pid = "", 42
 	specs = (&session{cfg: cfg}).buildSpecs()
 	last := specs[len(specs)-1]
-	if last.name != "page-faults/stack-1in64/" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
+	if last.name != "minor-faults/stack-1in64/" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)
 	}
 	if last.attr.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {

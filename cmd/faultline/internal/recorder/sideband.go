@@ -268,8 +268,14 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 			sys.Formats = append(sys.Formats, p.Format)
 		}
 		systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...)
-		if s.rss != nil {
-			systems = append(systems, perfdata.TraceSystem{Name: schema.System, Formats: [][]byte{s.rss.format}})
+		own := perfdata.TraceSystem{Name: schema.System}
+		for _, sp := range []*spec{s.rss, s.snapSpec} {
+			if sp != nil {
+				own.Formats = append(own.Formats, sp.format)
+			}
+		}
+		if len(own.Formats) > 0 {
+			systems = append(systems, own)
 		}
 		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
 	}

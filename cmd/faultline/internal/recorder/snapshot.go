@@ -1,0 +1,426 @@
+package recorder
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/faultline/faultline/cmd/faultline/internal/pagemap"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
+	"golang.org/x/sys/unix"
+)
+
+// Page-table snapshots (schema.SnapshotEvent): every process of the
+// recording has its resident anonymous memory read from its page tables
+// (package pagemap) every Config.ResidentEvery while it runs, and, where
+// the launcher could arm it (launch.ExitsEnv), as it calls exit_group,
+// the last moment its memory exists. The reads run on goroutines of their
+// own and queue finished records; the session's loop writes them between
+// drains (writeSnapshots).
+
+// snapTraceID and snapSampleID number the event apart from faultline:rss
+// and the in-process events.
+const (
+	snapTraceID  = shimIDBase - 2
+	snapSampleID = shimSampleIDBase - 2
+)
+
+// snapSpec is the faultline:resident event.
+func snapSpec(flags perfdata.AttrFlags, clock int32) *spec {
+	a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: snapTraceID, SamplePeriod: 1,
+		SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
+	if clock != 0 {
+		a.Flags |= perfdata.AttrUseClockID
+	}
+	return &spec{name: schema.System + ":" + schema.SnapshotEvent, kind: kindRange, synthetic: true, synthID: snapSampleID,
+		attr: a, format: snapFormat()}
+}
+
+// snapFieldsOff is where the scalar fields start in the RAW payload
+// (after the common fields); the ranges' __data_loc follows them, and the
+// ranges themselves start 8-aligned after it.
+const (
+	snapFieldsOff = 8
+	snapLocOff    = snapFieldsOff + 8*7
+	snapDataOff   = snapLocOff + 8
+)
+
+// snapFormat is faultline:resident's tracefs-style format: perf script
+// prints the scalar fields and the number of ranges.
+func snapFormat() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", schema.SnapshotEvent, snapTraceID)
+	b.WriteString("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
+		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
+		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
+		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n")
+	pf, args := "", ""
+	for i, n := range schema.SnapshotFields {
+		fmt.Fprintf(&b, "\tfield:u64 %s;\toffset:%d;\tsize:8;\tsigned:0;\n", n, snapFieldsOff+8*i)
+		pf += n + "=%Lu "
+		args += ", REC->" + n
+	}
+	fmt.Fprintf(&b, "\tfield:__data_loc u64[] %s;\toffset:%d;\tsize:4;\tsigned:0;\n", schema.SnapshotRanges, snapLocOff)
+	fmt.Fprintf(&b, "\nprint fmt: \"%sranges=%%u\"%s, __get_dynamic_array_len(%s) / 24\n", pf, args, schema.SnapshotRanges)
+	return b.Bytes()
+}
+
+// snapshotter reads the processes' page tables and queues the records.
+type snapshotter struct {
+	sp    *spec
+	root  int
+	every time.Duration
+
+	mu    sync.Mutex
+	queue [][]byte // finished sample bodies
+	ready chan struct{}
+
+	notify int // the exit notification descriptor, or -1
+	quit   chan struct{}
+	wg     sync.WaitGroup
+
+	// Counters, under mu: snapshots taken, at exits; time spent reading.
+	periodic, exits uint64
+	cost            time.Duration
+	failed          error // the first read that failed for another reason than the process ending
+}
+
+// startSnapshots starts reading root's process tree every every (0: not
+// while it runs) and, with notify ≥ 0, each process as it exits.
+func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapshotter {
+	sn := &snapshotter{sp: sp, root: root, every: every, notify: notify, ready: make(chan struct{}, 1), quit: make(chan struct{})}
+	if every > 0 {
+		sn.wg.Add(1)
+		go sn.periodicLoop()
+	}
+	if notify >= 0 {
+		sn.wg.Add(1)
+		go sn.exitLoop()
+	}
+	return sn
+}
+
+// stop ends the reads; what they queued stays for writeSnapshots.
+func (sn *snapshotter) stop() {
+	if sn == nil || sn.quit == nil {
+		return
+	}
+	close(sn.quit)
+	sn.wg.Wait()
+	sn.quit = nil
+	if sn.notify >= 0 {
+		unix.Close(sn.notify)
+		sn.notify = -1
+	}
+}
+
+// readyChan is ready when records are queued (nil without snapshots).
+func (sn *snapshotter) readyChan() <-chan struct{} {
+	if sn == nil {
+		return nil
+	}
+	return sn.ready
+}
+
+func (sn *snapshotter) periodicLoop() {
+	defer sn.wg.Done()
+	sc := pagemap.NewScanner()
+	t := time.NewTicker(sn.every)
+	defer t.Stop()
+	var rs []pagemap.Range
+	var pids []int
+	for {
+		select {
+		case <-sn.quit:
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		pids = processTree(pids[:0], sn.root)
+		for _, pid := range pids {
+			rs = sn.take(sc, rs[:0], pid, schema.SnapshotPeriodic)
+		}
+		sn.mu.Lock()
+		sn.cost += time.Since(start)
+		sn.mu.Unlock()
+	}
+}
+
+// take reads pid's page tables and status and queues its records.
+func (sn *snapshotter) take(sc *pagemap.Scanner, rs []pagemap.Range, pid int, kind uint64) []pagemap.Range {
+	begin := monoNow()
+	rs, err := sc.Scan(rs, pid)
+	end := monoNow()
+	if err != nil {
+		if !errors.Is(err, pagemap.ErrGone) {
+			sn.mu.Lock()
+			if sn.failed == nil {
+				sn.failed = fmt.Errorf("reading the page tables of pid %d: %w", pid, err)
+			}
+			sn.mu.Unlock()
+		}
+		return rs
+	}
+	hwm, anon := readStatus(pid)
+	recs := snapRecords(nil, sn.sp, uint32(pid), kind, begin, end, hwm, anon, rs)
+	sn.mu.Lock()
+	sn.queue = append(sn.queue, recs...)
+	if kind == schema.SnapshotExit {
+		sn.exits++
+	} else {
+		sn.periodic++
+	}
+	sn.mu.Unlock()
+	select {
+	case sn.ready <- struct{}{}:
+	default:
+	}
+	return rs
+}
+
+// snapRecords appends to out the sample bodies of one snapshot: its
+// ranges in records of at most schema.SnapshotMaxRanges, each covering
+// the address space from where the last one stopped.
+func snapRecords(out [][]byte, sp *spec, pid uint32, kind, begin, end, hwm, anon uint64, rs []pagemap.Range) [][]byte {
+	const top = 1<<64 - 1
+	lo := uint64(0)
+	for {
+		n := min(len(rs), schema.SnapshotMaxRanges)
+		hi := uint64(top)
+		if n < len(rs) {
+			hi = rs[n].Start
+		}
+		out = append(out, snapRecord(sp, pid, kind, begin, end, lo, hi, hwm, anon, rs[:n]))
+		rs = rs[n:]
+		if len(rs) == 0 {
+			return out
+		}
+		lo = hi
+	}
+}
+
+// snapRecord is one sample body: IDENTIFIER, IP, PID/TID, TIME, CPU/res,
+// then RAW with the fields and the ranges.
+func snapRecord(sp *spec, pid uint32, kind, begin, end, lo, hi, hwm, anon uint64, rs []pagemap.Range) []byte {
+	ne := binary.NativeEndian
+	b := make([]byte, 0, 48+snapDataOff+24*len(rs)+8)
+	b = ne.AppendUint64(b, sp.synthID)
+	b = ne.AppendUint64(b, 0)
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint32(b, pid)
+	b = ne.AppendUint64(b, end)
+	b = ne.AppendUint64(b, 0)
+	at := len(b)
+	b = ne.AppendUint32(b, 0)
+	b = appendCommon(b, sp, pid)
+	for _, v := range []uint64{uint64(pid), kind, begin, lo, hi, hwm, anon} {
+		b = ne.AppendUint64(b, v)
+	}
+	b = ne.AppendUint32(b, uint32(24*len(rs))<<16|snapDataOff)
+	b = ne.AppendUint32(b, 0)
+	for _, r := range rs {
+		var fl uint64
+		if r.Flags&pagemap.Present != 0 {
+			fl |= schema.SnapPresent
+		}
+		if r.Flags&pagemap.Swapped != 0 {
+			fl |= schema.SnapSwapped
+		}
+		if r.Flags&pagemap.Huge != 0 {
+			fl |= schema.SnapHuge
+		}
+		b = ne.AppendUint64(b, r.Start)
+		b = ne.AppendUint64(b, r.End)
+		b = ne.AppendUint64(b, fl)
+	}
+	return finishRaw(b, at)
+}
+
+// writeSnapshots writes the queued records.
+func (s *session) writeSnapshots() error {
+	sn := s.snap
+	if sn == nil {
+		return nil
+	}
+	sn.mu.Lock()
+	q := sn.queue
+	sn.queue = nil
+	sn.mu.Unlock()
+	for _, b := range q {
+		*s.perSpec[sn.sp]++
+		if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The seccomp notification ABI (include/uapi/linux/seccomp.h).
+type seccompNotif struct {
+	id    uint64
+	pid   uint32
+	flags uint32
+	nr    int32
+	arch  uint32
+	ip    uint64
+	args  [6]uint64
+}
+
+type seccompNotifResp struct {
+	id    uint64
+	val   int64
+	error int32
+	flags uint32
+}
+
+// exitLoop takes each process's snapshot as it calls exit_group, then
+// lets the call go on.
+func (sn *snapshotter) exitLoop() {
+	defer sn.wg.Done()
+	sc := pagemap.NewScanner()
+	var rs []pagemap.Range
+	fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-sn.quit:
+			return
+		default:
+		}
+		n, err := unix.Poll(fds, 50)
+		if err != nil && err != unix.EINTR {
+			return
+		}
+		if n == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
+				return // no process holds the filter any more
+			}
+			continue
+		}
+		var nt seccompNotif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
+			continue // ENOENT: the process died (a signal) meanwhile
+		}
+		start := time.Now()
+		rs = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
+		sn.mu.Lock()
+		sn.cost += time.Since(start)
+		sn.mu.Unlock()
+		resp := seccompNotifResp{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+	}
+}
+
+// readStatus reads VmHWM and RssAnon, in bytes, from /proc/PID/status (0
+// for what it cannot read).
+func readStatus(pid int) (hwm, anon uint64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	h, _ := statusKB(b, "VmHWM:")
+	a, _ := statusKB(b, "RssAnon:")
+	return h << 10, a << 10
+}
+
+// processTree appends root and its descendants, found by the parent each
+// /proc/PID/stat names, to pids.
+func processTree(pids []int, root int) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return append(pids, root)
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	children := map[int][]int{}
+	var buf [512]byte
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == root {
+			continue
+		}
+		f, err := os.Open("/proc/" + n + "/stat")
+		if err != nil {
+			continue
+		}
+		k, _ := f.Read(buf[:])
+		f.Close()
+		if pp, ok := statPPid(buf[:k]); ok {
+			children[pp] = append(children[pp], pid)
+		}
+	}
+	pids = append(pids, root)
+	for i := len(pids) - 1; i < len(pids); i++ {
+		pids = append(pids, children[pids[i]]...)
+	}
+	return pids
+}
+
+// statPPid reads the parent pid from a /proc/PID/stat line: the fourth
+// field, after the command name in parentheses (which may hold spaces
+// and parentheses: the last ')' ends it).
+func statPPid(b []byte) (int, bool) {
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+4 > len(b) {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(string(f[1]))
+	return pp, err == nil
+}
+
+// exitsSocket makes the socket pair the launcher sends the exit
+// notification descriptor over: ours, and the launcher's as its extra
+// files after the gate (descriptor launch.ExitsFD).
+func exitsSocket() (ours *os.File, theirs []*os.File) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil
+	}
+	return os.NewFile(uintptr(fds[0]), "exits"), []*os.File{os.NewFile(uintptr(fds[1]), "exits-launcher")}
+}
+
+// exitNotifier receives the exit notification descriptor from h's
+// launcher, waiting at most a second; -1 when it sent none (the kernel
+// refused the filter, or faultline lacks CAP_SYS_ADMIN).
+func (h *heldCommand) exitNotifier() int {
+	if h == nil || h.exits == nil {
+		return -1
+	}
+	defer h.exits.Close()
+	h.exits.SetReadDeadline(time.Now().Add(time.Second))
+	conn, err := net.FileConn(h.exits)
+	if err != nil {
+		return -1
+	}
+	defer conn.Close()
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	uc.SetReadDeadline(time.Now().Add(time.Second))
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	if err != nil || oobn == 0 {
+		return -1
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) == 0 {
+		return -1
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) == 0 {
+		return -1
+	}
+	return fds[0]
+}
