@@ -34,8 +34,9 @@ const (
 	// RoleRSS: faultline record's faultline:rss (schema.RSSEvent), the
 	// program's own peak RSS.
 	RoleRSS
-	// RoleSnapshot: faultline record's faultline:resident, a process's
-	// resident pages from its page tables (snapshot.go).
+	// RoleSnapshot: faultline record's faultline:resident
+	// (schema.SnapshotEvent), a process's resident pages from its page
+	// tables.
 	RoleSnapshot
 )
 

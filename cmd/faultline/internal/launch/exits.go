@@ -30,7 +30,9 @@ const ExitsFD = 4
 // keeps this package's protocol.
 const ChainEnv = "FAULTLINE_RECORD_CHAIN"
 
-// The seccomp ABI (include/uapi/linux/seccomp.h, audit.h, filter.h).
+// The seccomp ABI, as seccomp(2) and seccomp_unotify(2) give it: the
+// filter's return values, its classic-BPF opcodes, struct seccomp_data's
+// layout, the audit architectures and the syscall numbers.
 const (
 	seccompSetModeFilter = 1
 	seccompFlagNewListen = 1 << 3

@@ -263,7 +263,8 @@ func (s *session) writeSnapshots() error {
 	return nil
 }
 
-// The seccomp notification ABI (include/uapi/linux/seccomp.h).
+// The seccomp notification ABI: struct seccomp_notif and
+// seccomp_notif_resp as seccomp_unotify(2) gives them.
 type seccompNotif struct {
 	id    uint64
 	pid   uint32
