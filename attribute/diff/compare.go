@@ -39,7 +39,7 @@ const (
 	// in the user's own code), the library function it went through (via),
 	// and the allocation call's place among that function's calls, paired
 	// between BASE and NEW by source order, not by file name or line
-	// number (finishSiteKeys; match.go). Callers below the site frame are
+	// number (finishSiteKeys). Callers below the site frame are
 	// left out: two stacks into one call are one site.
 	KeySite Key = "site"
 	// KeyLine keys a site by its whole stack from the site frame, each

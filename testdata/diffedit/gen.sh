@@ -64,7 +64,7 @@ edit() {
 			block EDIT-NODES-BEGIN EDIT-NODES-END "$s"
 			sed '1,/EDIT-ROWS-END/d' "$s"
 		} >"$d/ci.c" ;;
-	moved) # make_rows moved to rows.c
+	moved) # make_rows moved to a file of its own
 		{
 			echo '#include <stdlib.h>'
 			echo '#include <string.h>'

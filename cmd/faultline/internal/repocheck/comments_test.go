@@ -20,6 +20,12 @@ import (
 // in this repository.
 var upstream = map[string]string{
 	"include/trace/events/syscalls.h":         "Linux",
+	"mm/mmap.c":                               "Linux",
+	"mm/mremap.c":                             "Linux",
+	"mm/madvise.c":                            "Linux",
+	"arch/x86/kernel/sys_x86_64.c":            "Linux",
+	"kernel/trace/trace_syscalls.c":           "Linux",
+	"malloc/arena.c":                          "glibc",
 	"elf/rtld.c":                              "glibc",
 	"elf/dl-lookup.c":                         "glibc",
 	"sysdeps/generic/dl-cache.h":              "glibc",
