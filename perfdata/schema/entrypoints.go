@@ -135,6 +135,12 @@ var EntryPoints = []EntryPoint{
 	{Event: "op_delete_array_sized", Symbols: []string{"_ZdaPvm"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
 	{Event: "op_delete_aligned", Symbols: []string{"_ZdlPvSt11align_val_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
 	{Event: "op_delete_sized_aligned", Symbols: []string{"_ZdlPvmSt11align_val_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
+	{Event: "op_new_aligned_nothrow", Symbols: []string{"_ZnwmSt11align_val_tRKSt9nothrow_t"}, Args: []string{"size", "alignment"}, Kind: KindMemalign, Families: nonGlibc},
+	{Event: "op_new_array_aligned_nothrow", Symbols: []string{"_ZnamSt11align_val_tRKSt9nothrow_t"}, Args: []string{"size", "alignment"}, Kind: KindMemalign, Families: nonGlibc},
+	{Event: "op_delete_nothrow", Symbols: []string{"_ZdlPvRKSt9nothrow_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
+	{Event: "op_delete_array_nothrow", Symbols: []string{"_ZdaPvRKSt9nothrow_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
+	{Event: "op_delete_array_aligned", Symbols: []string{"_ZdaPvSt11align_val_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
+	{Event: "op_delete_array_sized_aligned", Symbols: []string{"_ZdaPvmSt11align_val_t"}, Args: []string{"ptr"}, Role: EntryFree, Families: nonGlibc},
 
 	// jemalloc's non-standard API (jemalloc(3)): flags carry
 	// MALLOCX_ZERO and the alignment.
@@ -165,6 +171,9 @@ var EntryPoints = []EntryPoint{
 	{Event: "mi_new", Symbols: []string{"mi_new"}, Args: []string{"size"}, Kind: KindMalloc, Families: mi},
 	{Event: "mi_malloc_aligned", Symbols: []string{"mi_malloc_aligned"}, Args: []string{"size", "alignment"}, Kind: KindMemalign, Families: mi},
 	{Event: "mi_zalloc_aligned", Symbols: []string{"mi_zalloc_aligned"}, Args: []string{"size", "alignment"}, Kind: KindCalloc, Families: mi},
+	{Event: "mi_free_size", Symbols: []string{"mi_free_size"}, Args: []string{"ptr"}, Role: EntryFree, Families: mi},
+	{Event: "mi_free_aligned", Symbols: []string{"mi_free_aligned"}, Args: []string{"ptr"}, Role: EntryFree, Families: mi},
+	{Event: "mi_free_size_aligned", Symbols: []string{"mi_free_size_aligned"}, Args: []string{"ptr"}, Role: EntryFree, Families: mi},
 }
 
 var entryBySymbol = func() map[string]*EntryPoint {

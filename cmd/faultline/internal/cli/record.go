@@ -41,11 +41,12 @@ How allocator calls are seen (--method):
           malloc__return, free and the compact malloc_short and
           malloc__call (a whole call in one sample), with the fields below.
   uprobe  a uprobe on every allocator entry and return: a trap per call.
-          Used for -p, -a, --libc, statically linked or setuid programs,
-          ones that define malloc themselves, and (as root) ones whose
-          allocator is jemalloc, tcmalloc or mimalloc, whose own entry
-          points (operator new, mallocx, tc_new, ...) bypass the shim
-          (record says why).
+          Used for -p, -a, --libc, statically linked or setuid programs
+          and ones that define malloc themselves (a statically linked
+          jemalloc or tcmalloc too): record says why. A program whose
+          malloc is jemalloc's, tcmalloc's or mimalloc's shared library
+          gets that family's shim, which records its own entry points
+          (operator new and delete, mallocx, tc_new, mi_zalloc, ...) too.
 
 What is recorded (the uprobe method's events; the in-process ones carry the
 same fields):

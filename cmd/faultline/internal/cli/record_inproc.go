@@ -8,7 +8,6 @@ import (
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
-	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Recording methods (--method).
@@ -73,29 +72,10 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 	if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
 		return methodUprobes, why, nil
 	}
-	// The shim interposes the C names; an allocator with entry points of
-	// its own (operator new and delete, mallocx, tc_new, mi_zalloc) is
-	// reached past it, so those are probed. Without root (no uprobes)
-	// the shim still sees its C names.
-	if a, err := r.allocator(cmdPath); err == nil && ownEntryPoints(a.Family) {
-		if r.sys.Geteuid() != 0 {
-			r.notes.add(fmt.Errorf("malloc in this program is %s: the in-process shim sees its malloc, calloc, realloc and free but not its own entry points (operator new and delete, ...); run as root to probe those with uprobes", a))
-			return methodInproc, "", nil
-		}
-		return methodUprobes, fmt.Sprintf("malloc in this program is %s, whose own entry points (operator new and delete, ...) do not pass through the shim", a), nil
-	}
+	// A shared allocator with entry points of its own (operator new and
+	// delete, mallocx, tc_new, mi_zalloc) gets the shim object of its
+	// family (shim.ObjectFor), which records those too.
 	return methodInproc, "", nil
-}
-
-// ownEntryPoints reports whether a family has entry points besides the C
-// names (schema.EntryPoints lists them).
-func ownEntryPoints(f schema.Family) bool {
-	for i := range schema.EntryPoints {
-		if e := &schema.EntryPoints[i]; len(e.Families) > 0 && e.For(f) {
-			return true
-		}
-	}
-	return false
 }
 
 // describeAllocator names the allocator in lib for record's log.
@@ -130,6 +110,11 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		return err
 	}
 	defer out.discard()
+	alloc := "the C library's malloc"
+	a, aerr := r.allocator(cmdPath) // sets r.alloc
+	if aerr == nil {
+		alloc = a.String()
+	}
 	cfg := &rec.Config{
 		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(), TopWords: rec.TopStackWords, ShimWait: o.shimWait,
 		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
@@ -141,6 +126,9 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		Cmd:     cmdPath, Argv: o.cmd,
 		// The shim records the memory-map calls: no tracefs.
 		ShimMapCalls: !o.noMapCalls,
+	}
+	if r.alloc != nil {
+		cfg.ShimFamily = r.alloc.Family
 	}
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
@@ -156,10 +144,6 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		r.notes.add(&detailNote{errors.New("the shim stamps calls from the CPU's time-stamp counter, converted to CLOCK_MONOTONIC")})
 	} else {
 		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})
-	}
-	alloc := "the C library's malloc"
-	if a, err := r.allocator(cmdPath); err == nil {
-		alloc = a.String()
 	}
 	r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]), alloc)
 	res, err := rec.Record(cfg, out.w)

@@ -207,6 +207,9 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 			ip.entry[fn] = event(fn.String(), []traceField{{decl: "u64 ptr", size: 8}})
 			continue
 		}
+		if !s.shimRecords(fn) {
+			continue
+		}
 		ip.entry[fn] = event(fn.String(), entryFields(fn, ip.words, true))
 		ip.short[fn] = event(fn.String()+shortSuffix, entryFields(fn, -1, true))
 		ip.ret[fn] = event(fn.String()+schema.ReturnSuffix, returnFields(fn))
@@ -224,11 +227,11 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 	}
 	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
 		e := ip.entry[fn]
-		if fn == shim.FuncFree {
+		if fn == shim.FuncFree || e == nil {
 			continue
 		}
 		big, small := sizeFilters(s.cfg.StackMin)
-		if fn == shim.FuncCalloc || fn == shim.FuncReallocarray {
+		if slices.Contains(fn.Args(), "nmemb") {
 			big, small = fmt.Sprintf("nmemb × size >= %d", s.cfg.StackMin), fmt.Sprintf("nmemb × size < %d", s.cfg.StackMin)
 		}
 		a := e.attr
@@ -275,7 +278,7 @@ func entryFields(fn shim.Func, words int, sized bool) []traceField {
 func returnFields(fn shim.Func) []traceField {
 	f := []traceField{{decl: "unsigned long __probe_func", size: 8}, {decl: "unsigned long __probe_ret_ip", size: 8},
 		{decl: "u64 ptr", size: 8}, {decl: "u64 hdr", size: 8}}
-	if fn == shim.FuncPosixMemalign {
+	if fn.Status() {
 		// The status, beside the pointer the call stored (which a
 		// return probe cannot read).
 		f = append(f, traceField{decl: "s32 ret", size: 4, sign: true})
@@ -733,7 +736,7 @@ type call struct {
 func pairCall(c *call, e, r *shim.Record) {
 	*c = call{fn: e.Func, t0: e.Time, t: r.Time, ip: e.IP(), sp: e.SP(), retIP: r.RetIP(), ptr: r.Ptr(), hdr: r.Hdr(),
 		args: [3]uint64{e.Arg(0), e.Arg(1), e.Arg(2)}}
-	if e.Func == shim.FuncPosixMemalign {
+	if e.Func.Status() {
 		c.stat = r.Status()
 	}
 }
@@ -817,7 +820,7 @@ func appendReturnFields(b []byte, fn shim.Func, retIP, ptr, hdr, stat uint64) []
 	b = ne.AppendUint64(b, retIP)
 	b = ne.AppendUint64(b, ptr)
 	b = ne.AppendUint64(b, hdr)
-	if fn == shim.FuncPosixMemalign {
+	if fn.Status() {
 		b = ne.AppendUint32(b, uint32(stat))
 	}
 	return b

@@ -93,6 +93,10 @@ type Config struct {
 	// makes through the C library (inproc_mapcalls.go), in place of
 	// MapCalls' tracepoints.
 	ShimMapCalls bool
+	// ShimFamily is the program's allocator family: the shim object
+	// preloaded records that family's own entry points too
+	// (inproc_family.go).
+	ShimFamily schema.Family
 
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
 	Stdin   io.Reader        // Cmd's standard streams
@@ -198,7 +202,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
 			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
 			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(cmp.Or(cfg.ShimWait, shimWait)),
-			TSC: cfg.ShimTSC, MapCalls: cfg.ShimMapCalls,
+			TSC: cfg.ShimTSC, MapCalls: cfg.ShimMapCalls, Family: cfg.ShimFamily,
 		})
 		if err != nil {
 			return nil, err

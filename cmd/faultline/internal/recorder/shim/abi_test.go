@@ -94,7 +94,7 @@ int main(void) {
 		"fl_call.entry_time": 32, "fl_call.args": 40, "fl_call.sp": 56,
 		"FL_MAGIC": Magic, "FL_VERSION": Version, "FL_CTRL_BYTES": CtrlBytes, "FL_MAX_SLOTS": MaxSlots,
 		"FL_RING_HDR": RingHeader, "FL_MAX_WORDS": MaxWords, "FL_MAX_STACK": MaxStack,
-		"FL_FN_FREE": int(FuncFree), "FL_FN_PVALLOC": int(FuncPvalloc), "FL_NFN": int(NumFuncs),
+		"FL_FN_FREE": int(FuncFree), "FL_FN_PVALLOC": int(FuncPvalloc), "FL_NFN": int(NumCFuncs),
 		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree, "FL_CALL": KindCall, "FL_SYS": KindSys,
 		"FL_SYS_MMAP": int(SysMmap), "FL_SYS_MUNMAP": int(SysMunmap), "FL_SYS_MREMAP": int(SysMremap),
 		"FL_SYS_MADVISE": int(SysMadvise), "FL_SYS_BRK": int(SysBrk), "FL_NSYS": int(NumSys),

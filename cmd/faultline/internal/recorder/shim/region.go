@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/faultline/faultline/perfdata/schema"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// MapCalls: the shim records the memory-map calls the program makes
 	// through the C library (KindSys).
 	MapCalls bool
+	// Family is the program's allocator family: which shim object is
+	// preloaded (ObjectFor).
+	Family schema.Family
 }
 
 // Region is the shared memory the shim writes: a memfd the program maps
@@ -72,9 +76,10 @@ func NewRegion(o Options) (*Region, error) {
 		rings.Close()
 		return nil, fmt.Errorf("shim: mapping the rings: %w", os.NewSyscallError("mmap", err))
 	}
-	lib, err := memfd("faultline-shim", len(Object))
+	obj, _ := ObjectFor(o.Family)
+	lib, err := memfd("faultline-shim", len(obj))
 	if err == nil {
-		_, err = lib.WriteAt(Object, 0)
+		_, err = lib.WriteAt(obj, 0)
 		if err != nil {
 			lib.Close()
 		}

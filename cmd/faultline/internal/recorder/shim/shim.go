@@ -11,12 +11,48 @@ package shim
 import (
 	_ "embed"
 	"runtime"
+
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
-// Object is libfaultline-shim.so, built from csrc by build.sh.
+// Object is libfaultline-shim.so, built from csrc by build.sh: the shim
+// for glibc's malloc and any allocator without entry points of its own.
 //
 //go:embed csrc/libfaultline-shim.so
 var Object []byte
+
+// The objects for the allocator families with entry points of their own
+// (operator new and delete, mallocx, tc_new, mi_zalloc): each defines only
+// its family's symbols, so a program of another family sees none of them.
+var (
+	//go:embed csrc/libfaultline-shim-jemalloc.so
+	objectJemalloc []byte
+	//go:embed csrc/libfaultline-shim-tcmalloc.so
+	objectTcmalloc []byte
+	//go:embed csrc/libfaultline-shim-mimalloc.so
+	objectMimalloc []byte
+)
+
+// ObjectFor returns the shim object to preload into a program whose
+// malloc is family f's, and its file name.
+func ObjectFor(f schema.Family) (obj []byte, name string) {
+	switch f {
+	case schema.FamilyJemalloc:
+		return objectJemalloc, "libfaultline-shim-jemalloc.so"
+	case schema.FamilyTcmalloc:
+		return objectTcmalloc, "libfaultline-shim-tcmalloc.so"
+	case schema.FamilyMimalloc:
+		return objectMimalloc, "libfaultline-shim-mimalloc.so"
+	}
+	return Object, "libfaultline-shim.so"
+}
+
+// HasFamilyObject reports whether f has a shim object of its own, which
+// records its own entry points.
+func HasFamilyObject(f schema.Family) bool {
+	_, name := ObjectFor(f)
+	return name != "libfaultline-shim.so"
+}
 
 // Supported reports whether the shim runs on this machine's architecture
 // (its entry stubs are x86-64 assembly).
@@ -138,10 +174,14 @@ func (c Sys) String() string {
 	return "sys?"
 }
 
-// Func is an interposed entry point (fl_rec.fn).
+// Func is an interposed entry point (fl_rec.fn): its index in
+// schema.EntryPoints, the table record's uprobes and analyze read too. The
+// shim's C names come first, in abi.h's order (FL_FN_*); the families'
+// own follow, numbered in csrc/entrypoints.h, which is generated from the
+// table (TestEntryPointsHeader).
 type Func uint8
 
-// The entry points, in abi.h's order.
+// The C names, in abi.h's order (and the table's).
 const (
 	FuncMalloc Func = iota
 	FuncCalloc
@@ -153,37 +193,29 @@ const (
 	FuncPosixMemalign
 	FuncValloc
 	FuncPvalloc
-	NumFuncs
+	NumCFuncs
 )
 
-var funcNames = [NumFuncs]string{"malloc", "calloc", "realloc", "reallocarray", "free",
-	"memalign", "aligned_alloc", "posix_memalign", "valloc", "pvalloc"}
+// NumFuncs is how many entry points schema.EntryPoints lists (a test
+// checks it): every Func is below it.
+const NumFuncs = 53
 
 func (f Func) String() string {
 	if f < NumFuncs {
-		return funcNames[f]
+		return schema.EntryPoints[f].Event
 	}
 	return "func?"
 }
 
 // Args names the integer arguments of f as the recorder's events name
-// them (the uprobe events' names: size, nmemb, oldptr, alignment, memptr).
+// them (the table's: size, nmemb, oldptr, alignment, memptr, flags, ptr).
 func (f Func) Args() []string {
-	switch f {
-	case FuncMalloc, FuncValloc, FuncPvalloc:
-		return []string{"size"}
-	case FuncCalloc:
-		return []string{"nmemb", "size"}
-	case FuncRealloc:
-		return []string{"oldptr", "size"}
-	case FuncReallocarray:
-		return []string{"oldptr", "nmemb", "size"}
-	case FuncFree:
-		return []string{"ptr"}
-	case FuncMemalign, FuncAlignedAlloc:
-		return []string{"alignment", "size"}
-	case FuncPosixMemalign:
-		return []string{"memptr", "alignment", "size"}
+	if f < NumFuncs {
+		return schema.EntryPoints[f].Args
 	}
 	return nil
 }
+
+// Status reports whether f returns a status and stores its pointer
+// (posix_memalign).
+func (f Func) Status() bool { return f < NumFuncs && schema.EntryPoints[f].Status }

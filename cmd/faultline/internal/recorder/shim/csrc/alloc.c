@@ -180,16 +180,7 @@ EXPORT void free(void *p)
 			real.free(p);
 		return;
 	}
-	struct fl_rec *rec = begin(r, sizeof(struct fl_rec) + sizeof(struct fl_free));
-	if (rec) {
-		rec->kind = FL_FREE;
-		rec->fn = FL_FN_FREE;
-		rec->flags = 0;
-		struct fl_free *f = (struct fl_free *)(rec + 1);
-		f->ip = (uint64_t)real.free;
-		f->ptr = (uint64_t)p;
-		commit(r, rec);
-	}
+	write_free(r, (void *)real.free, p);
 	done();
 	real.free(p);
 }

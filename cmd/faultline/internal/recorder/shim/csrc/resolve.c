@@ -116,7 +116,11 @@ void resolve(void)
 	 * block could fault a page the program never touches. */
 	const char *base = real.malloc ? object_base((void *)real.malloc) : NULL;
 	glibc = base && (strncmp(base, "libc.so.6", 9) == 0 || strncmp(base, "libc-", 5) == 0);
+#ifdef FL_FAMILY
+	resolve_family();
+#else
 	resolve_new();
+#endif
 }
 
 

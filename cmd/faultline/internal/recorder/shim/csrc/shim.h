@@ -41,7 +41,11 @@
  *                     ring, making room, begin and commit
  *   writer.c          the records a call is written as
  *   alloc.c           the C allocator's entry points
- *   new.c             operator new
+ *   new.c             operator new, where libstdc++'s is the next (the
+ *                     object for glibc and others)
+ *   family.c          an allocator family's own entry points, operator
+ *                     new and delete among them (the object for that
+ *                     family: build.sh)
  *   mapcalls.c        the memory-map calls (mmap, munmap, madvise, brk, ...)
  *   stubs-x86_64.S    the entry stubs and the launcher's entry (assembly)
  *   launch.c          the launcher
@@ -122,7 +126,8 @@ extern int std_new;
 extern int glibc; /* the next malloc is glibc's: read chunk headers */
 
 void resolve(void);
-void resolve_new(void);
+void resolve_new(void);    /* new.c's next operator new (not in a family's object) */
+void resolve_family(void); /* family.c's next definitions (a family's object) */
 void find_own_code(void);
 
 /* The program's own code: the executable segments of the program itself

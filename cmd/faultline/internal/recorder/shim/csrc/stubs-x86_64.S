@@ -72,8 +72,44 @@
 	STUB posix_memalign, fl_posix_memalign, %rcx
 	STUB valloc, fl_valloc, %rsi
 	STUB pvalloc, fl_pvalloc, %rsi
+#ifdef FL_FAMILY
+/*
+ * A family's own entry points (family.c): at most four arguments, which
+ * stay in their registers; the saved registers' address goes in the
+ * fifth (r8) and the symbol's line in entrypoints.h in the sixth (r9).
+ */
+.macro STUBI name, line
+	.globl \name
+	.type \name, @function
+\name:
+	.cfi_startproc
+	subq $72, %rsp
+	.cfi_adjust_cfa_offset 72
+	movq %rbx, 0(%rsp)
+	movq %rbp, 8(%rsp)
+	movq %r12, 16(%rsp)
+	movq %r13, 24(%rsp)
+	movq %r14, 32(%rsp)
+	movq %r15, 40(%rsp)
+	movq %rsp, %r8
+	movq $\line, %r9
+	call fl_ep
+	addq $72, %rsp
+	.cfi_adjust_cfa_offset -72
+	ret
+	.cfi_endproc
+	.size \name, .-\name
+.endm
+
+#include "entrypoints.h"
+#define FL_EP(line, sym, fn, fams, isfree, nargs, size_arg, nmemb_arg, whole) \
+	.if ((fams) >> FL_FAMILY) & 1 ; STUBI sym, line ; .endif ;
+	FL_EPS
+#else
+	/* libstdc++'s operator new, stood in for (new.c). */
 	STUB _Znwm, fl_op_new, %rsi
 	STUB _Znam, fl_op_new_array, %rsi
+#endif
 	STUB6 mmap, fl_mmap
 	STUB6 mmap64, fl_mmap
 

@@ -4,11 +4,20 @@
  * return, or the whole call at its return (abi.h).
  */
 #include "writer.h"
+#ifdef FL_FAMILY
+#include "entrypoints.h"
+
+extern const uint8_t fl_fn_whole[FL_NFN_ALL]; /* family.c */
+#endif
 
 /* whole reports whether a call to fn can be an FL_CALL record: at most
  * two arguments and no status. */
 static inline int whole(int fn)
 {
+#ifdef FL_FAMILY
+	if (fn >= FL_NFN) /* a family's own (family.c) */
+		return fl_fn_whole[fn];
+#endif
 	return fn != FL_FN_FREE && fn != FL_FN_REALLOCARRAY &&
 	       fn != FL_FN_POSIX_MEMALIGN;
 }

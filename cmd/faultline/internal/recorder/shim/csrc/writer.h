@@ -43,4 +43,20 @@ static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
 	errno = e;
 }
 
+/* write_free records a free of p on ring r (between ring() and done()):
+ * ip is the function that frees it. Every free is written as free's. */
+static inline void write_free(struct fl_ring *r, void *ip, void *p)
+{
+	struct fl_rec *rec = begin(r, sizeof(struct fl_rec) + sizeof(struct fl_free));
+	if (rec) {
+		rec->kind = FL_FREE;
+		rec->fn = FL_FN_FREE;
+		rec->flags = 0;
+		struct fl_free *f = (struct fl_free *)(rec + 1);
+		f->ip = (uint64_t)ip;
+		f->ptr = (uint64_t)p;
+		commit(r, rec);
+	}
+}
+
 #endif
