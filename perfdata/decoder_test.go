@@ -361,7 +361,8 @@ func TestDataSizeZero(t *testing.T) {
 		t.Fatalf("got %d records, want the %d before the cut:\n%s\nvs\n%s", len(got), len(full)-1, strings.Join(got, "\n"), strings.Join(full, "\n"))
 	}
 	ws := fmt.Sprint(r.Warnings())
-	if !strings.Contains(ws, "data size is 0") || !strings.Contains(ws, "was perf record stopped before it finished writing?") {
+	var fe *FormatError
+	if !strings.Contains(ws, "data size is 0") || !errors.As(r.Warnings()[0], &fe) || !fe.Truncated {
 		t.Fatalf("warnings: %v", ws)
 	}
 }

@@ -145,6 +145,9 @@ type FormatError struct {
 	Offset int64  // file offset of the bad input
 	Msg    string // what is wrong
 	Err    error  // the underlying cause, or nil
+	// Truncated: the input ends before the end of what it describes (a
+	// record, a compressed block, the data section).
+	Truncated bool
 }
 
 // Error returns Msg, the offset in hex and the cause, as
@@ -482,9 +485,9 @@ func (r *Reader) init(ra io.ReaderAt, size int64, mem []byte) error {
 		dataSize = avail
 		featuresOK = false
 		r.meta.Truncated = true
-		r.warn(&FormatError{Offset: 48, Msg: "the header's data size is 0: perf record did not finish writing this file (was it killed?); reading records up to the end of the file, header features are missing"})
+		r.warn(&FormatError{Offset: 48, Msg: "the header's data size is 0: perf record did not finish writing this file; reading records up to the end of the file, header features are missing", Truncated: true})
 	case dataSize > avail:
-		r.warn(&FormatError{Offset: int64(dataOff + avail), Msg: fmt.Sprintf("data section should end at 0x%x but the file ends at 0x%x; was the file truncated (copy cut short, disk full)?", dataOff+dataSize, size)})
+		r.warn(&FormatError{Offset: int64(dataOff + avail), Msg: fmt.Sprintf("data section should end at 0x%x but the file ends at 0x%x: the file is truncated", dataOff+dataSize, size), Truncated: true})
 		r.meta.Truncated = true
 		dataSize = avail
 		featuresOK = false

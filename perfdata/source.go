@@ -132,7 +132,7 @@ func (s *source) next() (rawRec, bool) {
 		if !ok {
 			s.eof = true
 			if len(s.dbuf)-s.dpos > 0 {
-				s.r.warn(&FormatError{Offset: s.dOff, Msg: fmt.Sprintf("compressed data ends inside a record (%d bytes left over); was perf record stopped before it finished writing?", len(s.dbuf)-s.dpos)})
+				s.r.warn(&FormatError{Offset: s.dOff, Msg: fmt.Sprintf("compressed data ends inside a record (%d bytes left over)", len(s.dbuf)-s.dpos), Truncated: true})
 			}
 			return rawRec{}, false
 		}
@@ -233,7 +233,7 @@ func (s *source) nextDecompressed() (rawRec, bool) {
 }
 
 func (s *source) truncated(at int64, need uint64, have int64, what string) {
-	s.r.warn(&FormatError{Offset: at, Msg: fmt.Sprintf("data truncated: %s of %d bytes at 0x%x runs past the end of the input (%d bytes left); was perf record stopped before it finished writing?", what, need, at, have)})
+	s.r.warn(&FormatError{Offset: at, Msg: fmt.Sprintf("data truncated: %s of %d bytes at 0x%x runs past the end of the input (%d bytes left)", what, need, at, have), Truncated: true})
 	s.r.meta.Truncated = true
 }
 

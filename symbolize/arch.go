@@ -14,7 +14,7 @@ type ArchError struct {
 }
 
 func (e *ArchError) Error() string {
-	return fmt.Sprintf("the recording was made on %s; faultline unwinds x86_64 recordings only, so analyze one made on an x86_64 machine", e.Machine)
+	return fmt.Sprintf("the recording was made on %s; faultline unwinds x86_64 recordings only", e.Machine)
 }
 
 // recordingArch is the architecture whose register layout a recording's

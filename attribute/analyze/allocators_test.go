@@ -168,21 +168,23 @@ func isAllocatorSite(site string) bool {
 }
 
 // TestNoAllocationsSaysWhy: a recording with faults on anonymous memory
-// and not one allocator call is an error value that says what to do, naming
-// the --libc the recording probed; a program that never allocates (a few
-// loader pages) is not.
+// and not one allocator call is an error value that says what went wrong,
+// naming the --libc the recording probed (what to do is the command's:
+// TestAdviceNoAllocations); a program that never allocates (a few loader
+// pages) is not.
 func TestNoAllocationsSaysWhy(t *testing.T) {
 	st := &attribute.Stats{FaultStats: attribute.FaultStats{Faults: 5000}}
 	heavy := map[string]uint64{"[anon]": 4744, "[file] libc.so.6": 25}
 	err := noAllocations(st, heavy, []string{"faultline", "record", "--libc", "/lib/libc.so.6", "--", "./app"})
-	if !errors.Is(err, ErrNoAllocations) || !strings.Contains(err.Error(), "probed /lib/libc.so.6 (--libc)") || !strings.Contains(err.Error(), "record again without --libc") {
+	var na *NoAllocationsError
+	if !errors.Is(err, ErrNoAllocations) || !strings.Contains(err.Error(), "probed /lib/libc.so.6 (--libc)") || !errors.As(err, &na) || na.Libc != "/lib/libc.so.6" {
 		t.Errorf("with --libc: %v", err)
 	}
 	err = noAllocations(st, heavy, []string{"faultline", "record", "--libc=/x.so", "./app"})
 	if err == nil || !strings.Contains(err.Error(), "probed /x.so") {
 		t.Errorf("with --libc=: %v", err)
 	}
-	if err := noAllocations(st, heavy, []string{"perf", "record"}); !errors.Is(err, ErrNoAllocations) || !strings.Contains(err.Error(), "--libc") {
+	if err := noAllocations(st, heavy, []string{"perf", "record"}); !errors.Is(err, ErrNoAllocations) || !errors.As(err, &na) || na.Libc != "" || na.Faults != 5000 {
 		t.Errorf("without --libc: %v", err)
 	}
 	if err := noAllocations(st, map[string]uint64{"[anon]": 12, "[heap]": 3, "[file] ld.so": 30}, nil); err != nil {

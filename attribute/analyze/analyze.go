@@ -388,11 +388,11 @@ func (ru *run) explainTruncated(err error) error {
 	if !noFormat {
 		return err
 	}
-	why := ""
+	const why = "the recording lacks its probes' formats (the TRACING_DATA feature, written after the data)"
 	if ws := ru.r.Warnings(); len(ws) > 0 {
-		why = ": " + ws[0].Error()
+		return fmt.Errorf("%w; "+why+": %w", err, ws[0])
 	}
-	return fmt.Errorf("%w; the recording lacks its probes' formats (the TRACING_DATA feature, written after the data): was the file truncated%s?", err, why)
+	return fmt.Errorf("%w; "+why, err)
 }
 
 // setup classifies the events (again, in pipe mode, as new ones arrive) and
@@ -450,13 +450,13 @@ func (ru *run) setup() error {
 	if len(evs) == 0 {
 		// A pipe-mode stream cut before its attrs, or a file whose attr
 		// section is empty: nothing can be decoded.
-		return fmt.Errorf("the recording describes no events (it ends before any attr): was it cut short?")
+		return ErrNoEvents
 	}
 	if faults == 0 {
-		return fmt.Errorf("the recording has no page-fault event (events: %s); record with -e page-faults:u -d or -e exceptions:page_fault_user", eventNames(evs))
+		return &MissingEventError{Role: RoleFault, Events: eventNames(evs)}
 	}
 	if entries == 0 {
-		return fmt.Errorf("the recording has no allocator entry probe (events: %s); add one with perf probe -x LIBC 'malloc size=%%di:u64', or use faultline record", eventNames(evs))
+		return &MissingEventError{Role: RoleAllocEntry, Events: eventNames(evs)}
 	}
 	if returns == 0 {
 		ru.opts.Attr.WindowMode = true
@@ -763,8 +763,45 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 }
 
 // ErrNoAllocations says a recording has faults but not one allocator call:
-// the probed allocator is not the one the program calls.
+// the probed allocator is not the one the program calls. The error that
+// says it is a *NoAllocationsError.
 var ErrNoAllocations = errors.New("no allocator call was recorded")
+
+// NoAllocationsError is a recording with faults on anonymous memory and not
+// one allocator call. It matches ErrNoAllocations (errors.Is).
+type NoAllocationsError struct {
+	Faults uint64 // the recording's page faults
+	Libc   string // the allocator the recording was told to probe (record --libc); "" if none
+}
+
+func (e *NoAllocationsError) Error() string {
+	if e.Libc != "" {
+		return fmt.Sprintf("%v (%d faults): this recording probed %s (--libc), which the program's malloc does not bind to", ErrNoAllocations, e.Faults, e.Libc)
+	}
+	return fmt.Sprintf("%v (%d faults): the probed allocator is not the one the program calls (a statically linked or stripped allocator?)", ErrNoAllocations, e.Faults)
+}
+
+// Is reports whether target is ErrNoAllocations.
+func (e *NoAllocationsError) Is(target error) bool { return target == ErrNoAllocations }
+
+// ErrNoEvents says a recording describes no events: a pipe-mode stream cut
+// before its attrs, or a file whose attr section is empty.
+var ErrNoEvents = errors.New("the recording describes no events (it ends before any attr)")
+
+// MissingEventError says a recording lacks the event of a role analysis
+// needs: page faults (RoleFault) or allocator entries (RoleAllocEntry).
+type MissingEventError struct {
+	Role   Role
+	Events string // the events it has, comma-separated
+}
+
+func (e *MissingEventError) Error() string {
+	what := "allocator entry probe"
+	if e.Role == RoleFault {
+		what = "page-fault event"
+	}
+	return fmt.Sprintf("the recording has no %s (events: %s)", what, e.Events)
+}
 
 // EmptyMinPages is how many faults on anonymous memory ([heap] and
 // [anon], 1 MiB of pages) a recording without one allocator call must have
@@ -773,8 +810,7 @@ var ErrNoAllocations = errors.New("no allocator call was recorded")
 const EmptyMinPages = 256
 
 // noAllocations explains a recording whose faults met no allocation
-// because no allocator call was recorded at all, in one line that says
-// what to do; classes are its unattributed faults by class, cmdline its
+// because no allocator call was recorded at all; classes are its unattributed faults by class, cmdline its
 // command line.
 func noAllocations(st *attribute.Stats, classes map[string]uint64, cmdline []string) error {
 	if st.Allocations > 0 || st.FailedAllocations > 0 || classes["[heap]"]+classes["[anon]"] < EmptyMinPages {
@@ -788,8 +824,5 @@ func noAllocations(st *attribute.Stats, classes map[string]uint64, cmdline []str
 			libc = cmdline[i+1]
 		}
 	}
-	if libc != "" {
-		return fmt.Errorf("%w (%d faults): this recording probed %s (--libc), which the program's malloc does not bind to; record again without --libc (record finds the allocator the program uses and names it)", ErrNoAllocations, st.Faults, libc)
-	}
-	return fmt.Errorf("%w (%d faults): the probed allocator is not the one the program calls (a statically linked or stripped allocator?); record again with faultline record, which names the allocator it probed, or name its library with --libc", ErrNoAllocations, st.Faults)
+	return &NoAllocationsError{Faults: st.Faults, Libc: libc}
 }

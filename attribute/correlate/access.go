@@ -44,11 +44,15 @@ type FormatError struct {
 	Line   int64
 	Offset int64 // byte offset of the line
 	Msg    string
+	Err    error // the kind of error, when it is one of this package's (ErrTooManyFaults, ...); Msg says it
 }
 
 func (e *FormatError) Error() string {
 	return fmt.Sprintf("%s line %d (offset %#x): %s", e.Input, e.Line, e.Offset, e.Msg)
 }
+
+// Unwrap returns the kind of error.
+func (e *FormatError) Unwrap() error { return e.Err }
 
 // maxLine bounds one access log line: pinatrace lines are ~40 bytes; a
 // longer line is not an access log.
@@ -90,7 +94,7 @@ func (r *accessReader) Next() bool {
 	for r.err == nil {
 		b, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			r.err = &FormatError{"access log", r.line + 1, r.off, fmt.Sprintf("line longer than %d bytes: not a pinatrace access log", r.br.Size())}
+			r.err = &FormatError{"access log", r.line + 1, r.off, fmt.Sprintf("line longer than %d bytes: not a pinatrace access log", r.br.Size()), nil}
 			return false
 		}
 		if len(b) == 0 {
@@ -106,7 +110,7 @@ func (r *accessReader) Next() bool {
 		last := err != nil // no newline: the last line
 		b = bytes.TrimRight(b, "\r\n")
 		if len(b) > maxLine {
-			r.err = &FormatError{"access log", r.line, off, fmt.Sprintf("line longer than %d bytes: not a pinatrace access log", maxLine)}
+			r.err = &FormatError{"access log", r.line, off, fmt.Sprintf("line longer than %d bytes: not a pinatrace access log", maxLine), nil}
 			return false
 		}
 		t := trimSpace(b)
@@ -118,7 +122,7 @@ func (r *accessReader) Next() bool {
 				r.Truncated = true
 				return false
 			}
-			r.err = &FormatError{"access log", r.line, off, fmt.Sprintf("%s in %q; want [SECONDS.FRACTION:] [TID:] 0xIP: R|W 0xADDR", msg, b)}
+			r.err = &FormatError{"access log", r.line, off, fmt.Sprintf("%s in %q; want [SECONDS.FRACTION:] [TID:] 0xIP: R|W 0xADDR", msg, b), nil}
 			return false
 		}
 		r.cur.Line = r.line

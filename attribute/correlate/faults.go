@@ -3,6 +3,7 @@ package correlate
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -60,6 +61,21 @@ type FaultLog struct {
 // nothing: it is streamed.
 const maxFaults = 10_000_000
 
+// The kinds of fault log a fault log reader refuses.
+var (
+	// ErrTooManyFaults: the log holds more than maxFaults faults of the
+	// programs selected.
+	ErrTooManyFaults = fmt.Errorf("more than %d faults", maxFaults)
+	// ErrCounterClock: an ftrace timestamp without a decimal point, from
+	// a trace_clock that counts cycles or events, not time.
+	ErrCounterClock = errors.New("timestamp without a decimal point (trace_clock counter or x86-tsc?)")
+	// ErrNoFaultAddress: a perf.data whose fault samples carry no data
+	// address.
+	ErrNoFaultAddress = errors.New("no data address")
+	// ErrNoFaultSamples: a perf.data without page-fault samples.
+	ErrNoFaultSamples = errors.New("the recording has no page-fault samples")
+)
+
 const pageFaultEvent = "page_fault_user:"
 
 // ReadFtrace reads exceptions:page_fault_user events from ftrace text:
@@ -76,7 +92,7 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 	for {
 		b, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			return nil, &FormatError{"fault log", lineNo + 1, off, "line longer than 64 KiB: not ftrace text"}
+			return nil, &FormatError{"fault log", lineNo + 1, off, "line longer than 64 KiB: not ftrace text", nil}
 		}
 		if len(b) == 0 {
 			if err != nil && err != io.EOF {
@@ -111,7 +127,11 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 				log.Warnings = append(log.Warnings, fmt.Sprintf("fault log: last line %d is cut short; skipped", lineNo))
 				break
 			}
-			return nil, &FormatError{"fault log", lineNo, lineOff, msg + fmt.Sprintf(" in %q", b)}
+			fe := &FormatError{"fault log", lineNo, lineOff, msg + fmt.Sprintf(" in %q", b), nil}
+			if msg == ErrCounterClock.Error() {
+				fe.Err = ErrCounterClock
+			}
+			return nil, fe
 		}
 		log.Seen++
 		if !filter.keep(f.Pid, f.Tid, comm) {
@@ -119,7 +139,7 @@ func ReadFtrace(r io.Reader, filter FaultFilter) (*FaultLog, error) {
 			continue
 		}
 		if len(log.Faults) >= maxFaults {
-			return nil, &FormatError{"fault log", lineNo, lineOff, fmt.Sprintf("more than %d faults; select one program with --pid or --comm", maxFaults)}
+			return nil, &FormatError{"fault log", lineNo, lineOff, ErrTooManyFaults.Error(), ErrTooManyFaults}
 		}
 		f.Where = lineNo
 		log.Faults = append(log.Faults, f)
@@ -164,7 +184,7 @@ func parseFtraceFault(t []byte, ev int) (f Fault, comm []byte, msg string) {
 	sp := bytes.LastIndexAny(head, " \t")
 	ts := bytes.TrimSuffix(head[sp+1:], []byte(":"))
 	if bytes.IndexByte(ts, '.') < 0 {
-		return f, nil, "timestamp without a decimal point (trace_clock counter or x86-tsc?); record with trace_clock mono or local"
+		return f, nil, ErrCounterClock.Error()
 	}
 	tm, ok := parseSeconds(ts)
 	if !ok {
@@ -319,7 +339,7 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 			continue
 		}
 		if len(log.Faults) >= maxFaults {
-			return nil, fmt.Errorf("fault log: more than %d faults; select one program with --pid or --comm", maxFaults)
+			return nil, fmt.Errorf("fault log: %w", ErrTooManyFaults)
 		}
 		log.Faults = append(log.Faults, f)
 	}
@@ -343,10 +363,10 @@ func ReadPerf(r *perfdata.Reader, filter FaultFilter, obs Observer) (*FaultLog, 
 			names = append(names, name)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("fault log: the recording's fault samples (%s) carry no data address; record with perf record -d -e page-faults:u -c 1, or -e exceptions:page_fault_user", strings.Join(names, ", "))
+		return nil, fmt.Errorf("fault log: the recording's fault samples (%s) carry %w", strings.Join(names, ", "), ErrNoFaultAddress)
 	}
 	if log.Seen == 0 {
-		return nil, fmt.Errorf("fault log: the recording has no page-fault samples; record with perf record -d -e page-faults:u -c 1, or -e exceptions:page_fault_user")
+		return nil, fmt.Errorf("fault log: %w", ErrNoFaultSamples)
 	}
 	if log.Lost > 0 {
 		log.Warnings = append(log.Warnings, fmt.Sprintf("fault log: perf lost %d fault samples: those faults are missing", log.Lost))

@@ -2,6 +2,7 @@ package correlate
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -172,8 +173,8 @@ func TestAccessLogOrderAndOneMatch(t *testing.T) {
 }
 
 // A perf.data whose page-faults samples carry no data address (recorded
-// without -d) is refused with the hint to record with -d (it used to end
-// as "no page faults ... record exceptions:page_fault_user").
+// without -d) is refused as such (ErrNoFaultAddress, for which the command
+// says to record with -d), not as a log without page faults.
 func TestReadPerfWithoutAddr(t *testing.T) {
 	f, path := perftest.Create(t, "nod.data")
 	st := perfdata.SampleFormat(perfdata.SampleIdentifier) | perfdata.SampleIP | perfdata.SampleTID | perfdata.SampleTime
@@ -200,7 +201,7 @@ func TestReadPerfWithoutAddr(t *testing.T) {
 	}
 	defer r.Close()
 	_, err = ReadPerf(r, FaultFilter{}, nil)
-	if err == nil || !strings.Contains(err.Error(), "no data address") || !strings.Contains(err.Error(), "perf record -d") {
+	if err == nil || !strings.Contains(err.Error(), "no data address") || !errors.Is(err, ErrNoFaultAddress) {
 		t.Errorf("got %v, want the record-with--d hint", err)
 	}
 }

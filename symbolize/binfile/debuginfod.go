@@ -110,6 +110,17 @@ func (d *Debuginfod) Fetch(buildID, cacheDir string) (string, error) {
 	return "", fmt.Errorf("debuginfod: build ID %s: %w (%s)", buildID, ErrNotOnServer, strings.Join(d.URLs, " "))
 }
 
+// ServerError is a debuginfod server that did not answer.
+type ServerError struct {
+	URL string // the server
+	Err error  // why: the request's error
+}
+
+func (e *ServerError) Error() string { return "debuginfod: " + e.Err.Error() }
+
+// Unwrap returns the request's error.
+func (e *ServerError) Unwrap() error { return e.Err }
+
 func (d *Debuginfod) fetchFrom(base, buildID, cacheDir string) (string, error) {
 	url := base + "/buildid/" + buildID + "/debuginfo"
 	t := d.Timeout
@@ -124,7 +135,7 @@ func (d *Debuginfod) fetchFrom(base, buildID, cacheDir string) (string, error) {
 	}
 	resp, err := d.client().Do(req)
 	if err != nil {
-		return "", fmt.Errorf("debuginfod: %w (is the server up? unset DEBUGINFOD_URLS or pass --no-debuginfod to skip it)", err)
+		return "", &ServerError{URL: base, Err: err}
 	}
 	defer resp.Body.Close()
 	switch {

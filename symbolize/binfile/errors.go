@@ -31,7 +31,8 @@ func (e *FormatError) Error() string {
 func (e *FormatError) Unwrap() error { return e.Err }
 
 // NotFoundError says that no file for a recorded mapping could be found, and
-// lists every place that was tried so the user can put the file there.
+// lists every place that was tried so the user can put the file there; Fix
+// says how.
 type NotFoundError struct {
 	Path     string   // as recorded
 	BuildID  string   // as recorded, lowercase hex; "" if unknown
@@ -59,20 +60,27 @@ func (e *NotFoundError) Error() string {
 		b.WriteString("; rejected ")
 		b.WriteString(strings.Join(e.Rejected, "; "))
 	}
-	if e.SymfsOnly {
-		b.WriteString(". Put the recording machine's file under the --symfs directory at its recorded path," +
-			" or pass --symfs-fallback to search this machine's files too")
-		return b.String()
-	}
-	b.WriteString(". Copy the recording machine's binaries under a directory and pass --symfs DIR," +
-		" or run 'perf archive' there and unpack it into ~/.debug (or pass --buildid-dir)")
 	return b.String()
+}
+
+// Fix says how to give analysis the file: "" for the vdso, which only
+// perf's build-id cache holds.
+func (e *NotFoundError) Fix() string {
+	switch {
+	case len(e.Searched) == 0:
+		return ""
+	case e.SymfsOnly:
+		return "Put the recording machine's file under the --symfs directory at its recorded path," +
+			" or pass --symfs-fallback to search this machine's files too"
+	}
+	return "Copy the recording machine's binaries under a directory and pass --symfs DIR," +
+		" or run 'perf archive' there and unpack it into ~/.debug (or pass --buildid-dir)"
 }
 
 // NoDebugInfoError is the warning a Binary carries when no DWARF was found
 // for it: frames in it are named from its symbol table, without inline
-// frames or file:line. Error spells out where faultline looked and how to
-// fix it; Fix alone says the fix.
+// frames or file:line. Error spells out where faultline looked; Fix says
+// how to give the binary debug info.
 type NoDebugInfoError struct {
 	Path       string   // the binary as recorded
 	File       string   // the file opened for it
@@ -91,7 +99,7 @@ func (e *NoDebugInfoError) Error() string {
 	if len(e.Searched) > 0 {
 		where = fmt.Sprintf("%d places (first %s)", len(e.Searched), e.Searched[0])
 	}
-	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s; to fix: %s", e.Path, sym, where, e.Fix())
+	return fmt.Sprintf("%s: no debug info (no inline frames or file:line; %s); searched %s", e.Path, sym, where)
 }
 
 // System reports whether the binary was installed by the system (under
@@ -122,8 +130,9 @@ func (e *NoDebugInfoError) Fix() string {
 // MismatchError says that the files found for a recorded mapping are not
 // the binary that ran: another build ID, or (a recording without build
 // IDs) another device, inode or generation. Frames in the mapping are
-// neither unwound by its CFI nor named from it. As a warning (Used) it says
-// that --allow-mismatch made faultline use the file anyway.
+// neither unwound by its CFI nor named from it; Fix says how to name them.
+// As a warning (Used) it says that --allow-mismatch made faultline use the
+// file anyway.
 type MismatchError struct {
 	Path string // as recorded
 	File string // the first file refused
@@ -135,7 +144,7 @@ func (e *MismatchError) Error() string {
 	if e.Used {
 		return fmt.Sprintf("%s: %s is not the binary that ran (%s); used anyway (--allow-mismatch): frames may be misnamed", e.Path, e.File, e.Why)
 	}
-	return fmt.Sprintf("%s: %s is not the binary that ran (%s); its frames are left unnamed; %s", e.Path, e.File, e.Why, e.Fix())
+	return fmt.Sprintf("%s: %s is not the binary that ran (%s); its frames are left unnamed", e.Path, e.File, e.Why)
 }
 
 // Fix says how to name the mapping's frames.

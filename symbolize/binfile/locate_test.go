@@ -222,7 +222,7 @@ func TestLocateMissing(t *testing.T) {
 	if !errors.As(err, &nf) {
 		t.Fatalf("got %v, want *NotFoundError", err)
 	}
-	msg := err.Error()
+	msg := err.Error() + ". " + nf.Fix()
 	for _, want := range []string{"/sym" + libcPath, "/root/.debug/.build-id/93/ac61ec5a8eb1396f9fbd350e3169a558528a40/elf", "--symfs"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)
@@ -237,8 +237,14 @@ func TestLocateMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if w := warningText(b.Warnings); !strings.Contains(w, "libc6-dbg") {
-		t.Errorf("warning %q does not say to install libc6-dbg", w)
+	var nd *NoDebugInfoError
+	for _, w := range b.Warnings {
+		if errors.As(w, &nd) {
+			break
+		}
+	}
+	if nd == nil || !strings.Contains(nd.Fix(), "libc6-dbg") {
+		t.Errorf("warning %q does not say to install libc6-dbg", warningText(b.Warnings))
 	}
 }
 
@@ -277,7 +283,7 @@ func TestLocateRefusesMismatch(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("got %v, want a *MismatchError", err)
 	}
-	if me.File != rec || !strings.Contains(me.Why, otherID) || !strings.Contains(err.Error(), "--allow-mismatch") {
+	if me.File != rec || !strings.Contains(me.Why, otherID) || !strings.Contains(err.Error()+"; "+me.Fix(), "--allow-mismatch") {
 		t.Errorf("error %q", err)
 	}
 	// Nothing at all is a NotFoundError still.

@@ -1,6 +1,7 @@
 package binfile
 
 import (
+	"errors"
 	"io/fs"
 	"strings"
 	"testing"
@@ -43,7 +44,10 @@ func TestSymfsConfined(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%s: opened %s", c.name, rec)
 		}
-		msg := err.Error()
+		msg := err.Error() // with the fix, as the command shows it
+		if nf := (*NotFoundError)(nil); errors.As(err, &nf) {
+			msg += ". " + nf.Fix()
+		}
 		if strings.Contains(msg, "root") || strings.Contains(msg, "114 111 111 116") || strings.Contains(msg, "..") && !strings.HasPrefix(msg, "binfile: no file for "+rec+";") {
 			t.Errorf("%s: message shows file contents or an uncleaned path: %s", c.name, msg)
 		}

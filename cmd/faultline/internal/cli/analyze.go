@@ -223,7 +223,7 @@ func runAnalyze(env *Env, args []string) error {
 		nt.write(env.Stderr, f.verbose)
 	}
 	if empty != nil {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("analyze: wrote %s, but %v", f.out, empty)}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("analyze: wrote %s, but %w", f.out, empty)}
 	}
 	return nil
 }

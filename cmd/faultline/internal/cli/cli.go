@@ -184,11 +184,11 @@ func finish(env *Env, err error) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(env.Stderr, "faultline: %v\n", ee.Err)
+			fmt.Fprintf(env.Stderr, "faultline: %s\n", withAdvice(ee.Err))
 		}
 		return ee.Code
 	}
-	fmt.Fprintf(env.Stderr, "faultline: %v\n", err)
+	fmt.Fprintf(env.Stderr, "faultline: %s\n", withAdvice(err))
 	return ExitFailure
 }
 

@@ -247,7 +247,7 @@ func buildInfo(env *Env, name string) (*infoReport, error) {
 	}
 	rep.Truncated = m.Truncated
 	for _, w := range r.Warnings() {
-		rep.Warnings = append(rep.Warnings, w.Error())
+		rep.Warnings = append(rep.Warnings, withAdvice(w))
 	}
 	if n := r.WarningCount() - len(r.Warnings()); n > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("... and %d more warnings", n))

@@ -76,10 +76,10 @@ func (n *notes) drop(k int) { n.dropped += max(k, 0) }
 func (n *notes) write(w io.Writer, verbose bool) {
 	if verbose {
 		for _, d := range n.details {
-			fmt.Fprintf(w, "faultline: note: %v\n", d)
+			fmt.Fprintf(w, "faultline: note: %s\n", withAdvice(d))
 		}
 		for _, nd := range n.noDebug {
-			fmt.Fprintf(w, "faultline: note: %v\n", nd)
+			fmt.Fprintf(w, "faultline: note: %s\n", withAdvice(nd))
 		}
 	} else {
 		var system, own []*binfile.NoDebugInfoError
@@ -108,7 +108,7 @@ func (n *notes) write(w io.Writer, verbose bool) {
 		shown = shown[:maxWarnings]
 	}
 	for _, err := range shown {
-		fmt.Fprintf(w, "faultline: warning: %v\n", err)
+		fmt.Fprintf(w, "faultline: warning: %s\n", withAdvice(err))
 	}
 	switch hidden := len(n.warnings) - len(shown); {
 	case hidden > 0 && n.dropped > 0:
