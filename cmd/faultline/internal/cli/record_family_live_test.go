@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/attribute/report"
+	"github.com/faultline/faultline/attribute/report/reporttest"
+)
+
+// siteCounts analyzes a recording and sums allocations and faults (those
+// the allocator took serving a call, inside=allocator, aside) per site.
+func siteCounts(t *testing.T, data string) map[string][2]int64 {
+	t.Helper()
+	pb := data + ".pb.gz"
+	if _, stderr, code := runMain(t, nil, "analyze", "-q", "-o", pb, data); code != ExitOK {
+		t.Fatalf("analyze %s: exit %d\n%s", data, code, stderr)
+	}
+	out := map[string][2]int64{}
+	for _, s := range reporttest.Read(t, pb).Sample {
+		n := report.SampleSiteName(s, false)
+		c := out[n]
+		c[0] += s.Value[1]
+		if len(s.Label[report.InsideLabel]) == 0 {
+			c[1] += s.Value[0]
+		}
+		out[n] = c
+	}
+	return out
+}
+
+// TestRecordInprocLiveFamilies records a C program (testdata/alloc's
+// alloc.c) and a C++ one (testdata/record's containers.cpp: vector, map,
+// string, list, threads) under jemalloc, tcmalloc and mimalloc, linked and
+// in LD_PRELOAD, with record's default method, which must be in-process
+// (the family's shim object), and compares each site's allocations with
+// the uprobe method's recording of the linked program (the reference:
+// uprobes on the allocator's own functions). Allocations must be equal
+// within 0.1%; faults, which move a little between runs (which thread's
+// arena a page lands in), within 2% where a site has at least 1000.
+func TestRecordInprocLiveFamilies(t *testing.T) {
+	requireLiveRecord(t)
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("no gcc")
+	}
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	const l = "/usr/lib/x86_64-linux-gnu/"
+	progs := []struct{ name, compiler, src string }{
+		{"c", cc, "../../../../testdata/alloc/src/alloc.c"},
+		{"cxx", cxx, "../../../../testdata/record/src/containers.cpp"},
+	}
+	dir := t.TempDir()
+	for _, fam := range []struct{ name, lib, link, preload string }{
+		{"jemalloc", l + "libjemalloc.so", "-ljemalloc", l + "libjemalloc.so.2"},
+		{"tcmalloc", l + "libtcmalloc_minimal.so", "-ltcmalloc_minimal", l + "libtcmalloc_minimal.so.4"},
+		{"mimalloc", l + "libmimalloc.so", "-lmimalloc", l + "libmimalloc.so.2"},
+	} {
+		for _, p := range progs {
+			t.Run(fam.name+"-"+p.name, func(t *testing.T) {
+				if _, err := os.Stat(fam.lib); err != nil {
+					t.Skipf("%s is not installed (apt-get install libjemalloc-dev libgoogle-perftools-dev libmimalloc-dev)", fam.lib)
+				}
+				src, err := filepath.Abs(p.src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				linked := buildOnce(t, "fam-"+fam.name+"-"+p.name, func(bin string) *exec.Cmd {
+					return exec.Command(p.compiler, "-O2", "-g", "-pthread", "-o", bin, src, fam.link)
+				})
+				plain := buildOnce(t, "fam-plain-"+p.name, func(bin string) *exec.Cmd {
+					return exec.Command(p.compiler, "-O2", "-g", "-pthread", "-o", bin, src)
+				})
+				up := filepath.Join(dir, fam.name+"-"+p.name+"-uprobe.data")
+				if code, stderr := runRecordMain("-q", "--method", "uprobe", "-o", up, "--", linked); code != ExitOK {
+					t.Fatalf("uprobe: exit %d\n%s", code, stderr)
+				}
+				ref := siteCounts(t, up)
+				for _, mode := range []string{"linked", "preload"} {
+					bin := linked
+					if mode == "preload" {
+						bin = plain
+						t.Setenv("LD_PRELOAD", fam.preload)
+					}
+					in := filepath.Join(dir, fam.name+"-"+p.name+"-"+mode+".data")
+					code, stderr := runRecordMain("-o", in, "--", bin)
+					os.Unsetenv("LD_PRELOAD")
+					if code != ExitOK {
+						t.Fatalf("%s: exit %d\n%s", mode, code, stderr)
+					}
+					if !strings.Contains(stderr, "in-process: the calls of its allocator, "+fam.name) {
+						t.Errorf("%s: record did not record %s in-process:\n%s", mode, fam.name, stderr)
+					}
+					got := siteCounts(t, in)
+					compareSites(t, mode, ref, got)
+				}
+			})
+		}
+	}
+}
+
+// compareSites compares per-site allocations (within 0.1%) and faults
+// (within 2% at sites with at least 1000) of an in-process recording with
+// the uprobe method's.
+func compareSites(t *testing.T, mode string, ref, got map[string][2]int64) {
+	t.Helper()
+	for site, r := range ref {
+		if strings.HasPrefix(site, "[") || r[0] < 10 {
+			continue // classes, and sites of the runtime's few start-up calls
+		}
+		g := got[site]
+		if math.Abs(float64(g[0]-r[0])) > 0.001*float64(r[0]) {
+			t.Errorf("%s: %s: %d allocations in-process, %d with uprobes", mode, site, g[0], r[0])
+		}
+		if r[1] >= 1000 && math.Abs(float64(g[1]-r[1])) > 0.02*float64(r[1]) {
+			t.Errorf("%s: %s: %d faults in-process, %d with uprobes", mode, site, g[1], r[1])
+		}
+		t.Logf("%s: %s: allocations %d / %d, faults %d / %d (in-process / uprobes)", mode, site, g[0], r[0], g[1], r[1])
+	}
+}
+
+// TestRecordInprocLiveNoFamilySymbols: a glibc program that looks up
+// jemalloc's mallocx, tcmalloc's tc_malloc and mimalloc's mi_malloc with
+// dlsym(RTLD_DEFAULT) finds none of them under record, as without it (the
+// shim object for glibc defines none): the program prints what it found.
+func TestRecordInprocLiveNoFamilySymbols(t *testing.T) {
+	if testing.Short() {
+		t.Skip("records live; skipped with -short")
+	}
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler (cc)")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "probe.c")
+	os.WriteFile(src, []byte(`#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+	const char *names[] = {"mallocx", "tc_malloc", "mi_malloc", "sdallocx"};
+	free(malloc(10));
+	for (int i = 0; i < 4; i++)
+		printf("%s=%s\n", names[i], dlsym(RTLD_DEFAULT, names[i]) ? "found" : "NULL");
+	return 0;
+}
+`), 0o644)
+	bin := filepath.Join(dir, "probe")
+	if out, err := exec.Command(cc, "-O1", "-o", bin, src, "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("cc: %v\n%s", err, out)
+	}
+	want, err := exec.Command(bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(want), "found") {
+		t.Skipf("this machine's C library defines a family's symbol:\n%s", want)
+	}
+	out := filepath.Join(dir, "p.data")
+	cmd := exec.Command(buildFaultline(t), "record", "--method", "inproc", "-o", out, "--", bin)
+	cmd.Env = append(os.Environ(), "PERF_BUILDID_DIR="+filepath.Join(dir, "cache"))
+	got, err := cmd.Output()
+	if err != nil {
+		t.Skipf("record --method inproc did not run here (perf events?): %v", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("under record the program printed\n%swithout it\n%s", got, want)
+	}
+}
