@@ -28,8 +28,10 @@ type Resident struct {
 	peakDirty bool // cur still equals the peak (nothing left since)
 
 	ended []int64 // pages exited processes held when they exited
-	// spaces are the ended address spaces' own figures (SpacePeaks).
-	spaces []SpacePeak
+	// spaces are the ended address spaces' own figures (SpacePeaks);
+	// endedAt when each pid's last one ended.
+	spaces  []SpacePeak
+	endedAt map[uint32]uint64
 
 	refaults uint64
 
@@ -265,6 +267,10 @@ func (r *Resident) end(pid uint32, t uint64, held bool) {
 			r.drop(p, v, t)
 		}
 	}
+	if r.endedAt == nil {
+		r.endedAt = map[uint32]uint64{}
+	}
+	r.endedAt[pid] = t
 	r.spaces = append(r.spaces, SpacePeak{Pid: pid, Peak: p.peak, End: held0, Time: t, Exec: !held})
 	delete(r.procs, pid)
 }

@@ -19,7 +19,9 @@ type SnapRange struct {
 // SnapshotStats sums what the snapshots changed in the fault-built
 // figures.
 type SnapshotStats struct {
-	Records uint64
+	// Records counts the snapshot records applied or, Late, left out:
+	// read before their process ended but delivered after its end.
+	Records, Late uint64
 	// Added and Removed count the pages a snapshot found resident that no
 	// fault had made so, and the pages the faults had made resident that
 	// the snapshot found gone.
@@ -38,10 +40,16 @@ type OwnerAt func(pid uint32, addr uint64) int
 // the fault), pages in them it did not follow become resident for
 // ownerAt's owner (a forked child's pages shared with its parent stay its
 // parent's). It returns the process's resident pages in [lo, hi) before
-// and after.
+// and after (its own: pages shared with its parent are not counted).
 func (r *Resident) Snapshot(pid uint32, t0, t, lo, hi uint64, rs []SnapRange, ownerAt OwnerAt) (before, after int64) {
-	p := r.proc(pid)
 	r.snap.Records++
+	if end, ok := r.endedAt[pid]; ok && r.procs[pid] == nil && end >= t0 {
+		// Read before the process ended, delivered after: its pages are
+		// gone from the figures already.
+		r.snap.Late++
+		return 0, 0
+	}
+	p := r.proc(pid)
 	recent := p.since(t0)
 	covered := func(pg uint64) bool {
 		a := pg * PageSize
@@ -65,7 +73,9 @@ func (r *Resident) Snapshot(pid uint32, t0, t, lo, hi uint64, rs []SnapRange, ow
 			if r.settle(p, pid, a, rg.Huge, t, ownerAt) {
 				r.snap.Added++
 			}
-			after++
+			if v := p.pages[a/PageSize]; v&inheritedBit == 0 {
+				after++ // not counting a parent's pages shared with it
+			}
 		}
 	}
 	// Pages the snapshot left out but a recent fault made resident.

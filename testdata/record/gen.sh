@@ -26,4 +26,5 @@ $CXX $flags -fPIC -shared -o "$out/libcxxplugin.so" "$here/src/cxxplugin.cpp"
 $CXX $flags -fPIC -shared -static-libstdc++ -o "$out/libcxxplugin-static.so" "$here/src/cxxplugin.cpp"
 $CC $flags -o "$out/dlopener" "$here/src/dlopener.c" -ldl
 $CC $flags -pthread -o "$out/clocks" "$here/src/clocks.c"
+$CC $flags -o "$out/resident" "$here/src/resident.c"
 echo "$out"

@@ -82,6 +82,11 @@ type snapshotter struct {
 	mu    sync.Mutex
 	queue [][]byte // finished sample bodies
 	ready chan struct{}
+	// queued and written count the records queued and written; an exit's
+	// read waits (on wrote) until its records are in the recording before
+	// the process may go on to exit, so they come before its EXIT record.
+	queued, written uint64
+	wrote           *sync.Cond
 
 	notify int // the exit notification descriptor, or -1
 	quit   chan struct{}
@@ -97,6 +102,7 @@ type snapshotter struct {
 // while it runs) and, with notify ≥ 0, each process as it exits.
 func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapshotter {
 	sn := &snapshotter{sp: sp, root: root, every: every, notify: notify, ready: make(chan struct{}, 1), quit: make(chan struct{})}
+	sn.wrote = sync.NewCond(&sn.mu)
 	if every > 0 {
 		sn.wg.Add(1)
 		go sn.periodicLoop()
@@ -114,6 +120,9 @@ func (sn *snapshotter) stop() {
 		return
 	}
 	close(sn.quit)
+	sn.mu.Lock()
+	sn.wrote.Broadcast()
+	sn.mu.Unlock()
 	sn.wg.Wait()
 	sn.quit = nil
 	if sn.notify >= 0 {
@@ -146,7 +155,7 @@ func (sn *snapshotter) periodicLoop() {
 		start := time.Now()
 		pids = processTree(pids[:0], sn.root)
 		for _, pid := range pids {
-			rs = sn.take(sc, rs[:0], pid, schema.SnapshotPeriodic)
+			rs, _ = sn.take(sc, rs[:0], pid, schema.SnapshotPeriodic)
 		}
 		sn.mu.Lock()
 		sn.cost += time.Since(start)
@@ -154,8 +163,9 @@ func (sn *snapshotter) periodicLoop() {
 	}
 }
 
-// take reads pid's page tables and status and queues its records.
-func (sn *snapshotter) take(sc *pagemap.Scanner, rs []pagemap.Range, pid int, kind uint64) []pagemap.Range {
+// take reads pid's page tables and status and queues its records; it
+// returns the count of records queued once they are.
+func (sn *snapshotter) take(sc *pagemap.Scanner, rs []pagemap.Range, pid int, kind uint64) ([]pagemap.Range, uint64) {
 	begin := monoNow()
 	rs, err := sc.Scan(rs, pid)
 	end := monoNow()
@@ -167,12 +177,14 @@ func (sn *snapshotter) take(sc *pagemap.Scanner, rs []pagemap.Range, pid int, ki
 			}
 			sn.mu.Unlock()
 		}
-		return rs
+		return rs, 0
 	}
 	hwm, anon := readStatus(pid)
 	recs := snapRecords(nil, sn.sp, uint32(pid), kind, begin, end, hwm, anon, rs)
 	sn.mu.Lock()
 	sn.queue = append(sn.queue, recs...)
+	sn.queued += uint64(len(recs))
+	upTo := sn.queued
 	if kind == schema.SnapshotExit {
 		sn.exits++
 	} else {
@@ -183,7 +195,7 @@ func (sn *snapshotter) take(sc *pagemap.Scanner, rs []pagemap.Range, pid int, ki
 	case sn.ready <- struct{}{}:
 	default:
 	}
-	return rs
+	return rs, upTo
 }
 
 // snapRecords appends to out the sample bodies of one snapshot: its
@@ -260,7 +272,22 @@ func (s *session) writeSnapshots() error {
 			return err
 		}
 	}
+	sn.mu.Lock()
+	sn.written += uint64(len(q))
+	sn.wrote.Broadcast()
+	sn.mu.Unlock()
 	return nil
+}
+
+// stopping reports whether stop was called (reads no longer wait for
+// their records to be written).
+func (sn *snapshotter) stopping() bool {
+	select {
+	case <-sn.quit:
+		return true
+	default:
+		return false
+	}
 }
 
 // The seccomp notification ABI: struct seccomp_notif and
@@ -310,9 +337,13 @@ func (sn *snapshotter) exitLoop() {
 			continue // ENOENT: the process died (a signal) meanwhile
 		}
 		start := time.Now()
-		rs = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
+		var upTo uint64
+		rs, upTo = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
 		sn.mu.Lock()
 		sn.cost += time.Since(start)
+		for sn.written < upTo && !sn.stopping() {
+			sn.wrote.Wait()
+		}
 		sn.mu.Unlock()
 		resp := seccompNotifResp{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
