@@ -315,6 +315,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil {
 		s.Warnings = append(s.Warnings, w)
 	}
+	if w := unattributed(&s.Tracker, s.Classes, s.Resident.MappedFaults, r.Meta().BuildIDs); w != nil {
+		s.Warnings = append(s.Warnings, w)
+	}
 	if opts.Done != nil {
 		opts.Done()
 	}

@@ -26,6 +26,7 @@ func advice(err error) string {
 	var (
 		missing  *analyze.MissingEventError
 		noAllocs *analyze.NoAllocationsError
+		unattr   *analyze.UnattributedError
 		arch     *symbolize.ArchError
 		server   *binfile.ServerError
 		notFound *binfile.NotFoundError
@@ -43,6 +44,10 @@ func advice(err error) string {
 		b.WriteString("; record again without --libc (record finds the allocator the program uses and names it)")
 	case errors.As(err, &noAllocs):
 		b.WriteString("; record again with faultline record, which names the allocator it probed, or name its library with --libc")
+	case errors.As(err, &unattr) && unattr.Allocator != "":
+		b.WriteString("; record with faultline record, which records jemalloc's, tcmalloc's and mimalloc's own calls (in-process where the allocator is a shared library, with uprobes where it is linked into the program)")
+	case errors.As(err, &unattr):
+		b.WriteString("; the program's allocator may be one the recording did not probe (linked into the program, custom, a runtime's own heap): record with faultline record, which finds the allocator and records the memory-map calls that give such memory its call's stack")
 	case errors.As(err, &arch):
 		b.WriteString(", so analyze one made on an x86_64 machine")
 	case errors.As(err, &server):

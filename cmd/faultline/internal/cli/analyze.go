@@ -183,6 +183,7 @@ func runAnalyze(env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	addUnattributedComment(res)
 	if err := writeProfile(env, f.out, res.Profile); err != nil {
 		return &ExitError{Code: ExitFailure, Err: err}
 	}
@@ -211,7 +212,7 @@ func runAnalyze(env *Env, args []string) error {
 	var empty error
 	var warnings []error
 	for _, w := range res.Summary.Warnings {
-		if errors.Is(w, analyze.ErrNoAllocations) {
+		if errors.Is(w, analyze.ErrNoAllocations) || errors.Is(w, analyze.ErrNothingAttributed) {
 			empty = w
 			continue
 		}
@@ -363,4 +364,16 @@ func writeProfile(env *Env, path string, p *profile.Profile) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// addUnattributedComment puts the warning of a recording whose faults
+// mostly land on memory no recorded allocation covers, with what to do,
+// into the profile's comments, where pprof shows it atop every view.
+func addUnattributedComment(res *analyze.Result) {
+	for _, w := range res.Summary.Warnings {
+		var u *analyze.UnattributedError
+		if errors.As(w, &u) {
+			res.Profile.Comments = append(res.Profile.Comments, "faultline: "+withAdvice(u))
+		}
+	}
 }
