@@ -547,13 +547,14 @@ func (r *recorder) record() error {
 	}
 	defer out.discard()
 	cfg := &rec.Config{
-		Group: r.group, Probes: up.Probes(), Tracefs: tfs.Dir(), MapCalls: r.mapCallEvents(),
-		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
-		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
-		Pipe: out.stdout, Compress: o.compress, Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
-		ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots,
-		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
-		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
+		Source: up.Source(r.group), MapCalls: r.mapCallEvents(),
+		Target: rec.Target{Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
+			Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
+		StackOptions:    r.stackOptions(),
+		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
+		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
+		OutputOptions: rec.OutputOptions{Pipe: out.stdout, Compress: o.compress,
+			Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...)},
 	}
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording

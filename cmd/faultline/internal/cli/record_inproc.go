@@ -78,6 +78,12 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 	return methodInproc, "", nil
 }
 
+// stackOptions are the recording's stack options, from the flags.
+func (r *recorder) stackOptions() rec.StackOptions {
+	o := r.opts
+	return rec.StackOptions{StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize), FaultStacks: o.faultStacks}
+}
+
 // describeAllocator names the allocator in lib for record's log.
 func (r *recorder) describeAllocator(lib string) string {
 	if r.alloc != nil && r.alloc.Path == lib {
@@ -115,20 +121,22 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if aerr == nil {
 		alloc = a.String()
 	}
-	cfg := &rec.Config{
-		InProcess: true, ShimRingBytes: shimRingBytes, ShimSlots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(), TopWords: rec.TopStackWords, ShimWait: o.shimWait,
-		StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize),
-		FaultStacks: o.faultStacks, RangePages: o.mmapPages, StackPages: o.stackPages,
-		Pipe: out.stdout, Compress: o.compress, NoTHP: o.noTHP, Duration: o.duration,
-		ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots,
-		Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr,
-		Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...),
-		Cmd:     cmdPath, Argv: o.cmd,
+	src := &rec.InProcessSource{RingBytes: shimRingBytes, Slots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(),
+		TopWords: rec.TopStackWords, Wait: o.shimWait,
 		// The shim records the memory-map calls: no tracefs.
-		ShimMapCalls: !o.noMapCalls,
+		MapCalls: !o.noMapCalls}
+	cfg := &rec.Config{
+		Source: src,
+		Target: rec.Target{Cmd: cmdPath, Argv: o.cmd, NoTHP: o.noTHP, Duration: o.duration,
+			Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
+		StackOptions:    r.stackOptions(),
+		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
+		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
+		OutputOptions: rec.OutputOptions{Pipe: out.stdout, Compress: o.compress,
+			Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...)},
 	}
 	if r.alloc != nil {
-		cfg.ShimFamily = r.alloc.Family
+		src.Family = r.alloc.Family
 	}
 	if out.stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
@@ -136,11 +144,11 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	why := "as asked (--shim-clock)"
 	switch o.shimClock {
 	case "tsc":
-		cfg.ShimTSC = true
+		src.TSC = true
 	case "auto":
-		cfg.ShimTSC, why = shim.TSCUsable()
+		src.TSC, why = shim.TSCUsable()
 	}
-	if cfg.ShimTSC {
+	if src.TSC {
 		r.notes.add(&detailNote{errors.New("the shim stamps calls from the CPU's time-stamp counter, converted to CLOCK_MONOTONIC")})
 	} else {
 		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})

@@ -13,7 +13,7 @@ import (
 // at the end (after the summary) without -q; with -q the summary and the
 // warnings are silent: nothing but errors.
 func TestRecordWarningsThroughNotes(t *testing.T) {
-	res := &rec.Result{RangeLost: 7, StackLost: 3, Unreadable: 16}
+	res := &rec.Result{Loss: rec.Loss{RangeLost: 7, StackLost: 3, Unreadable: 16}}
 	for _, quiet := range []bool{false, true} {
 		var stderr bytes.Buffer
 		r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{quiet: quiet, output: "x.data", mmapPages: 4096, stackPages: 1024, stackEvery: 64}}

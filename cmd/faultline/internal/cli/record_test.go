@@ -805,14 +805,14 @@ func TestRecordExitStatusOfCommand(t *testing.T) {
 		res  rec.Result
 		code int
 	}{
-		{rec.Result{Ran: true}, ExitOK},
-		{rec.Result{Ran: true, ExitCode: 2}, 2},
-		{rec.Result{Ran: true, ExitCode: 125}, 125},
-		{rec.Result{Ran: true, Signal: syscall.SIGSEGV}, 128 + 11},
-		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: "interrupt"}, 128 + 2},
-		{rec.Result{Ran: true, Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration}, ExitOK},
-		{rec.Result{Ran: true, ExitCode: 1, StoppedBy: rec.StoppedByDuration}, ExitOK},
-		{rec.Result{Ran: true, Unfinished: true, StoppedBy: rec.StoppedByDuration}, ExitOK},
+		{rec.Result{Program: rec.Program{Ran: true}}, ExitOK},
+		{rec.Result{Program: rec.Program{Ran: true, ExitCode: 2}}, 2},
+		{rec.Result{Program: rec.Program{Ran: true, ExitCode: 125}}, 125},
+		{rec.Result{Program: rec.Program{Ran: true, Signal: syscall.SIGSEGV}}, 128 + 11},
+		{rec.Result{Program: rec.Program{Ran: true, Signal: syscall.SIGINT, StoppedBy: "interrupt"}}, 128 + 2},
+		{rec.Result{Program: rec.Program{Ran: true, Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration}}, ExitOK},
+		{rec.Result{Program: rec.Program{Ran: true, ExitCode: 1, StoppedBy: rec.StoppedByDuration}}, ExitOK},
+		{rec.Result{Program: rec.Program{Ran: true, Unfinished: true, StoppedBy: rec.StoppedByDuration}}, ExitOK},
 		{rec.Result{}, ExitOK}, // -p, -a
 	} {
 		if got := exitCode(recordStatus(r.exitStatus(&tc.res))); got != tc.code {
@@ -829,8 +829,8 @@ func TestRecordExitStatusOfCommand(t *testing.T) {
 func TestRecordSummaryCost(t *testing.T) {
 	var stderr bytes.Buffer
 	r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{output: "x.data", cmd: []string{"/tmp/churn"}, duration: 5 * time.Second}}
-	res := &rec.Result{Ran: true, Wall: 16520 * time.Millisecond, User: 1150 * time.Millisecond, Sys: 5720 * time.Millisecond,
-		Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration,
+	res := &rec.Result{Program: rec.Program{Ran: true, Wall: 16520 * time.Millisecond, User: 1150 * time.Millisecond, Sys: 5720 * time.Millisecond,
+		Signal: syscall.SIGINT, StoppedBy: rec.StoppedByDuration},
 		Events: []rec.EventCount{
 			{Name: "page-faults", Samples: 61},
 			{Name: "g:malloc", Samples: 200200}, {Name: "g:malloc__return", Samples: 200200}, {Name: "g:free", Samples: 200264},

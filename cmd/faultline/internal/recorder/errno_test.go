@@ -35,7 +35,7 @@ func TestOpenErrorWrapsErrno(t *testing.T) {
 		t.Skip("this kernel has no perf events")
 	}
 	cfg := testConfig()
-	s := &session{cfg: cfg, cpus: []int{0}}
+	s := testSession(t, cfg)
 	s.specs = s.buildSpecs()
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {

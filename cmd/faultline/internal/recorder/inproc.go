@@ -3,8 +3,10 @@ package recorder
 import (
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -57,21 +59,93 @@ const watermarkMargin = 100 * time.Microsecond
 // its flag.
 const staleBusy = 50 * time.Millisecond
 
-// inproc is the in-process method's state in a session.
+// InProcessSource records the allocator calls of a command it starts with the
+// shim preloaded (package shim): each thread of the program writes its
+// calls into a shared-memory ring of its own.
+type InProcessSource struct {
+	RingBytes int // each thread's ring
+	Slots     int // rings: threads alive at once that are recorded
+	// Glibc says the allocator is glibc's (returns then carry the chunk
+	// header).
+	Glibc bool
+	// TopWords is how many top-of-stack words each entry carries.
+	TopWords int
+	Wait     time.Duration // how long a thread waits for room (0: shimWait)
+	// TSC lets the shim stamp calls from the CPU's time-stamp counter
+	// (shim.TSCUsable says where it may).
+	TSC bool
+	// MapCalls: the shim records the memory-map calls the program makes
+	// through the C library (inproc_mapcalls.go), in place of
+	// Config.MapCalls' tracepoints.
+	MapCalls bool
+	// Family is the program's allocator family: the shim object
+	// preloaded records that family's own entry points too
+	// (inproc_family.go).
+	Family schema.Family
+}
+
+func (o *InProcessSource) start(s *session) (source, error) {
+	cfg := s.cfg
+	if cfg.Cmd == "" || cfg.All {
+		return nil, errors.New("the in-process method records a command it starts (not -p or -a)")
+	}
+	region, err := shim.NewRegion(shim.Options{
+		Slots: o.Slots, RingBytes: o.RingBytes,
+		StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
+		Words: o.TopWords, Glibc: o.Glibc, WaitNs: uint64(cmp.Or(o.Wait, shimWait)),
+		TSC: o.TSC, MapCalls: o.MapCalls, Family: o.Family,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ip := &inproc{s: s, tr: inprocTraits, region: region, words: o.TopWords, family: o.Family,
+		ringWatch: ringWatch{busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{}},
+		maps:      map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}}
+	ip.tr.launcher, ip.tr.env = region.Launcher(), region.Env(os.Getenv("LD_PRELOAD"))
+	if o.MapCalls {
+		ip.sys = &inprocSys{}
+	}
+	return ip, nil
+}
+
+// inproc is the in-process method at work in a session.
 type inproc struct {
+	s      *session
+	tr     sourceTraits
 	region *shim.Region
 	words  int
-	// entry, ret: the events by function; big, small: the entries' stack
-	// instances (nil for free).
-	entry, short, ret, call, big, small [shim.NumFuncs]*spec
-	scratch                             call       // the call being written
-	sys                                 *inprocSys // the memory-map calls' events (nil: not recorded)
+	family schema.Family // the shim object's (inproc_family.go)
+	shimEvents
+	scratch call       // the call being written
+	sys     *inprocSys // the memory-map calls' events (nil: not recorded)
 	// faults are the fault times of each thread in this round (sorted
 	// on first use: faultsSorted): a call during which its thread
 	// faulted is written as entry and return, so analyze charges those
 	// faults to the allocator.
 	faults       map[uint32][]uint64
 	faultsSorted map[uint32]bool
+	roundOrder
+	sbuf2 []byte    // a stack sample being built
+	raw   rawRecord // the record note is given (not allocated per record)
+	ringWatch
+	// maps are each process's executable mappings and the shim's own
+	// (its rings and object: faults there are the recorder's, not the
+	// program's).
+	maps map[uint32]*procMaps
+	// faultIDs are the fault events' sample ids (set at the first drain,
+	// once the events are open).
+	faultIDs map[uint64]bool
+}
+
+// shimEvents are the in-process events by function. entry, ret: the
+// events by function; big, small: the entries' stack instances (nil for
+// free).
+type shimEvents struct {
+	entry, short, ret, call, big, small [shim.NumFuncs]*spec
+}
+
+// roundOrder is what keeps the records in order, round by round.
+type roundOrder struct {
 	// water is the watermark: records stamped later wait for a later round.
 	water uint64
 	final bool // the program is gone: write everything
@@ -80,23 +154,84 @@ type inproc struct {
 	pendingBuf []byte
 	spareBuf   []byte
 	spare      []pendingRecord
-	sbuf2      []byte    // a stack sample being built
-	raw        rawRecord // the record note is given (not allocated per record)
-	busySince  map[*shim.Ring]busyMark
+	late       uint64 // records written after a round that promised them older
+	// lastRound is the newest time written in the previous round.
+	lastRound, thisRound uint64
+}
+
+// ringWatch follows the shim's rings: which are busy, since when, and
+// when the last drain wrote something.
+type ringWatch struct {
+	busySince map[*shim.Ring]busyMark
 	// idleAt is when each ring was last seen idle (not busy).
 	idleAt   map[*shim.Ring]uint64
 	lastReap time.Time
 	// busyAt is when a drain last wrote something (time.Now().UnixNano()):
 	// idleAfter later the waker sleeps longer (wakeups).
 	busyAt atomic.Int64
-	// maps are each process's executable mappings and the shim's own
-	// (its rings and object: faults there are the recorder's, not the
-	// program's).
-	maps     map[uint32]*procMaps
-	faultIDs map[uint64]bool
-	late     uint64 // records written after a round that promised them older
-	// lastRound is the newest time written in the previous round.
-	lastRound, thisRound uint64
+}
+
+// inprocTraits: the kernel's events on the shim's clock; the in-process
+// method writes every call as it happens, several times the bytes a second
+// of the uprobe method makes: zstd's fastest level, about twice as fast as
+// level 3 for 10-15% more bytes (and still smaller than the uprobe
+// method's files, whose 8 KiB stack copies compress well). Everything is
+// compressed (no KeepUp): a full ring holds the program up but loses
+// nothing (drainInproc). A drain of more than busyBytes is repeated at
+// once. start adds the launcher and the environment that preload the
+// shim.
+var inprocTraits = sourceTraits{method: "in-process", clock: true, writer: perfdata.WriterOptions{Level: 1}, busyBytes: 256 << 10}
+
+func (ip *inproc) traits() sourceTraits { return ip.tr }
+
+func (ip *inproc) close() { ip.region.Close() }
+
+// tracingData is the formats of the events the recorder writes itself
+// (faultline:rss's and the shim's memory-map calls' among them) and of the
+// memory-map calls' tracepoints, with the page and event headers of
+// tracefs's ring buffer.
+func (ip *inproc) tracingData() ([]byte, error) {
+	return perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent),
+		append(synthSystems(ip.s.specs), mapCallSystem(ip.s.cfg)...)), nil
+}
+
+// drain writes the kernel's rings and the shim's, up to the watermark
+// (drainInproc). final: the program's remaining processes stop recording
+// first (they may outlive it), and everything held for order is written.
+func (ip *inproc) drain(final bool) (int, error) {
+	if ip.faultIDs == nil {
+		ip.faultIDs = map[uint64]bool{}
+		for _, sp := range ip.s.specs {
+			if sp.attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(sp.attr.Config).IsPageFault() && !sp.stack {
+				for _, id := range ip.s.ids[sp] {
+					ip.faultIDs[id] = true
+				}
+			}
+		}
+	}
+	if !final {
+		n, err := ip.drainInproc()
+		if n > 0 {
+			ip.busyAt.Store(time.Now().UnixNano())
+		}
+		return n, err
+	}
+	s := ip.s
+	ip.region.Detach()
+	n, err := ip.drainInproc()
+	if err != nil {
+		return n, err
+	}
+	ip.final = true
+	m, err := ip.drainInproc()
+	if err != nil {
+		return n + m, err
+	}
+	s.res.Shim = ip.region.Counters()
+	s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
+	s.res.TSCJumps, s.res.TSCJumpAt = ip.region.TSCJumps()
+	s.res.Late = ip.late
+	return n + m, ip.writeUnrecorded()
 }
 
 type pendingRecord struct {
@@ -178,7 +313,7 @@ func (ip *inproc) procMaps(pid uint32) *procMaps {
 // other.
 const shimSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata.SampleTime | perfdata.SampleRaw
 
-// inprocSpecs adds the in-process method's events to specs. An allocating
+// events adds the in-process method's events to l. An allocating
 // entry point has two: fn, with the uprobe's fields (the arguments, sp, bp
 // and the top words of the stack, enough for analyze to step through
 // operator new and other wrappers in system libraries to the caller), and
@@ -188,18 +323,19 @@ const shimSampleType = perfdata.SampleIdentifier | perfdata.SampleTID | perfdata
 // no fault is one sample, fn__call, at its return: the arguments and the
 // return's fields, the return address (__probe_ret_ip) being the site.
 // free has only its pointer.
-func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
-	ip := s.inproc
+func (ip *inproc) events(l *specList) {
+	s := ip.s
+	first := len(l.specs)
 	tp := func(id uint64, st perfdata.SampleFormat, period uint64) perfdata.Attr {
 		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: id, SamplePeriod: period,
-			SampleType: st, Flags: flags | perfdata.AttrUseClockID, ClockID: unix.CLOCK_MONOTONIC}
+			SampleType: st, Flags: l.flags | perfdata.AttrUseClockID, ClockID: unix.CLOCK_MONOTONIC}
 	}
 	next := uint64(shimIDBase)
 	event := func(name string, fields []traceField) *spec {
 		sp := &spec{name: schema.System + ":" + name, kind: kindRange, synthetic: true, attr: tp(next, shimSampleType, 1)}
 		sp.format = shimFormat(name, next, fields)
 		next++
-		add(sp)
+		l.add(sp)
 		return sp
 	}
 	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
@@ -207,7 +343,7 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 			ip.entry[fn] = event(fn.String(), []traceField{{decl: "u64 ptr", size: 8}})
 			continue
 		}
-		if !s.shimRecords(fn) {
+		if !ip.shimRecords(fn) {
 			continue
 		}
 		ip.entry[fn] = event(fn.String(), entryFields(fn, ip.words, true))
@@ -215,16 +351,29 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 		ip.ret[fn] = event(fn.String()+schema.ReturnSuffix, returnFields(fn))
 		ip.call[fn] = event(fn.String()+schema.CallSuffix, append(entryFields(fn, 0, false), returnFields(fn)[1:]...))
 	}
-	if s.cfg.StackSize == 0 {
-		return
+	if s.cfg.StackSize > 0 {
+		ip.stackEvents(l)
 	}
-	stackAttr := func(a perfdata.Attr) perfdata.Attr {
-		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
-		a.Flags |= perfdata.AttrExcludeCallchainUser
-		a.SampleRegsUser = userRegsMask
-		a.SampleStackUser = s.cfg.StackSize
-		return a
+	if ip.sys != nil {
+		ip.mapCallEvents(l)
 	}
+	if s.cfg.FaultStacks {
+		// The page faults' stack instance (buildSpecs) needs a ring.
+		l.addDummy(kindStack)
+	}
+	sid := uint64(shimSampleIDBase)
+	for _, sp := range l.specs[first:] {
+		if sp.synthetic {
+			sp.synthID = sid
+			sid++
+		}
+	}
+}
+
+// stackEvents adds the entries' stack instances: one for the calls of at
+// least StackMin bytes, one for 1 in StackEvery of the others.
+func (ip *inproc) stackEvents(l *specList) {
+	s := ip.s
 	for fn := shim.Func(0); fn < shim.NumFuncs; fn++ {
 		e := ip.entry[fn]
 		if fn == shim.FuncFree || e == nil {
@@ -235,11 +384,11 @@ func (s *session) inprocSpecs(add func(*spec), flags perfdata.AttrFlags) {
 			big, small = fmt.Sprintf("nmemb × size >= %d", s.cfg.StackMin), fmt.Sprintf("nmemb × size < %d", s.cfg.StackMin)
 		}
 		a := e.attr
-		ip.big[fn] = &spec{name: e.name + stackBigSuffix, kind: kindStack, stack: true, synthetic: true, filter: big, attr: stackAttr(a)}
-		add(ip.big[fn])
+		ip.big[fn] = &spec{name: e.name + stackBigSuffix, kind: kindStack, stack: true, synthetic: true, filter: big, attr: l.withStack(a)}
+		l.add(ip.big[fn])
 		a.SamplePeriod = s.cfg.StackEvery
-		ip.small[fn] = &spec{name: e.name + stackEverySuffix(s.cfg.StackEvery), kind: kindStack, stack: true, synthetic: true, filter: small, attr: stackAttr(a)}
-		add(ip.small[fn])
+		ip.small[fn] = &spec{name: e.name + stackEverySuffix(s.cfg.StackEvery), kind: kindStack, stack: true, synthetic: true, filter: small, attr: l.withStack(a)}
+		l.add(ip.small[fn])
 	}
 }
 
@@ -355,8 +504,8 @@ func recordTime(typ uint32, d []byte) (uint64, bool) {
 
 // drainInproc is drain for the in-process method: the kernel's rings and
 // the shim's, up to the watermark.
-func (s *session) drainInproc() (int, error) {
-	ip := s.inproc
+func (ip *inproc) drainInproc() (int, error) {
+	s := ip.s
 	now := monoNow()
 	rings := ip.region.Rings()
 	// A ring seen idle now stamps its later records after now; one busy
@@ -366,7 +515,7 @@ func (s *session) drainInproc() (int, error) {
 	for _, g := range rings {
 		if settled(g) {
 			ip.idleAt[g] = now
-		} else if !s.staleRing(g) {
+		} else if !ip.staleRing(g) {
 			water = min(water, ip.idleAt[g])
 		}
 	}
@@ -409,14 +558,14 @@ func (s *session) drainInproc() (int, error) {
 			// The shim's records before a change of the mappings are
 			// read against the mappings before it.
 			for _, g := range rings {
-				n, err := s.drainRing(g, p.time-1)
+				n, err := ip.drainRing(g, p.time-1)
 				total += n
 				if err != nil {
 					return total, err
 				}
 			}
 		}
-		if err := s.writeKernel(p.ring, p.typ, p.misc, ip.pendingBuf[p.off:p.off+p.size]); err != nil {
+		if err := ip.writeKernel(p.ring, p.typ, p.misc, ip.pendingBuf[p.off:p.off+p.size]); err != nil {
 			return total, err
 		}
 		total += p.size
@@ -440,7 +589,7 @@ func (s *session) drainInproc() (int, error) {
 	// about what compressing them does, in page cache the kernel must
 	// find and fill, while the file grows by their whole size.
 	for _, g := range rings {
-		n, err := s.drainRing(g, ip.water)
+		n, err := ip.drainRing(g, ip.water)
 		total += n
 		if err != nil {
 			return total, err
@@ -448,7 +597,7 @@ func (s *session) drainInproc() (int, error) {
 	}
 	if time.Since(ip.lastReap) > 100*time.Millisecond {
 		ip.lastReap = time.Now()
-		s.reapRings(rings)
+		ip.reapRings(rings)
 	}
 	if total > 0 {
 		if err := s.w.WriteRecordParts(uint32(perfdata.RecordFinishedRound), 0, nil); err != nil {
@@ -483,8 +632,7 @@ const settleSpins = 256
 
 // staleRing reports whether g's busy flag is to be ignored: it stayed at
 // one head past staleBusy and its thread is gone.
-func (s *session) staleRing(g *shim.Ring) bool {
-	ip := s.inproc
+func (ip *inproc) staleRing(g *shim.Ring) bool {
 	head := g.Head()
 	m, ok := ip.busySince[g]
 	if !ok || m.head != head {
@@ -502,7 +650,7 @@ func threadAlive(pid, tid uint32) bool {
 }
 
 // reapRings frees the rings of threads that are gone, once drained.
-func (s *session) reapRings(rings []*shim.Ring) {
+func (ip *inproc) reapRings(rings []*shim.Ring) {
 	var dead []*shim.Ring
 	for _, g := range rings {
 		if g.Empty() && !threadAlive(g.Pid(), g.Tid()) {
@@ -510,16 +658,16 @@ func (s *session) reapRings(rings []*shim.Ring) {
 		}
 	}
 	for _, g := range dead {
-		delete(s.inproc.busySince, g)
-		delete(s.inproc.idleAt, g)
-		s.inproc.region.Free(g)
+		delete(ip.busySince, g)
+		delete(ip.idleAt, g)
+		ip.region.Free(g)
 	}
 }
 
 // writeKernel writes a record of the kernel's rings, dropping page faults
 // on the shim's own memory and following its mappings.
-func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) error {
-	ip := s.inproc
+func (ip *inproc) writeKernel(r *ring, typ uint32, misc uint16, body []byte) error {
+	s := ip.s
 	switch perfdata.RecordType(typ) {
 	case perfdata.RecordSample:
 		// IDENTIFIER, IP, TID (pid, tid), TIME, ADDR: faults' address.
@@ -579,7 +727,7 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 		return err
 	}
 	if t, ok := recordTime(typ, body); ok {
-		s.stamp(t)
+		ip.stamp(t)
 	}
 	return s.w.WriteRecordParts(typ, misc, body)
 }
@@ -587,8 +735,9 @@ func (s *session) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 // seen notes a shim sample stamped t, which covers from t0 (its entry):
 // its time against the round promise (stamp), and the recording's first
 // and last times.
-func (s *session) seen(t0, t uint64) {
-	s.stamp(t)
+func (ip *inproc) seen(t0, t uint64) {
+	s := ip.s
+	ip.stamp(t)
 	if s.firstT == 0 || t0 < s.firstT {
 		s.firstT = t0
 	}
@@ -596,8 +745,7 @@ func (s *session) seen(t0, t uint64) {
 }
 
 // stamp checks a record's time against the round promise.
-func (s *session) stamp(t uint64) {
-	ip := s.inproc
+func (ip *inproc) stamp(t uint64) {
 	if t < ip.lastRound {
 		ip.late++
 	}
@@ -610,8 +758,7 @@ const releaseEvery = 128 << 10
 
 // drainRing writes g's records stamped up to limit (at most the
 // watermark).
-func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
-	ip := s.inproc
+func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	head := g.Head()
 	total, released := 0, 0
 	defer g.Release()
@@ -637,7 +784,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 		}
 		g.Consume(&rec)
 		if rec.Kind == shim.KindSys {
-			n, err := s.writeSys(owner{g.Pid(), g.Tid()}, &rec)
+			n, err := ip.writeSys(owner{g.Pid(), g.Tid()}, &rec)
 			total += n
 			if err != nil {
 				return total, err
@@ -645,14 +792,14 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 			continue
 		}
 		if rec.Kind == shim.KindCall {
-			n, err := s.writeWhole(owner{g.Pid(), g.Tid()}, &rec)
+			n, err := ip.writeWhole(owner{g.Pid(), g.Tid()}, &rec)
 			total += n
 			if err != nil {
 				return total, err
 			}
 			continue
 		}
-		short := rec.Kind == shim.KindEntry && s.shortEntry(maps, &rec)
+		short := rec.Kind == shim.KindEntry && ip.shortEntry(maps, &rec)
 		if short {
 			// The call in one sample when its return is here too and
 			// its thread took no fault in between.
@@ -664,7 +811,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
 				c := &ip.scratch
 				pairCall(c, &rec, &next)
-				n, err := s.writeCall(owner{g.Pid(), g.Tid()}, c, wholeCall)
+				n, err := ip.writeCall(owner{g.Pid(), g.Tid()}, c, wholeCall)
 				total += n
 				if err != nil {
 					return total, err
@@ -673,7 +820,7 @@ func (s *session) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				continue
 			}
 		}
-		n, err := s.writeShim(owner{g.Pid(), g.Tid()}, &rec, short)
+		n, err := ip.writeShim(owner{g.Pid(), g.Tid()}, &rec, short)
 		total += n
 		if err != nil {
 			return total, err
@@ -706,14 +853,14 @@ func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
 // the calls from the program's executable itself (shim.FlagShort: it
 // copied only that word); this finds those from the program's own
 // libraries.
-func (s *session) shortEntry(m *procMaps, rec *shim.Record) bool {
+func (ip *inproc) shortEntry(m *procMaps, rec *shim.Record) bool {
 	if rec.Flags&shim.FlagShort != 0 {
 		return true
 	}
 	if m == nil || rec.Func == shim.FuncFree || rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		return false
 	}
-	w, ok := rec.Words(s.inproc.words)
+	w, ok := rec.Words(ip.words)
 	if !ok || len(w) < 8 {
 		return false
 	}
@@ -745,20 +892,20 @@ func pairCall(c *call, e, r *shim.Record) {
 // fn__call sample, or, when its thread took a fault during it, its entry
 // (fn_short, at the entry's time) and its return apart, as the shim's
 // separate records of such a call would be written.
-func (s *session) writeWhole(g owner, rec *shim.Record) (int, error) {
-	c := &s.inproc.scratch
+func (ip *inproc) writeWhole(g owner, rec *shim.Record) (int, error) {
+	c := &ip.scratch
 	// Field by field: a composite literal is built aside and copied.
 	c.fn, c.t0, c.t, c.ip, c.sp = rec.Func, rec.EntryTime(), rec.Time, rec.IP(), rec.CallSP()
 	c.retIP, c.ptr, c.hdr, c.stat = rec.RetIP(), rec.Ptr(), rec.Hdr(), 0
 	c.args = [3]uint64{rec.CallArg(0), rec.CallArg(1), 0}
-	if !s.inproc.faultedIn(g.tid, c.t0, c.t) {
-		return s.writeCall(g, c, wholeCall)
+	if !ip.faultedIn(g.tid, c.t0, c.t) {
+		return ip.writeCall(g, c, wholeCall)
 	}
-	n, err := s.writeCall(g, c, callEntry)
+	n, err := ip.writeCall(g, c, callEntry)
 	if err != nil {
 		return n, err
 	}
-	m, err := s.writeCall(g, c, callReturn)
+	m, err := ip.writeCall(g, c, callReturn)
 	return n + m, err
 }
 
@@ -772,8 +919,8 @@ const (
 )
 
 // writeCall writes a call, or a part of it, as one sample.
-func (s *session) writeCall(g owner, c *call, part callPart) (int, error) {
-	ip := s.inproc
+func (ip *inproc) writeCall(g owner, c *call, part callPart) (int, error) {
+	s := ip.s
 	t0, t, sp := c.t0, c.t, ip.call[c.fn]
 	switch part {
 	case callEntry:
@@ -781,9 +928,9 @@ func (s *session) writeCall(g owner, c *call, part callPart) (int, error) {
 	case callReturn:
 		t0, sp = c.t, ip.ret[c.fn]
 	}
-	s.seen(t0, t)
+	ip.seen(t0, t)
 	ne := binary.NativeEndian
-	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, t)
+	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, t)
 	b = ne.AppendUint64(b, c.ip)
 	switch part {
 	case wholeCall:
@@ -835,7 +982,8 @@ const shimSampleMax = 8 + 24 + 12 + 8*(6+shim.MaxWords+5) + 8
 // recordBuffer starts a sample in the writer's own buffer
 // (perfdata.Writer.RecordBuffer): its header's 8 bytes, filled in by
 // CommitRecord.
-func (s *session) recordBuffer() []byte {
+func (ip *inproc) recordBuffer() []byte {
+	s := ip.s
 	return append(s.w.RecordBuffer(shimSampleMax), 0, 0, 0, 0, 0, 0, 0, 0)
 }
 
@@ -844,9 +992,9 @@ type owner struct{ pid, tid uint32 }
 
 // writeShim writes one shim record as a sample (two for a sampled entry);
 // short: an entry written without its top words (shortEntry).
-func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) {
-	ip := s.inproc
-	s.seen(rec.Time, rec.Time)
+func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) {
+	s := ip.s
+	ip.seen(rec.Time, rec.Time)
 	var sp *spec
 	switch rec.Kind {
 	case shim.KindEntry:
@@ -863,7 +1011,7 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
 	}
 	ne := binary.NativeEndian
-	b, rawAt := s.startRaw(s.recordBuffer(), sp, g, rec.Time)
+	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, rec.Time)
 	switch rec.Kind {
 	case shim.KindEntry:
 		b = ne.AppendUint64(b, rec.IP())
@@ -902,7 +1050,7 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 		regs, stack, ok := rec.Stack(ip.words)
 		if st != nil && ok {
 			raw := b[sampleHeadBytes:] // the entry's raw part, size included
-			b2 := s.sampleHead(ip.sbuf2[:0], st, g, rec.Time)
+			b2 := ip.sampleHead(ip.sbuf2[:0], st, g, rec.Time)
 			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
 			b2 = append(b2, raw...)     // copied before anything else is written
 			b2 = appendRegs(b2, regs)
@@ -932,7 +1080,7 @@ func (s *session) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 // TIME.
 const sampleHeadBytes = 24
 
-func (s *session) sampleHead(b []byte, sp *spec, g owner, t uint64) []byte {
+func (ip *inproc) sampleHead(b []byte, sp *spec, g owner, t uint64) []byte {
 	ne := binary.NativeEndian
 	b = ne.AppendUint64(b, sp.synthID)
 	b = ne.AppendUint32(b, g.pid)
@@ -942,8 +1090,8 @@ func (s *session) sampleHead(b []byte, sp *spec, g owner, t uint64) []byte {
 
 // startRaw begins a sample of sp: the head, then the RAW part's size (filled
 // in by finishRaw, from rawAt) and the tracepoint's common fields.
-func (s *session) startRaw(b []byte, sp *spec, g owner, t uint64) ([]byte, int) {
-	b = s.sampleHead(b, sp, g, t)
+func (ip *inproc) startRaw(b []byte, sp *spec, g owner, t uint64) ([]byte, int) {
+	b = ip.sampleHead(b, sp, g, t)
 	rawAt := len(b)
 	b = binary.NativeEndian.AppendUint32(b, 0)
 	return appendCommon(b, sp, g.tid), rawAt
@@ -1108,24 +1256,26 @@ func spareProc() func() {
 // did (or at the end), so analyze reports them as lost from then on, and
 // those a signal handler made while the shim was recording a call of its
 // thread, stamped at the end.
-func (s *session) writeUnrecorded() error {
+func (ip *inproc) writeUnrecorded() error {
+	s := ip.s
 	t := s.lastT
 	if s.res.Abandoned {
 		t = s.res.AbandonedAt
 	}
-	if err := s.writeLostCalls(s.res.Shim.Unrecorded, t); err != nil {
+	if err := ip.writeLostCalls(s.res.Shim.Unrecorded, t); err != nil {
 		return err
 	}
-	return s.writeLostCalls(s.res.Shim.Interrupted, s.lastT)
+	return ip.writeLostCalls(s.res.Shim.Interrupted, s.lastT)
 }
 
 // writeLostCalls writes n unrecorded calls as one LOST_SAMPLES record
 // stamped t.
-func (s *session) writeLostCalls(n, t uint64) error {
+func (ip *inproc) writeLostCalls(n, t uint64) error {
+	s := ip.s
 	if n == 0 {
 		return nil
 	}
-	sp := s.inproc.entry[shim.FuncMalloc]
+	sp := ip.entry[shim.FuncMalloc]
 	// u64 lost, then the sample_id trailer of shimSampleType: TID, TIME,
 	// IDENTIFIER.
 	var b [8 + 24]byte

@@ -6,13 +6,13 @@ import (
 )
 
 // shimRecords reports whether the shim object preloaded for the
-// program's allocator family (Config.ShimFamily) records calls of fn:
+// program's allocator family (InProcessSource.Family) records calls of fn:
 // the C names always, a family's own entry points in that family's
 // object only. A free of any of them is written as free's.
-func (s *session) shimRecords(fn shim.Func) bool {
+func (ip *inproc) shimRecords(fn shim.Func) bool {
 	if fn < shim.NumCFuncs {
 		return true
 	}
 	e := &schema.EntryPoints[fn]
-	return e.Role != schema.EntryFree && len(e.Families) > 0 && e.For(s.cfg.ShimFamily) && shim.HasFamilyObject(s.cfg.ShimFamily)
+	return e.Role != schema.EntryFree && len(e.Families) > 0 && e.For(ip.family) && shim.HasFamilyObject(ip.family)
 }

@@ -47,13 +47,12 @@ type inprocSys struct {
 	enter, exit [shim.NumSys]*spec
 }
 
-// inprocMapCallSpecs adds the in-process syscall events, in
+// mapCallEvents adds the in-process syscall events, in
 // schema.SyscallEvents' order; sys_enter_mmap carries the stack when
 // stacks are taken.
 // (Each name of schema.SyscallEvents is a shim.Sys: the test says so.)
-func (s *session) inprocMapCallSpecs(add func(*spec), flags perfdata.AttrFlags) {
-	ip := s.inproc
-	ip.sys = &inprocSys{}
+func (ip *inproc) mapCallEvents(l *specList) {
+	s := ip.s
 	for i, name := range schema.SyscallEvents {
 		call, exit := strings.CutPrefix(name, "sys_exit_")
 		if !exit {
@@ -65,7 +64,7 @@ func (s *session) inprocMapCallSpecs(add func(*spec), flags perfdata.AttrFlags) 
 		}
 		id := uint64(sysIDBase + i)
 		a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: id, SamplePeriod: 1,
-			SampleType: shimSampleType, Flags: flags | perfdata.AttrUseClockID, ClockID: unix.CLOCK_MONOTONIC}
+			SampleType: shimSampleType, Flags: l.flags | perfdata.AttrUseClockID, ClockID: unix.CLOCK_MONOTONIC}
 		stack := c == shim.SysMmap && !exit && s.cfg.StackSize > 0
 		if stack {
 			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
@@ -75,7 +74,7 @@ func (s *session) inprocMapCallSpecs(add func(*spec), flags perfdata.AttrFlags) 
 		}
 		sp := &spec{name: schema.SyscallSystem + ":" + name, kind: kindRange, stack: stack, synthetic: true, attr: a}
 		sp.format = sysFormat(name, id, sysCalls[c], exit)
-		add(sp)
+		l.add(sp)
 		if exit {
 			ip.sys.exit[c] = sp
 		} else {
@@ -122,8 +121,8 @@ func sysFormat(name string, id uint64, c sysCall, exit bool) []byte {
 // sample and, where analysis reads the result, its sys_exit sample, both
 // at the call's return. A munmap or madvise that failed changed nothing
 // and is not written.
-func (s *session) writeSys(g owner, rec *shim.Record) (int, error) {
-	ip := s.inproc
+func (ip *inproc) writeSys(g owner, rec *shim.Record) (int, error) {
+	s := ip.s
 	c := shim.Sys(rec.Func)
 	ret := rec.SysRet()
 	failed := ret < 0 && ret > -4096
@@ -131,13 +130,13 @@ func (s *session) writeSys(g owner, rec *shim.Record) (int, error) {
 	if enter == nil || failed && exit == nil {
 		return 0, nil
 	}
-	s.seen(rec.Time, rec.Time)
+	ip.seen(rec.Time, rec.Time)
 	ne := binary.NativeEndian
 	var n int
 	if enter.stack {
-		b := s.sampleHead(ip.sbuf2[:0], enter, g, rec.Time)
+		b := ip.sampleHead(ip.sbuf2[:0], enter, g, rec.Time)
 		b = ne.AppendUint64(b, 0) // CALLCHAIN: no kernel part, user part excluded
-		b = s.appendSysEnter(b, enter, g, c, rec)
+		b = ip.appendSysEnter(b, enter, g, c, rec)
 		regs, stack, ok := rec.SysStack()
 		if ok {
 			b = appendRegs(b, regs)
@@ -161,8 +160,8 @@ func (s *session) writeSys(g owner, rec *shim.Record) (int, error) {
 		n += len(b)
 		ip.sbuf2 = b[:0]
 	} else {
-		b := s.sampleHead(s.recordBuffer(), enter, g, rec.Time)
-		b = s.appendSysEnter(b, enter, g, c, rec)
+		b := ip.sampleHead(ip.recordBuffer(), enter, g, rec.Time)
+		b = ip.appendSysEnter(b, enter, g, c, rec)
 		*enter.count++
 		if err := s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
 			return 0, err
@@ -172,7 +171,7 @@ func (s *session) writeSys(g owner, rec *shim.Record) (int, error) {
 	if exit == nil {
 		return n, nil
 	}
-	b, rawAt := s.startRaw(s.recordBuffer(), exit, g, rec.Time)
+	b, rawAt := ip.startRaw(ip.recordBuffer(), exit, g, rec.Time)
 	b = ne.AppendUint32(b, sysCalls[c].nr)
 	b = ne.AppendUint32(b, 0)
 	b = ne.AppendUint64(b, uint64(ret))
@@ -187,7 +186,7 @@ func (s *session) writeSys(g owner, rec *shim.Record) (int, error) {
 // appendSysEnter appends a sys_enter sample's RAW part: the common
 // fields, __syscall_nr (and the padding before the first argument), the
 // arguments.
-func (s *session) appendSysEnter(b []byte, sp *spec, g owner, c shim.Sys, rec *shim.Record) []byte {
+func (ip *inproc) appendSysEnter(b []byte, sp *spec, g owner, c shim.Sys, rec *shim.Record) []byte {
 	ne := binary.NativeEndian
 	rawAt := len(b)
 	b = ne.AppendUint32(b, 0)

@@ -21,10 +21,8 @@ import (
 // and writeCall put it: fields back to back from offset 8, in the order
 // the uprobe method's probes list them.
 func TestInprocFormats(t *testing.T) {
-	cfg := testConfig()
-	cfg.InProcess, cfg.TopWords = true, 16
-	s := &session{cfg: cfg, inproc: &inproc{words: 16}}
-	specs := s.buildSpecs()
+	ip := testInproc(testConfig())
+	specs := ip.s.buildSpecs()
 	seen := map[string]bool{}
 	for _, sp := range specs {
 		if sp.format == nil {
@@ -55,7 +53,7 @@ func TestInprocFormats(t *testing.T) {
 			t.Errorf("no event %s", name)
 		}
 	}
-	call := s.inproc.call[shim.FuncCalloc]
+	call := ip.call[shim.FuncCalloc]
 	f, _ := perfdata.ParseTraceFormat(schema.System, call.format)
 	var names []string
 	for _, fld := range f.Fields {
@@ -111,10 +109,10 @@ func TestFinishRaw(t *testing.T) {
 	}
 }
 
-// writeSession returns an in-process session writing to a file (or to
-// nowhere, in pipe mode, when discard), its specs counted.
-func writeSession(tb testing.TB, discard bool) *session {
-	var s *session
+// writeSession returns an in-process source writing to a file (or to
+// nowhere, in pipe mode, when discard), its session's specs counted.
+func writeSession(tb testing.TB, discard bool) *inproc {
+	var s *inproc
 	if discard {
 		s, _ = writeSessionTo(tb, io.Discard)
 	} else {
@@ -128,12 +126,13 @@ func writeSession(tb testing.TB, discard bool) *session {
 // stamped when it did, and those a signal handler made while the shim was
 // mid-record, stamped at the end.
 func TestInprocLostCalls(t *testing.T) {
-	s, path := writeSessionTo(t, nil)
+	ip, path := writeSessionTo(t, nil)
+	s := ip.s
 	w := s.w
 	s.lastT = 2000
 	s.res.Shim.Unrecorded, s.res.Shim.Interrupted = 3, 5
 	s.res.Abandoned, s.res.AbandonedAt = true, 1500
-	if err := s.writeUnrecorded(); err != nil {
+	if err := ip.writeUnrecorded(); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Finish(&perfdata.WriterFeatures{}); err != nil {
@@ -154,17 +153,16 @@ func TestInprocLostCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"faultline:malloc 3 at 1500", "faultline:malloc 5 at 2000"}
-	if fmt.Sprint(got) != fmt.Sprint(want) || s.lost[s.inproc.entry[shim.FuncMalloc]] != 8 {
-		t.Errorf("lost samples %v (counted %d), want %v (8)", got, s.lost[s.inproc.entry[shim.FuncMalloc]], want)
+	if fmt.Sprint(got) != fmt.Sprint(want) || s.lost[ip.entry[shim.FuncMalloc]] != 8 {
+		t.Errorf("lost samples %v (counted %d), want %v (8)", got, s.lost[ip.entry[shim.FuncMalloc]], want)
 	}
 }
 
 // writeSessionTo is writeSession writing in pipe mode to out, or, when out
 // is nil, to a file: its path is returned.
-func writeSessionTo(tb testing.TB, out io.Writer) (*session, string) {
-	cfg := testConfig()
-	cfg.InProcess, cfg.TopWords = true, 16
-	s := &session{cfg: cfg, res: &Result{}, inproc: &inproc{words: 16, maps: map[uint32]*procMaps{}}}
+func writeSessionTo(tb testing.TB, out io.Writer) (*inproc, string) {
+	ip := testInproc(testConfig())
+	s := ip.s
 	s.specs = s.buildSpecs()
 	s.perSpec = map[*spec]*uint64{}
 	s.lost = map[*spec]uint64{}
@@ -192,7 +190,7 @@ func writeSessionTo(tb testing.TB, out io.Writer) (*session, string) {
 		tb.Fatal(err)
 	}
 	s.w = w
-	return s, path
+	return ip, path
 }
 
 // wholeRecord returns a whole call of malloc (shim.KindCall) from t0 to
@@ -236,9 +234,10 @@ func BenchmarkInprocWrite(b *testing.B) {
 // TestInprocWriteAllocs: turning shim records into samples allocates
 // nothing per record once the buffers have grown.
 func TestInprocWriteAllocs(t *testing.T) {
-	s := writeSession(t, false)
+	ip := writeSession(t, false)
+	s := ip.s
 	const user, lib = 0x401000, 0x7f0000
-	s.inproc.maps[7] = &procMaps{code: []codeRange{{addrRange{0x400000, 0x402000}, false}, {addrRange{0x7f0000, 0x7f8000}, true}}}
+	ip.maps[7] = &procMaps{code: []codeRange{{addrRange{0x400000, 0x402000}, false}, {addrRange{0x7f0000, 0x7f8000}, true}}}
 	ne := binary.NativeEndian
 	entryBody := func(ret uint64) []byte {
 		b := make([]byte, shim.EntryFixed+8*16)
@@ -258,23 +257,23 @@ func TestInprocWriteAllocs(t *testing.T) {
 	whole := wholeRecord(14, 15, 100, 0x7ffff000, user, 0x5000, 0x71)
 	g := owner{7, 8}
 	// A fault of thread 8 during the whole call: written as two samples.
-	s.inproc.faults = map[uint32][]uint64{8: {14}}
-	s.inproc.faultsSorted = map[uint32]bool{}
+	ip.faults = map[uint32][]uint64{8: {14}}
+	ip.faultsSorted = map[uint32]bool{}
 	run := func() {
 		for _, r := range []*shim.Record{&user1, &deep, &ret, &free} {
-			short := r.Kind == shim.KindEntry && s.shortEntry(s.inproc.maps[g.pid], r)
-			if _, err := s.writeShim(g, r, short); err != nil {
+			short := r.Kind == shim.KindEntry && ip.shortEntry(ip.maps[g.pid], r)
+			if _, err := ip.writeShim(g, r, short); err != nil {
 				t.Fatal(err)
 			}
 		}
-		pairCall(&s.inproc.scratch, &user1, &ret)
-		if _, err := s.writeCall(g, &s.inproc.scratch, wholeCall); err != nil {
+		pairCall(&ip.scratch, &user1, &ret)
+		if _, err := ip.writeCall(g, &ip.scratch, wholeCall); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.writeWhole(g, &whole); err != nil {
+		if _, err := ip.writeWhole(g, &whole); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.writeWhole(owner{7, 9}, &whole); err != nil {
+		if _, err := ip.writeWhole(owner{7, 9}, &whole); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -284,21 +283,21 @@ func TestInprocWriteAllocs(t *testing.T) {
 	}
 	// A return of free (no such event) from a corrupt ring is an error.
 	bad := shim.Record{Kind: shim.KindReturn, Func: shim.FuncFree, Time: 14, Body: retBody}
-	if _, err := s.writeShim(g, &bad, false); !errors.Is(err, shim.ErrCorrupt) {
+	if _, err := ip.writeShim(g, &bad, false); !errors.Is(err, shim.ErrCorrupt) {
 		t.Errorf("a return of free: %v, want ErrCorrupt", err)
 	}
-	if *s.perSpec[s.inproc.short[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.entry[shim.FuncMalloc]] == 0 || *s.perSpec[s.inproc.call[shim.FuncMalloc]] == 0 {
+	if *s.perSpec[ip.short[shim.FuncMalloc]] == 0 || *s.perSpec[ip.entry[shim.FuncMalloc]] == 0 || *s.perSpec[ip.call[shim.FuncMalloc]] == 0 {
 		t.Errorf("the user-code entry should be short, the library one full, the call whole")
 	}
 	// An entry the shim marked short (a call from the program's
 	// executable) carries one word, and is written short without the
 	// maps (none are known for pid 9); unmarked, one word is too short.
 	one := shim.Record{Kind: shim.KindEntry, Func: shim.FuncMalloc, Flags: shim.FlagShort, Time: 15, Body: entryBody(user)[:shim.EntryFixed+8]}
-	if !one.Valid(16) || !s.shortEntry(nil, &one) {
-		t.Fatalf("a one-word FlagShort entry: valid %v, short %v; want both", one.Valid(16), s.shortEntry(nil, &one))
+	if !one.Valid(16) || !ip.shortEntry(nil, &one) {
+		t.Fatalf("a one-word FlagShort entry: valid %v, short %v; want both", one.Valid(16), ip.shortEntry(nil, &one))
 	}
-	shorts := *s.perSpec[s.inproc.short[shim.FuncMalloc]]
-	n, err := s.writeShim(owner{9, 9}, &one, true)
+	shorts := *s.perSpec[ip.short[shim.FuncMalloc]]
+	n, err := ip.writeShim(owner{9, 9}, &one, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,9 +306,9 @@ func TestInprocWriteAllocs(t *testing.T) {
 	// The writer (uncompressed) builds every record in one buffer of
 	// its own: this one's bytes, after the header, are still there.
 	b := s.w.RecordBuffer(shimSampleMax)[8 : 8+n]
-	if n != 72 || ne.Uint64(b[60:]) != user || *s.perSpec[s.inproc.short[shim.FuncMalloc]] != shorts+1 {
+	if n != 72 || ne.Uint64(b[60:]) != user || *s.perSpec[ip.short[shim.FuncMalloc]] != shorts+1 {
 		t.Errorf("FlagShort entry: %d bytes, s0 %#x, short samples %d→%d; want 72, %#x, one more",
-			n, ne.Uint64(b[60:]), shorts, *s.perSpec[s.inproc.short[shim.FuncMalloc]], user)
+			n, ne.Uint64(b[60:]), shorts, *s.perSpec[ip.short[shim.FuncMalloc]], user)
 	}
 	one.Flags = 0
 	if one.Valid(16) {
@@ -343,14 +342,14 @@ func TestInprocWholeCall(t *testing.T) {
 		var apart, together bytes.Buffer
 		a, _ := writeSessionTo(t, &apart)
 		w, _ := writeSessionTo(t, &together)
-		for _, s := range []*session{a, w} {
-			s.inproc.faults = map[uint32][]uint64{8: {fault}}
-			s.inproc.faultsSorted = map[uint32]bool{}
+		for _, s := range []*inproc{a, w} {
+			s.faults = map[uint32][]uint64{8: {fault}}
+			s.faultsSorted = map[uint32]bool{}
 		}
 		g := owner{7, 8}
 		if fault == 0 {
-			pairCall(&a.inproc.scratch, &entry, &retRec)
-			if _, err := a.writeCall(g, &a.inproc.scratch, wholeCall); err != nil {
+			pairCall(&a.scratch, &entry, &retRec)
+			if _, err := a.writeCall(g, &a.scratch, wholeCall); err != nil {
 				t.Fatal(err)
 			}
 		} else {
@@ -364,8 +363,8 @@ func TestInprocWholeCall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []*session{a, w} {
-			if err := s.w.Finish(&perfdata.WriterFeatures{}); err != nil {
+		for _, s := range []*inproc{a, w} {
+			if err := s.s.w.Finish(&perfdata.WriterFeatures{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -380,7 +379,7 @@ func TestInprocWholeCall(t *testing.T) {
 		if !bytes.Equal(apart.Bytes(), together.Bytes()) || n != wantN {
 			t.Errorf("fault at %d: the whole call wrote %d bytes (want %d), same as apart: %v", fault, n, wantN, bytes.Equal(apart.Bytes(), together.Bytes()))
 		}
-		calls, shorts, rets := *w.perSpec[w.inproc.call[shim.FuncMalloc]], *w.perSpec[w.inproc.short[shim.FuncMalloc]], *w.perSpec[w.inproc.ret[shim.FuncMalloc]]
+		calls, shorts, rets := *w.s.perSpec[w.call[shim.FuncMalloc]], *w.s.perSpec[w.short[shim.FuncMalloc]], *w.s.perSpec[w.ret[shim.FuncMalloc]]
 		if fault == 0 && (calls != 1 || shorts+rets != 0) || fault != 0 && (calls != 0 || shorts != 1 || rets != 1) {
 			t.Errorf("fault at %d: %d call, %d short entry, %d return samples", fault, calls, shorts, rets)
 		}
@@ -405,4 +404,13 @@ func TestSpareProc(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != base {
 		t.Errorf("no waker left: GOMAXPROCS %d, want %d", got, base)
 	}
+}
+
+// testInproc returns an in-process source of a session of cfg, without a
+// shim region (nothing here starts a program), with 16 top words.
+func testInproc(cfg *Config) *inproc {
+	s := &session{cfg: cfg, res: &Result{}}
+	ip := &inproc{s: s, tr: inprocTraits, words: 16, maps: map[uint32]*procMaps{}}
+	s.src = ip
+	return ip
 }

@@ -8,7 +8,6 @@
 package recorder
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,70 +38,72 @@ type Probe struct {
 	Stack bool
 }
 
-// Config is one recording.
+// Config is one recording: where the allocator calls come from (Source),
+// what is recorded (Target), and how (StackOptions, RingOptions,
+// OutputOptions, SnapshotOptions). The option structs are embedded: cfg.Cmd reads
+// cfg.Target.Cmd.
 type Config struct {
-	Group   string  // the probes' tracefs group
-	Probes  []Probe // in the order their events are listed
-	Tracefs string  // tracefs mount (for events/header_page, header_event)
+	// Source records the allocator calls: *UprobeSource or *InProcessSource.
+	Source Source
 	// MapCalls are the memory-map calls' syscall tracepoints (group
-	// syscalls: schema.SyscallEvents), recorded by both methods, every
-	// call; sys_enter_mmap with a stack (the mapping's site).
+	// schema.SyscallSystem: schema.SyscallEvents), recorded by both
+	// methods, every call; sys_enter_mmap with a stack (the mapping's
+	// site).
 	MapCalls []Probe
+	Target
+	StackOptions
+	RingOptions
+	OutputOptions
+	SnapshotOptions
+}
 
-	StackMin    uint64 // every allocation of at least this many bytes gets a stack
-	StackEvery  uint64 // 1 in this many of the smaller ones does
-	StackSize   uint32 // user stack bytes copied per stack sample
-	FaultStacks bool   // also sample page faults with stacks, 1 in StackEvery
-	RangePages  int    // ring size per CPU for range events, in pages (power of two)
-	StackPages  int    // ring size per CPU for stack events
-
-	// How the recording is written (output.go): Pipe writes pipe mode to
-	// a stream (perf record -o -), else file mode to a WriterTarget;
-	// Compress writes the data as zstd COMPRESSED records (perf -z).
-	Pipe, Compress bool
-
-	// Target: Cmd (Cmd[0] resolved to a path, Argv its argv), or Pid, or
-	// All (system-wide; with Cmd too when given).
-	Cmd   string
-	Argv  []string
-	Pid   int
-	All   bool
-	NoTHP bool // PR_SET_THP_DISABLE for Cmd
-	// ResidentEvery is how often each process's resident anonymous memory
-	// is read from its page tables while it runs (snapshot.go; 0: never);
-	// ExitSnapshots reads it too as each process of Cmd calls exit_group.
-	ResidentEvery time.Duration
-	ExitSnapshots bool
-	Duration      time.Duration // 0: until Cmd exits or a signal
-
-	// InProcess records allocator calls with the preloaded shim (inproc.go)
-	// instead of Probes; Cmd is required. ShimRingBytes is each thread's
-	// ring; Glibc says the allocator is glibc's (returns then carry the
-	// chunk header); TopWords is how many top-of-stack words each entry
-	// carries.
-	InProcess     bool
-	ShimWait      time.Duration // 0: shimWait
-	ShimRingBytes int
-	ShimSlots     int
-	Glibc         bool
-	TopWords      int
-	// ShimTSC lets the shim stamp calls from the CPU's time-stamp
-	// counter (shim.TSCUsable says where it may).
-	ShimTSC bool
-	// ShimMapCalls: the shim records the memory-map calls the program
-	// makes through the C library (inproc_mapcalls.go), in place of
-	// MapCalls' tracepoints.
-	ShimMapCalls bool
-	// ShimFamily is the program's allocator family: the shim object
-	// preloaded records that family's own entry points too
-	// (inproc_family.go).
-	ShimFamily schema.Family
+// Target is what a recording follows: Cmd (Cmd[0] resolved to a path,
+// Argv its argv), or Pid, or All (system-wide; with Cmd too when given),
+// and the command's streams and stop requests.
+type Target struct {
+	Cmd      string
+	Argv     []string
+	Pid      int
+	All      bool
+	NoTHP    bool          // PR_SET_THP_DISABLE for Cmd
+	Duration time.Duration // 0: until Cmd exits or a signal
 
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
 	Stdin   io.Reader        // Cmd's standard streams
 	Stdout  io.Writer
 	Stderr  io.Writer
-	Cmdline []string // faultline's own command line, for CMDLINE
+}
+
+// SnapshotOptions say when each process's resident anonymous memory is
+// read from its page tables (snapshot.go): every ResidentEvery while it
+// runs (0: never), and as each process of Cmd calls exit_group
+// (ExitSnapshots).
+type SnapshotOptions struct {
+	ResidentEvery time.Duration
+	ExitSnapshots bool
+}
+
+// StackOptions say which events carry a user stack.
+type StackOptions struct {
+	StackMin    uint64 // every allocation of at least this many bytes gets a stack
+	StackEvery  uint64 // 1 in this many of the smaller ones does
+	StackSize   uint32 // user stack bytes copied per stack sample
+	FaultStacks bool   // also sample page faults with stacks, 1 in StackEvery
+}
+
+// RingOptions size the kernel's rings.
+type RingOptions struct {
+	RangePages int // ring size per CPU for range events, in pages (power of two)
+	StackPages int // ring size per CPU for stack events
+}
+
+// OutputOptions say how the recording is written (output.go): Pipe
+// writes pipe mode to a stream (perf record -o -), else file mode to a
+// WriterTarget; Compress writes the data as zstd COMPRESSED records (perf
+// -z).
+type OutputOptions struct {
+	Pipe, Compress bool
+	Cmdline        []string // faultline's own command line, for CMDLINE
 }
 
 // EventCount is what one event of the recording delivered and lost.
@@ -114,9 +115,27 @@ type EventCount struct {
 	Lost    uint64 // LOST_SAMPLES as the kernel counted them
 }
 
-// Result describes a finished recording.
+// Result describes a finished recording. The parts are embedded:
+// res.RangeLost reads res.Loss.RangeLost.
 type Result struct {
-	Events    []EventCount
+	Method string // "in-process" or "uprobes"
+	Events []EventCount
+	Loss
+	Written
+	Program
+	ShimResult
+	FirstTime uint64 // the oldest record's time
+	LastTime  uint64 // the newest record's time
+	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
+	// them: for the build-id cache.
+	BuildIDs []perfdata.BuildID
+	// NoMmapBuildIDs: the kernel refused build IDs in MMAP2 records (before
+	// Linux 5.12); the BUILD_ID feature's come from the files at the end.
+	NoMmapBuildIDs bool
+}
+
+// Loss is what the kernel's rings lost or garbled.
+type Loss struct {
 	RangeLost uint64 // PERF_RECORD_LOST totals of the range rings
 	StackLost uint64 // and of the stack rings
 	// Unreadable: bytes of the kernel's rings passed over because they did
@@ -126,13 +145,19 @@ type Result struct {
 	// Samples the kernel gave the wrong one of two twinned events
 	// (twins.go): repaired in the range rings, dropped from the stack rings.
 	TwinsRepaired, TwinsDropped uint64
-	DataBytes                   int64 // uncompressed record bytes
+}
+
+// Written is what the recording's file holds.
+type Written struct {
+	DataBytes int64 // uncompressed record bytes
 	// KeptRaw: record bytes of a compressed recording written as they
 	// are, because the compressor fell behind (perfdata KeepUp).
 	KeptRaw   int64
 	FileBytes int64
+}
 
-	// Of Cmd: how it ended and what it cost.
+// Program is how Cmd ended and what it cost.
+type Program struct {
 	Ran       bool
 	ExitCode  int            // exit status, when it exited
 	Signal    syscall.Signal // the signal that killed it, or 0
@@ -143,31 +168,24 @@ type Result struct {
 	MaxRSS, PeakRssAnon uint64
 	StoppedBy           string // "" (Cmd exited), StoppedByDuration, or a signal's name
 	Unfinished          bool   // Cmd was still running when recording stopped
+}
 
-	// The in-process method: faults on the shim's own memory (dropped),
-	// what the shim could not record, whether a thread gave up waiting
-	// for the recorder (and when, CLOCK_MONOTONIC ns), and records
-	// written out of round order (0 unless a thread stalled for long
-	// between its clock read and its commit).
-	Method      string // "in-process" or "uprobes"
-	FirstTime   uint64 // the oldest record's time
-	LastTime    uint64 // the newest record's time
+// ShimResult is what the in-process method adds: faults on the shim's own
+// memory (dropped), what the shim could not record, whether a thread gave
+// up waiting for the recorder (and when, CLOCK_MONOTONIC ns), and records
+// written out of round order (0 unless a thread stalled for long between
+// its clock read and its commit).
+type ShimResult struct {
 	ShimFaults  uint64
 	Shim        shim.Counters
 	Abandoned   bool
 	AbandonedAt uint64
 	Late        uint64
 	// TSCJumps counts the times a thread of the program found the TSC
-	// disagreeing with CLOCK_MONOTONIC (Config.ShimTSC), the first at
+	// disagreeing with CLOCK_MONOTONIC (InProcessSource.TSC), the first at
 	// TSCJumpAt: from then on the shim read CLOCK_MONOTONIC.
 	TSCJumps  uint32
 	TSCJumpAt uint64
-	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
-	// them: for the build-id cache.
-	BuildIDs []perfdata.BuildID
-	// NoMmapBuildIDs: the kernel refused build IDs in MMAP2 records (before
-	// Linux 5.12); the BUILD_ID feature's come from the files at the end.
-	NoMmapBuildIDs bool
 }
 
 // StoppedByDuration is Result.StoppedBy when Config.Duration elapsed.
@@ -185,6 +203,9 @@ var ErrProgramKilled = errors.New("the program was killed")
 // at 0, or any stream when cfg.Pipe. When it fails, the program it started
 // is not left running.
 func Record(cfg *Config, out io.Writer) (res *Result, err error) {
+	if cfg.Source == nil {
+		return nil, errors.New("no event source: Config.Source is nil (give *UprobeSource or *InProcessSource)")
+	}
 	cpus, err := onlineCPUs()
 	if err != nil {
 		return nil, err
@@ -192,27 +213,15 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	rec := &session{cfg: cfg, cpus: cpus, res: &Result{}}
 	defer rec.closeAll()
 
-	var env []string
-	launcher := "" // faultline itself
-	if cfg.InProcess {
-		if cfg.Cmd == "" || cfg.All {
-			return nil, errors.New("the in-process method records a command it starts (not -p or -a)")
-		}
-		region, err := shim.NewRegion(shim.Options{
-			Slots: cfg.ShimSlots, RingBytes: cfg.ShimRingBytes,
-			StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
-			Words: cfg.TopWords, Glibc: cfg.Glibc, WaitNs: uint64(cmp.Or(cfg.ShimWait, shimWait)),
-			TSC: cfg.ShimTSC, MapCalls: cfg.ShimMapCalls, Family: cfg.ShimFamily,
-		})
-		if err != nil {
-			return nil, err
-		}
-		defer region.Close()
-		rec.inproc = &inproc{region: region, words: cfg.TopWords, busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{},
-			maps: map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}, faultIDs: map[uint64]bool{}}
-		env = region.Env(os.Getenv("LD_PRELOAD"))
-		launcher = region.Launcher()
+	src, err := cfg.Source.start(rec)
+	if err != nil {
+		return nil, err
 	}
+	defer src.close()
+	rec.src = src
+	traits := src.traits()
+	rec.res.Method = traits.method
+	launcher, env := traits.launcher, traits.env
 	var held *heldCommand
 	if cfg.Cmd != "" {
 		held, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.ExitSnapshots && !cfg.All, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
@@ -247,22 +256,10 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	for _, s := range rec.specs {
 		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})
 	}
-	if rec.inproc != nil {
-		rec.res.Method = "in-process"
-		for _, sp := range rec.specs {
-			if sp.attr.Type == perfdata.TypeSoftware && perfdata.SoftwareEvent(sp.attr.Config).IsPageFault() && !sp.stack {
-				for _, id := range rec.ids[sp] {
-					rec.inproc.faultIDs[id] = true
-				}
-			}
-		}
-	} else {
-		rec.res.Method = "uprobes"
-	}
 	if rec.head, err = rec.headFeatures(); err != nil {
 		return nil, err
 	}
-	w, err := newWriter(cfg, out, events, rec.head)
+	w, err := newWriter(cfg, traits, out, events, rec.head)
 	if err != nil {
 		return nil, err
 	}
@@ -278,9 +275,11 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	return rec.res, rec.finish()
 }
 
-// session is one recording in progress.
+// session is one recording in progress: the kernel's events and rings,
+// the writer, and the source that records the allocator calls.
 type session struct {
 	cfg      *Config
+	src      source
 	cpus     []int
 	specs    []*spec
 	opened   []*openedEvent
@@ -291,22 +290,36 @@ type session struct {
 	res      *Result
 	released bool
 
-	counts  map[uint64]*uint64 // sample id → its spec's count
-	perSpec map[*spec]*uint64
-	specOf  map[uint64]*spec
-	twins   twins
-	lost    map[*spec]uint64
-	firstT  uint64
-	lastT   uint64
-	mmaps   map[string]bool   // executable files mapped, for BUILD_ID
-	bids    map[string][]byte // their build IDs as MMAP2 records gave them
-	trackID uint64            // an id of the tracking event, for synthesized records
-	inproc  *inproc           // the in-process method's state, or nil
+	tally
+	twins twins
+	execFiles
+	trackID uint64 // an id of the tracking event, for synthesized records
 
+	residentReads
+}
+
+// residentReads are the session's own reads of the program's memory.
+type residentReads struct {
 	rss        *spec       // faultline:rss (rss.go), with a command
 	rssSampler *rssSampler // its RssAnon reads
 	snapSpec   *spec       // faultline:resident (snapshot.go), or nil
 	snap       *snapshotter
+}
+
+// tally is what the session counts of the records it writes.
+type tally struct {
+	counts  map[uint64]*uint64 // sample id → its spec's count
+	perSpec map[*spec]*uint64
+	specOf  map[uint64]*spec
+	lost    map[*spec]uint64
+	firstT  uint64
+	lastT   uint64
+}
+
+// execFiles are the executable files mapped, for BUILD_ID.
+type execFiles struct {
+	mmaps map[string]bool   // executable files mapped
+	bids  map[string][]byte // their build IDs as MMAP2 records gave them
 }
 
 // closeAll unmaps the rings and closes every event. The last close of a uprobe event
@@ -384,127 +397,95 @@ func closeInBackground(fds []int) {
 // events on a task that has exited costs the system nothing.
 const closerHold = "10"
 
-// buildSpecs lists the events in attr order: the range ring's owner, page
-// faults and the probes (or the in-process events), then the stack ring's
-// owner and the stack instances.
-func (s *session) buildSpecs() (specs []*spec) {
+// buildSpecs lists the events in attr order: the range ring's owner, the
+// faults, the memory-map calls and the source's events, then the stack
+// ring's owner and the stack instances, and faultline:resident and
+// faultline:rss last.
+func (s *session) buildSpecs() []*spec {
 	cfg := s.cfg
-	flags := perfdata.AttrSampleIDAll
-	if s.inproc != nil {
-		// One clock for the kernel's records and the shim's.
-		flags |= perfdata.AttrUseClockID
+	l := &specList{flags: perfdata.AttrSampleIDAll, stackSize: cfg.StackSize}
+	snaps := !cfg.All && (cfg.Cmd != "" || cfg.Pid > 0) && (cfg.ResidentEvery > 0 || cfg.ExitSnapshots && cfg.Cmd != "")
+	if s.src.traits().clock || snaps {
+		// One clock for the kernel's records and the source's; the
+		// snapshots are stamped with CLOCK_MONOTONIC too.
+		l.flags |= perfdata.AttrUseClockID
+		l.clock = unix.CLOCK_MONOTONIC
 	}
 	switch {
 	case cfg.Cmd != "" && !cfg.All:
-		flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
+		l.flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
 	case cfg.Pid > 0:
-		flags |= perfdata.AttrInherit
-	}
-	add := func(sp *spec) { specs = append(specs, sp) }
-	var clock int32
-	snaps := !cfg.All && (cfg.Cmd != "" || cfg.Pid > 0) && (cfg.ResidentEvery > 0 || cfg.ExitSnapshots && cfg.Cmd != "")
-	if s.inproc != nil || snaps {
-		// The snapshots are stamped with CLOCK_MONOTONIC too.
-		clock = unix.CLOCK_MONOTONIC
-		flags |= perfdata.AttrUseClockID
-	}
-	dummyAttr := func(bool) perfdata.Attr {
-		return perfdata.Attr{Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
-			SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
-			Flags: flags | perfdata.AttrExcludeKernel, ClockID: clock}
+		l.flags |= perfdata.AttrInherit
 	}
 	// The dummies own the rings; the sideband (mappings with build IDs,
 	// comms, tasks) rides on minor-faults. The faults are taken as the
 	// kernel accounts them once handled (mm_account_fault), not at entry
 	// as page-faults is, so a sample's DATA_PAGE_SIZE is the size of the
 	// page the fault mapped: 2 MiB for a huge page.
-	add(&spec{name: "dummy:u", kind: kindRange, dummy: true, attr: dummyAttr(false)})
-	add(&spec{name: faultEvents[0], kind: kindRange, attr: perfdata.Attr{
+	l.addDummy(kindRange)
+	l.add(&spec{name: faultEvents[0], kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaultsMin), SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleAddr | perfdata.SampleDataPageSize, ReadFormat: readFormat,
-		Flags: flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: clock}})
-	s.mapCallSpecs(add, flags, clock)
-	major := specs[1].attr
+		Flags: l.flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: l.clock}})
+	s.mapCallSpecs(l.add, l.flags, l.clock)
+	major := l.specs[1].attr
 	major.Config = uint64(perfdata.SWPageFaultsMaj)
 	major.Flags &^= trackFlags
-	add(&spec{name: faultEvents[1], kind: kindRange, attr: major})
+	l.add(&spec{name: faultEvents[1], kind: kindRange, attr: major})
 	if cfg.Cmd != "" {
-		// Last, so the other events keep their places.
-		s.rss = rssSpec(flags, clock)
-		defer func() { specs = append(specs, s.rss) }()
+		s.rss = rssSpec(l.flags, l.clock)
 	}
 	if snaps {
-		s.snapSpec = snapSpec(flags, clock)
-		defer func() { specs = append(specs, s.snapSpec) }()
+		s.snapSpec = snapSpec(l.flags, l.clock)
 	}
-	if s.inproc != nil {
-		s.inprocSpecs(add, flags&^perfdata.AttrUseClockID)
-		if cfg.ShimMapCalls {
-			s.inprocMapCallSpecs(add, flags&^perfdata.AttrUseClockID)
-		}
-		if cfg.FaultStacks {
-			add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
-			a := specs[1].attr
-			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
-			a.Flags |= perfdata.AttrExcludeCallchainUser
-			a.Flags &^= trackFlags
-			a.SampleRegsUser = userRegsMask
-			a.SampleStackUser = cfg.StackSize
-			a.SamplePeriod = cfg.StackEvery
-			add(&spec{name: faultEvents[0] + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
-		}
-		next := uint64(shimSampleIDBase)
-		for _, sp := range specs {
-			if sp.synthetic && sp != s.rss {
-				sp.synthID = next
-				next++
-			}
-		}
-		return specs
-	}
-	tp := func(p Probe, st perfdata.SampleFormat, period uint64) perfdata.Attr {
-		return perfdata.Attr{Type: perfdata.TypeTracepoint, Config: p.ID, SamplePeriod: period,
-			SampleType: st, ReadFormat: readFormat, Flags: flags, ClockID: clock}
-	}
-	for _, p := range cfg.Probes {
-		add(&spec{name: cfg.Group + ":" + p.Event, kind: kindRange, attr: tp(p, baseSampleType|perfdata.SampleRaw, 1)})
-	}
-	add(&spec{name: "dummy:u", kind: kindStack, dummy: true, attr: dummyAttr(false)})
-	stackAttr := func(a perfdata.Attr) perfdata.Attr {
-		// No PERF_SAMPLE_PERIOD: with it a tracepoint samples every hit
-		// whatever sample_period says. CALLCHAIN with the user part
-		// excluded is what perf record --call-graph dwarf asks for (an
-		// empty chain here: these samples are taken in user context); perf
-		// script and perf report print DWARF stacks only with it.
-		a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
-		a.Flags |= perfdata.AttrExcludeCallchainUser
-		a.SampleRegsUser = userRegsMask
-		a.SampleStackUser = cfg.StackSize
-		return a
-	}
-	big, small := sizeFilters(cfg.StackMin)
-	bigN, smallN := sizeFiltersNmemb(cfg.StackMin)
-	for _, p := range cfg.Probes {
-		if !p.Sized {
-			continue
-		}
-		bf, sf := big, small
-		if p.HasNmemb {
-			bf, sf = bigN, smallN
-		}
-		name := cfg.Group + ":" + p.Event
-		add(&spec{name: name + stackBigSuffix, kind: kindStack, stack: true, filter: bf,
-			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, 1))})
-		add(&spec{name: name + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, filter: sf,
-			attr: stackAttr(tp(p, baseSampleType|perfdata.SampleRaw, cfg.StackEvery))})
-	}
+	s.src.events(l)
 	if cfg.FaultStacks {
-		a := stackAttr(specs[1].attr)
+		a := l.withStack(l.specs[1].attr)
 		a.Flags &^= trackFlags
 		a.SamplePeriod = cfg.StackEvery
-		add(&spec{name: faultEvents[0] + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
+		l.add(&spec{name: faultEvents[0] + stackEverySuffix(cfg.StackEvery), kind: kindStack, stack: true, attr: a})
 	}
-	return specs
+	// Last, so the other events keep their places.
+	if s.snapSpec != nil {
+		l.add(s.snapSpec)
+	}
+	if s.rss != nil {
+		l.add(s.rss)
+	}
+	return l.specs
+}
+
+// specList collects a session's events in attr order, with the flags and
+// clock every kernel event of the session shares.
+type specList struct {
+	specs     []*spec
+	flags     perfdata.AttrFlags
+	clock     int32
+	stackSize uint32
+}
+
+func (l *specList) add(sp *spec) { l.specs = append(l.specs, sp) }
+
+// addDummy adds the owner of a ring of kind k: perf's plain dummy:u.
+func (l *specList) addDummy(k kind) {
+	l.add(&spec{name: "dummy:u", kind: k, dummy: true, attr: perfdata.Attr{
+		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWDummy), SamplePeriod: 1,
+		SampleType: baseSampleType, ReadFormat: perfdata.ReadID,
+		Flags: l.flags | perfdata.AttrExcludeKernel, ClockID: l.clock}})
+}
+
+// withStack returns a with a user stack and registers in each sample. No
+// PERF_SAMPLE_PERIOD: with it a tracepoint samples every hit whatever
+// sample_period says. CALLCHAIN with the user part excluded is what perf
+// record --call-graph dwarf asks for (an empty chain here: these samples
+// are taken in user context); perf script and perf report print DWARF
+// stacks only with it.
+func (l *specList) withStack(a perfdata.Attr) perfdata.Attr {
+	a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
+	a.Flags |= perfdata.AttrExcludeCallchainUser
+	a.SampleRegsUser = userRegsMask
+	a.SampleStackUser = l.stackSize
+	return a
 }
 
 // faultEvents are the names of the fault events: minor faults (the
@@ -834,26 +815,20 @@ func (s *session) run(held *heldCommand) error {
 		return err
 	}
 	defer p.close()
-	var kick <-chan struct{}
-	if s.inproc != nil {
-		var stop func()
-		kick, stop = s.inproc.wakeups()
-		defer stop()
-	}
+	kick, stop := s.src.wakeups()
+	defer stop()
+	busy := s.src.traits().busyBytes
 	for {
-		n, err := s.drainAll()
+		n, err := s.src.drain(false)
 		if err != nil {
 			return err
 		}
-		if s.inproc != nil && n > 0 {
-			s.inproc.busyAt.Store(time.Now().UnixNano())
-		}
 		// A busy ring is read again at once; the select below still sees
 		// the program's exit and signals. Otherwise the loop waits for a
-		// ring to pass its watermark (the poller), or in-process for the
-		// shim's wake word.
+		// ring to pass its watermark (the poller), or for the source's
+		// wakeups.
 		var again <-chan time.Time
-		if n > s.rings[0].size/8 || s.inproc != nil && n > 256<<10 {
+		if n > s.rings[0].size/8 || busy > 0 && n > busy {
 			again = closedTimeChan
 		}
 		select {
@@ -910,35 +885,10 @@ func (s *session) run(held *heldCommand) error {
 	}
 }
 
-// drainAll drains the rings of the session's method.
-func (s *session) drainAll() (int, error) {
-	if s.inproc != nil {
-		return s.drainInproc()
-	}
-	return s.drain()
-}
-
-// finalDrain drains what is left when recording stops. In-process, the
-// program's remaining processes stop recording first (they may outlive
-// it), and everything held for order is written.
+// finalDrain drains what is left when recording stops.
 func (s *session) finalDrain() error {
 	defer s.countUnreadable()
-	if ip := s.inproc; ip != nil {
-		ip.region.Detach()
-		if _, err := s.drainInproc(); err != nil {
-			return err
-		}
-		ip.final = true
-		if _, err := s.drainInproc(); err != nil {
-			return err
-		}
-		s.res.Shim = ip.region.Counters()
-		s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
-		s.res.TSCJumps, s.res.TSCJumpAt = ip.region.TSCJumps()
-		s.res.Late = ip.late
-		return s.writeUnrecorded()
-	}
-	_, err := s.drain()
+	_, err := s.src.drain(true)
 	return err
 }
 

@@ -12,17 +12,27 @@ import (
 
 func testConfig() *Config {
 	return &Config{
-		Group: "faultline_7",
-		Probes: []Probe{
+		Source: &UprobeSource{Group: "faultline_7", Probes: []Probe{
 			{Event: "malloc", ID: 100, Sized: true},
 			{Event: "malloc__return", ID: 101},
 			{Event: "calloc", ID: 102, Sized: true, HasNmemb: true},
 			{Event: "calloc__return", ID: 103},
 			{Event: "free", ID: 104},
-		},
-		StackMin: 4096, StackEvery: 64, StackSize: 8192,
-		Cmd: "/bin/true", Argv: []string{"true"},
+		}},
+		StackOptions: StackOptions{StackMin: 4096, StackEvery: 64, StackSize: 8192},
+		Target:       Target{Cmd: "/bin/true", Argv: []string{"true"}},
 	}
+}
+
+// testSession returns a session of cfg with its source started.
+func testSession(tb testing.TB, cfg *Config) *session {
+	s := &session{cfg: cfg, cpus: []int{0}, res: &Result{}}
+	src, err := cfg.Source.start(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.src = src
+	return s
 }
 
 // TestBuildSpecs checks the event contract analyze relies on
@@ -33,7 +43,7 @@ func testConfig() *Config {
 // never PERF_SAMPLE_PERIOD, and split calls by complementary filters, the
 // small ones 1 in StackEvery.
 func TestBuildSpecs(t *testing.T) {
-	specs := (&session{cfg: testConfig()}).buildSpecs()
+	specs := testSession(t, testConfig()).buildSpecs()
 	stackBits := perfdata.SampleFormat(perfdata.SampleRegsUser | perfdata.SampleStackUser | perfdata.SampleCallchain)
 	var names []string
 	for _, s := range specs {
@@ -100,7 +110,7 @@ func TestBuildSpecs(t *testing.T) {
 	cfg := testConfig()
 	cfg.FaultStacks = true
 	cfg.Cmd, cfg.Pid = "", 42
-	specs = (&session{cfg: cfg}).buildSpecs()
+	specs = testSession(t, cfg).buildSpecs()
 	last := specs[len(specs)-1]
 	if last.name != "minor-faults/stack-1in64/" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -253,35 +252,11 @@ func (s *session) headFeatures() (*perfdata.WriterFeatures, error) {
 		Cmdline: cfg.Cmdline,
 		Version: "faultline record",
 	}
-	if len(cfg.Probes) > 0 {
-		ev := filepath.Join(cfg.Tracefs, "events")
-		hp, err := os.ReadFile(filepath.Join(ev, "header_page"))
-		if err != nil {
-			return nil, fmt.Errorf("tracing data: %w", err)
-		}
-		he, err := os.ReadFile(filepath.Join(ev, "header_event"))
-		if err != nil {
-			return nil, fmt.Errorf("tracing data: %w", err)
-		}
-		sys := perfdata.TraceSystem{Name: cfg.Group}
-		for _, p := range cfg.Probes {
-			sys.Formats = append(sys.Formats, p.Format)
-		}
-		systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(cfg)...)
-		own := perfdata.TraceSystem{Name: schema.System}
-		for _, sp := range []*spec{s.rss, s.snapSpec} {
-			if sp != nil {
-				own.Formats = append(own.Formats, sp.format)
-			}
-		}
-		if len(own.Formats) > 0 {
-			systems = append(systems, own)
-		}
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), hp, he, systems)
+	td, err := s.src.tracingData()
+	if err != nil {
+		return nil, err
 	}
-	if s.inproc != nil {
-		f.TracingData = perfdata.BuildTracingData(uint32(os.Getpagesize()), []byte(ringHeaderPage), []byte(ringHeaderEvent), append(synthSystems(s.specs), mapCallSystem(cfg)...))
-	}
+	f.TracingData = td
 	var uts unix.Utsname
 	if err := unix.Uname(&uts); err == nil {
 		f.Hostname = cstr(uts.Nodename[:])
