@@ -230,8 +230,8 @@ func runRecord(env *Env, args []string) error {
 	// record's heap is mostly buffers it keeps to the end (the output
 	// pipeline's chunks, the encoders' tables, the rings' bookkeeping)
 	// and its per-record work allocates nothing: collecting each time
-	// the heap doubled (GOGC 100) made five collections, each stopping
-	// the world, in a recording's first 150 ms while it grew to 12 MB.
+	// the heap doubled (GOGC 100) stops the world several times while
+	// those buffers grow at the start (docs/performance.md).
 	defer debug.SetGCPercent(debug.SetGCPercent(recordGCPercent))
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: rec.ProbeGroup(os.Getpid())}
 	return recordStatus(r.run())

@@ -173,9 +173,8 @@ type ringWatch struct {
 
 // inprocTraits: the kernel's events on the shim's clock; the in-process
 // method writes every call as it happens, several times the bytes a second
-// of the uprobe method makes: zstd's fastest level, about twice as fast as
-// level 3 for 10-15% more bytes (and still smaller than the uprobe
-// method's files, whose 8 KiB stack copies compress well). Everything is
+// of the uprobe method makes: zstd's fastest level, faster than the
+// default level for a few more bytes (docs/performance.md). Everything is
 // compressed (no KeepUp): a full ring holds the program up but loses
 // nothing (drainInproc). A drain of more than busyBytes is repeated at
 // once. start adds the launcher and the environment that preload the
@@ -1153,10 +1152,9 @@ const shimWait = 10 * time.Second
 // while the drains find records, and once they have found none for
 // idleAfter. A program that stops allocating (a server between requests,
 // a test suite between tests) costs record a wake every idleTick, not
-// every busyTick: recording `sleep 2`, 129 ms of CPU in all with 50 ms,
-// against 221 ms with 5 ms (perf stat task-clock; 2,555 against 6,303
-// context switches). A program that starts (its loader, then its first
-// calls) is drained every busyTick from the start.
+// every busyTick (docs/performance.md has what that saves). A program
+// that starts (its loader, then its first calls) is drained every
+// busyTick from the start.
 const (
 	busyTick  = 5 * time.Millisecond
 	idleTick  = 50 * time.Millisecond
@@ -1173,12 +1171,10 @@ const (
 // (Region.WaitWakeHeld) on a thread of its own, with a P of its own
 // (spareProc). A sleep the scheduler sees makes sysmon take the waker's
 // P after 20 µs, and a P so taken while the others are busy (the drain,
-// the compressors) keeps sysmon waking every 20 µs: recording churn
-// 2000000, sysmon was switched in 1,897 times against 164, and the whole
-// command took 401 ms against 368 (12 interleaved runs; 390 against 367
-// in 16 more). Idle, it sleeps as the scheduler sees: its P then has
-// nothing to do and sysmon backs off, and a stop of the world need not
-// wait idleTick for it.
+// the compressors) keeps sysmon waking every 20 µs, which costs a busy
+// recording its time (docs/performance.md). Idle, it sleeps as the
+// scheduler sees: its P then has nothing to do and sysmon backs off, and
+// a stop of the world need not wait idleTick for it.
 func (ip *inproc) wakeups() (<-chan struct{}, func()) {
 	kick := make(chan struct{}, 1)
 	stop, done := make(chan struct{}), make(chan struct{})

@@ -322,10 +322,9 @@ type execFiles struct {
 	bids  map[string][]byte // their build IDs as MMAP2 records gave them
 }
 
-// closeAll unmaps the rings and closes every event. The last close of a uprobe event
-// unregisters it, which waits for the kernel's RCU grace periods (about
-// 100 ms each here): closing them concurrently takes one wait, not one per
-// event.
+// closeAll unmaps the rings and closes every event. The last close of a
+// uprobe event unregisters it, which waits for the kernel's RCU grace
+// periods: closing them concurrently takes one wait, not one per event.
 func (s *session) closeAll() {
 	for _, r := range s.rings {
 		r.unmap()
@@ -351,18 +350,17 @@ func (s *session) closeAll() {
 
 // closeInBackground closes the events of the kernel's static tracepoints
 // (the memory-map calls) without waiting: the last close of a tracepoint's
-// event unregisters it, which waits for an RCU grace period (about 26 ms
-// here, one tracepoint at a time: 185 ms for the map calls' ten), holding
-// the kernel's event mutex. A child inherits them and closes them as it
+// event unregisters it, which waits for an RCU grace period, one
+// tracepoint at a time, holding the kernel's event mutex. A child inherits them and closes them as it
 // exits, after record has gone on; nothing waits for these closes (no
 // tracefs entry is removed after them, unlike a uprobe's). The child holds
 // them for closerHold first: a recording that starts meanwhile (a script
 // recording one command after another) opens the same tracepoints while
 // they are still registered, instead of waiting behind their
 // unregistration, and its own closer then takes over the last close.
-// Only a recording that starts as a closer exits waits (for the 0.1-0.2
-// s the unregistration takes); the longer the hold, the rarer a gap
-// between recordings of just that length. Where no child can start, they
+// Only a recording that starts as a closer exits waits (for the
+// unregistration); the longer the hold, the rarer a gap between
+// recordings of just that length. Where no child can start, they
 // are closed here.
 func closeInBackground(fds []int) {
 	if len(fds) == 0 {

@@ -25,8 +25,7 @@ import (
 // faultline:rss (fields pid, hwm, anon_peak: bytes), which perf script
 // prints and analyze reads (schema.RSSEvent).
 
-// rssEvery is how often RssAnon is read: about 10 µs of the recorder's
-// time per read.
+// rssEvery is how often RssAnon is read (a read of /proc/PID/status).
 const rssEvery = 10 * time.Millisecond
 
 // rssTraceID and rssSampleID number the event apart from the in-process

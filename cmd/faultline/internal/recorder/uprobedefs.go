@@ -109,10 +109,9 @@ var argRegs = map[elf.Machine][]string{
 // 6 above the aligned nothrow ones, and std::string's out-of-line
 // constructor (libstdc++'s _M_construct, whose _M_create tail-calls
 // operator new) puts the user's return address at word 8 (libstdc++ 12,
-// x86-64); 8 words reached the user's code for 92% of the calls of
-// testdata/record's containers, 16 for all. The 16 words cost a fraction
-// of the uprobe hit itself (the figures are in the commit that set it).
-// A probe takes at most 128 fetch arguments.
+// x86-64); 16 reach the user's code for every call of testdata/record's
+// containers (docs/performance.md). A probe takes at most 128 fetch
+// arguments.
 const TopStackWords = 16
 
 // topStackArgs are the fetch arguments of the top of the stack at an
