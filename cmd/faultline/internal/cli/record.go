@@ -176,35 +176,59 @@ const defaultMmapPages = 4096
 
 // recordOptions are record's parsed flags.
 type recordOptions struct {
-	output      string
-	pid         int
-	all         bool
-	duration    time.Duration
-	probes      []string // allocator functions, canonical names
+	output   string
+	pid      int
+	all      bool
+	duration time.Duration
+	quiet    bool
+	verbose  bool
+	cmd      []string
+
+	recordMethod
+	recordStacks
+	recordRings
+	recordMemory
+	recordFiles
+}
+
+// recordMethod: how allocator calls are seen (--method and its options).
+type recordMethod struct {
+	method    string
+	probes    []string // allocator functions, canonical names
+	libc      string
+	shimWait  time.Duration
+	shimClock string
+}
+
+// recordStacks: which events carry stacks.
+type recordStacks struct {
 	stackSize   int
 	stackMin    uint64
 	stackEvery  uint64
 	faultStacks bool
-	noMapCalls  bool
-	mmapPages   int
-	stackPages  int
-	compress    bool
-	noCompress  bool
-	noTHP       bool
-	// residentEvery and noExitSnapshots: the page-table snapshots.
+}
+
+// recordRings: the kernel's rings; mmapPagesSet, stackPagesSet: -m,
+// --stack-mmap-pages were given (else the in-process method lowers them).
+type recordRings struct {
+	mmapPages, stackPages       int
+	mmapPagesSet, stackPagesSet bool
+}
+
+// recordMemory: what record does to and reads of the program's memory:
+// THP, the memory-map calls, the page-table snapshots (residentEvery,
+// noExitSnapshots).
+type recordMemory struct {
+	noTHP           bool
+	noMapCalls      bool
 	residentEvery   time.Duration
 	noExitSnapshots bool
-	libc            string
-	method          string
-	shimWait        time.Duration
-	shimClock       string
-	// mmapPagesSet, stackPagesSet: -m, --stack-mmap-pages were given
-	// (else the in-process method lowers them)
-	mmapPagesSet, stackPagesSet bool
-	quiet                       bool
-	verbose                     bool
-	cmd                         []string
+}
 
+// recordFiles: what record writes besides the recording's events.
+type recordFiles struct {
+	compress        bool
+	noCompress      bool
 	noBuildIDCache  bool
 	buildIDCacheMax int // MB
 	cpuProfile      string

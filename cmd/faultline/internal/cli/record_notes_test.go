@@ -16,7 +16,7 @@ func TestRecordWarningsThroughNotes(t *testing.T) {
 	res := &rec.Result{Loss: rec.Loss{RangeLost: 7, StackLost: 3, Unreadable: 16}}
 	for _, quiet := range []bool{false, true} {
 		var stderr bytes.Buffer
-		r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{quiet: quiet, output: "x.data", mmapPages: 4096, stackPages: 1024, stackEvery: 64}}
+		r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{quiet: quiet, output: "x.data", recordRings: recordRings{mmapPages: 4096, stackPages: 1024}, recordStacks: recordStacks{stackEvery: 64}}}
 		r.summarize(res, &outputFile{})
 		if quiet && stderr.Len() != 0 {
 			t.Errorf("-q: summary printed %q", stderr.String())

@@ -200,7 +200,7 @@ func fakeEventDir(groupEvent string) string {
 func newTestRecorder(sys *fakeSys, o *recordOptions) (*recorder, *bytes.Buffer) {
 	var errb bytes.Buffer
 	if o == nil {
-		o = &recordOptions{output: "faultline.data", stackSize: 8192, mmapPages: 4096, stackPages: 1024, cmd: []string{"true"}}
+		o = &recordOptions{output: "faultline.data", recordStacks: recordStacks{stackSize: 8192}, recordRings: recordRings{mmapPages: 4096, stackPages: 1024}, cmd: []string{"true"}}
 	}
 	return &recorder{sys: sys, env: &Env{Stdout: &bytes.Buffer{}, Stderr: &errb}, opts: o, group: rec.ProbeGroup(sys.pid)}, &errb
 }
