@@ -203,3 +203,54 @@ func checkResident(t *testing.T, mode string, tr, native *residentTruth, res *an
 	}
 	t.Logf("%s: peak %d (rollup %d), end %d (rollup %d), snapshots %+v", mode, rs.PeakBytes, tr.peakAnon, rs.EndBytes, tr.exitAnon, rs.Snapshots)
 }
+
+// TestRecordLiveMakeProcesses records make -j2 compiling the record
+// programs' C sources (make, sh, gcc, cc1, as: some twenty processes) and
+// checks that no process's tracked peak is above its own peak RSS (its
+// VmHWM, read as it exited) and that the program's own figure compares
+// make's own pages with make's own RSS, not every process's with one.
+func TestRecordLiveMakeProcesses(t *testing.T) {
+	requireLiveRecord(t)
+	for _, tool := range []string{"make", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	dir := t.TempDir()
+	srcs, _ := filepath.Glob("../../../../testdata/record/src/*.c")
+	if len(srcs) == 0 {
+		t.Fatal("no C sources in testdata/record/src")
+	}
+	for _, s := range srcs {
+		copyFile(t, s, filepath.Join(dir, filepath.Base(s)))
+	}
+	mk := "OBJS := $(patsubst %.c,%.o,$(wildcard *.c))\nall: $(OBJS)\n%.o: %.c\n\tgcc -O2 -g -c $< -o $@\n"
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "make.data")
+	if code, stderr := runRecordMain("-q", "-o", data, "--", "make", "-s", "-j2", "-C", dir); code != 0 {
+		t.Fatalf("record exited %d: %s", code, stderr)
+	}
+	rs := analyzeLive(t, data).Summary.Resident
+	if len(rs.Processes) < len(srcs) {
+		t.Errorf("%d processes with resident pages, want at least one cc1 per source (%d)", len(rs.Processes), len(srcs))
+	}
+	measured := 0
+	for _, p := range rs.Processes {
+		if p.HWM == 0 {
+			continue
+		}
+		measured++
+		if p.PeakBytes > p.HWM {
+			t.Errorf("pid %d %s: tracked peak %d above its own peak RSS %d (%.1f%%)", p.Pid, p.Comm, p.PeakBytes, p.HWM, 100*float64(p.PeakBytes)/float64(p.HWM))
+		}
+	}
+	if measured < len(srcs) {
+		t.Errorf("only %d processes had their own RSS read", measured)
+	}
+	if rs.ProcessAnon > 0 && rs.OwnPeakBytes > rs.ProcessAnon+rs.ProcessAnon/50 {
+		t.Errorf("make's own tracked peak %d against its peak anonymous RSS %d", rs.OwnPeakBytes, rs.ProcessAnon)
+	}
+	t.Logf("%d processes, %d with their own RSS; make: own peak %d, anon RSS %d", len(rs.Processes), measured, rs.OwnPeakBytes, rs.ProcessAnon)
+}

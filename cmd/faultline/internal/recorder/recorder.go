@@ -126,6 +126,8 @@ type Result struct {
 	ShimResult
 	FirstTime uint64 // the oldest record's time
 	LastTime  uint64 // the newest record's time
+	// Snapshots is what the page-table reads took (snapshot.go).
+	Snapshots SnapshotCounts
 	// BuildIDs are the executables mapped, as the BUILD_ID feature lists
 	// them: for the build-id cache.
 	BuildIDs []perfdata.BuildID
@@ -930,6 +932,7 @@ func (s *session) exitStatus(held *heldCommand) {
 // features.
 func (s *session) finish() error {
 	s.snap.stop()
+	s.res.Snapshots = s.snap.counts()
 	if err := s.writeSnapshots(); err != nil {
 		return err
 	}

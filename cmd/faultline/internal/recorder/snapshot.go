@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -114,6 +115,26 @@ func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapsh
 	return sn
 }
 
+// SnapshotCounts says what the page-table reads took: the snapshots
+// taken while the processes ran (Periodic) and as they exited (Exits),
+// the CPU time spent reading (Cost), and the first read that failed for
+// another reason than its process ending (nil: none).
+type SnapshotCounts struct {
+	Periodic, Exits uint64
+	Cost            time.Duration
+	Err             error
+}
+
+// counts returns the counts so far.
+func (sn *snapshotter) counts() SnapshotCounts {
+	if sn == nil {
+		return SnapshotCounts{}
+	}
+	sn.mu.Lock()
+	defer sn.mu.Unlock()
+	return SnapshotCounts{Periodic: sn.periodic, Exits: sn.exits, Cost: sn.cost, Err: sn.failed}
+}
+
 // stop ends the reads; what they queued stays for writeSnapshots.
 func (sn *snapshotter) stop() {
 	if sn == nil || sn.quit == nil {
@@ -141,24 +162,27 @@ func (sn *snapshotter) readyChan() <-chan struct{} {
 
 func (sn *snapshotter) periodicLoop() {
 	defer sn.wg.Done()
+	runtime.LockOSThread() // for threadCPU
+	defer runtime.UnlockOSThread()
 	sc := pagemap.NewScanner()
 	t := time.NewTicker(sn.every)
 	defer t.Stop()
 	var rs []pagemap.Range
 	var pids []int
+	var tree procTree
 	for {
 		select {
 		case <-sn.quit:
 			return
 		case <-t.C:
 		}
-		start := time.Now()
-		pids = processTree(pids[:0], sn.root)
+		start := threadCPU()
+		pids = tree.list(pids[:0], sn.root)
 		for _, pid := range pids {
 			rs, _ = sn.take(sc, rs[:0], pid, schema.SnapshotPeriodic)
 		}
 		sn.mu.Lock()
-		sn.cost += time.Since(start)
+		sn.cost += threadCPU() - start
 		sn.mu.Unlock()
 	}
 }
@@ -313,6 +337,8 @@ type seccompNotifResp struct {
 // lets the call go on.
 func (sn *snapshotter) exitLoop() {
 	defer sn.wg.Done()
+	runtime.LockOSThread() // for threadCPU
+	defer runtime.UnlockOSThread()
 	sc := pagemap.NewScanner()
 	var rs []pagemap.Range
 	fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}}
@@ -336,11 +362,11 @@ func (sn *snapshotter) exitLoop() {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
 			continue // ENOENT: the process died (a signal) meanwhile
 		}
-		start := time.Now()
+		start := threadCPU()
 		var upTo uint64
 		rs, upTo = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
 		sn.mu.Lock()
-		sn.cost += time.Since(start)
+		sn.cost += threadCPU() - start
 		for sn.written < upTo && !sn.stopping() {
 			sn.wrote.Wait()
 		}
@@ -350,49 +376,94 @@ func (sn *snapshotter) exitLoop() {
 	}
 }
 
+// threadCPU is the calling thread's CPU time: what the reads cost,
+// without the time they waited for a CPU.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
 // readStatus reads VmHWM and RssAnon, in bytes, from /proc/PID/status (0
 // for what it cannot read).
 func readStatus(pid int) (hwm, anon uint64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, 0
 	}
+	var buf [4096]byte
+	n, _ := unix.Read(fd, buf[:])
+	unix.Close(fd)
+	b := buf[:max(n, 0)]
 	h, _ := statusKB(b, "VmHWM:")
 	a, _ := statusKB(b, "RssAnon:")
 	return h << 10, a << 10
 }
 
-// processTree appends root and its descendants, found by the parent each
-// /proc/PID/stat names, to pids.
-func processTree(pids []int, root int) []int {
+// procTree finds a process's descendants from each process's parent
+// (/proc/PID/stat). It remembers the parents it read: a process's parent
+// changes only when its parent exits (then it is reparented to an
+// ancestor, or to init), so a pid is read again only when its remembered
+// parent is gone. The pids of the system's other processes are listed
+// each time (one read of /proc), not read.
+type procTree struct {
+	parent map[int]int
+	seen   map[int]bool
+	buf    [512]byte
+}
+
+// list appends root and its descendants to pids.
+func (pt *procTree) list(pids []int, root int) []int {
+	if pt.parent == nil {
+		pt.parent, pt.seen = map[int]int{}, map[int]bool{}
+	}
 	d, err := os.Open("/proc")
 	if err != nil {
 		return append(pids, root)
 	}
 	names, _ := d.Readdirnames(-1)
 	d.Close()
-	children := map[int][]int{}
-	var buf [512]byte
+	clear(pt.seen)
+	live := make([]int, 0, len(names))
 	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil || pid == root {
-			continue
-		}
-		f, err := os.Open("/proc/" + n + "/stat")
-		if err != nil {
-			continue
-		}
-		k, _ := f.Read(buf[:])
-		f.Close()
-		if pp, ok := statPPid(buf[:k]); ok {
-			children[pp] = append(children[pp], pid)
+		if pid, err := strconv.Atoi(n); err == nil {
+			pt.seen[pid] = true
+			live = append(live, pid)
 		}
 	}
+	children := map[int][]int{}
+	for _, pid := range live {
+		pp, ok := pt.parent[pid]
+		if !ok || !pt.seen[pp] {
+			if pp, ok = pt.readPPid(pid); !ok {
+				continue
+			}
+			pt.parent[pid] = pp
+		}
+		children[pp] = append(children[pp], pid)
+	}
+	for pid := range pt.parent {
+		if !pt.seen[pid] {
+			delete(pt.parent, pid)
+		}
+	}
+	start := len(pids)
 	pids = append(pids, root)
-	for i := len(pids) - 1; i < len(pids); i++ {
+	for i := start; i < len(pids); i++ {
 		pids = append(pids, children[pids[i]]...)
 	}
 	return pids
+}
+
+// readPPid reads pid's parent from /proc/PID/stat.
+func (pt *procTree) readPPid(pid int) (int, bool) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, false
+	}
+	n, _ := unix.Read(fd, pt.buf[:])
+	unix.Close(fd)
+	return statPPid(pt.buf[:max(n, 0)])
 }
 
 // statPPid reads the parent pid from a /proc/PID/stat line: the fourth
