@@ -193,8 +193,10 @@ type run struct {
 
 	sel *Selection // nil: every sample counts
 
-	mm   *memMaps  // the memory-map calls (memmap.go)
-	snap snapState // the page-table snapshots (snapshot.go)
+	mm *memMaps // the memory-map calls (memmap.go)
+	// noAllocator: the recording probed no allocator (noalloc.go).
+	noAllocator bool
+	snap        snapState // the page-table snapshots (snapshot.go)
 
 	reusedEvents
 }
@@ -262,7 +264,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		s.FromRecord = true
 	}
 	p.Comments = append(p.Comments, lossComments(s.Events)...)
-	s.NoFaultStacks = opts.Mode == report.ByTouch && !ru.faultStacks()
+	s.NoFaultStacks = ru.opts.Mode == report.ByTouch && !ru.faultStacks()
 	if ru.sel != nil {
 		ru.sel.finish(sess.Comm)
 		s.Selection = ru.sel
@@ -295,8 +297,11 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	s.Tracker.UnpairedReturns += ru.noPointer
 	s.Classes = ru.classes
 	s.Unwind = sess.Stats()
-	if opts.Mode == report.ByAlloc {
+	if ru.opts.Mode == report.ByAlloc {
 		s.TopSites = report.TopSites(p, 10, opts.RawSites)
+	}
+	if ru.noAllocator {
+		s.Fallbacks = append(s.Fallbacks, noAllocatorNote)
 	}
 	if ru.opts.Attr.WindowMode {
 		s.Fallbacks = append(s.Fallbacks, fmt.Sprintf("no malloc return probe: faults attributed to the thread's most recent allocation within %v ms (approximate)", float64(ru.opts.Attr.Window)/1e6))
@@ -312,7 +317,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
 	s.Warnings = append(s.Warnings, ru.warnings...)
-	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil {
+	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil && !ru.noAllocator {
 		s.Warnings = append(s.Warnings, w)
 	}
 	if w := unattributed(&s.Tracker, s.Classes, s.Resident.MappedFaults, r.Meta().BuildIDs); w != nil {
@@ -459,14 +464,18 @@ func (ru *run) setup() error {
 		return &MissingEventError{Role: RoleFault, Events: eventNames(evs)}
 	}
 	if entries == 0 {
-		return &MissingEventError{Role: RoleAllocEntry, Events: eventNames(evs)}
+		if !ru.faultStacks() {
+			return &MissingEventError{Role: RoleAllocEntry, Events: eventNames(evs)}
+		}
+		ru.touchOnly()
 	}
-	if returns == 0 {
+	if returns == 0 && !ru.noAllocator {
 		ru.opts.Attr.WindowMode = true
 	}
 	ru.opts.Attr.AnonMmapEvents = anonMmaps
 	ru.b = report.NewBuilder(ru.opts.Mode, ru.sess.Comm)
 	ru.b.RawSites = ru.opts.RawSites
+	ru.b.TouchSites = ru.noAllocator
 	ru.b.Res = attribute.NewResident(ru.opts.Timeline)
 	ru.b.OwnerAt = ru.ownerAt
 	for _, in := range ru.infos {

@@ -197,6 +197,13 @@ func (b *Locations) siteStack(locs []*profile.Location) ([]*profile.Location, st
 		// The allocator's own: its name is the site, its stack the callers.
 		return append([]*profile.Location{b.classLocation(name)}, locs...), ""
 	}
+	return b.userStack(locs, frames)
+}
+
+// userStack cuts a stack (frames is SiteFrames(locs)) to start at its
+// first frame in the user's own code (UserFrame), as siteStack does but
+// for any stack: a fault's touching stack too.
+func (b *Locations) userStack(locs []*profile.Location, frames []SiteFrame) ([]*profile.Location, string) {
 	i, via := UserFrame(frames)
 	if i == 0 {
 		return locs, ""

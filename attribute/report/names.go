@@ -142,16 +142,20 @@ func (f SiteFrame) name() string {
 // library, or inlined from a system header; without a source file, a
 // std:: or __gnu_cxx:: name counts as the standard library's.
 func (f SiteFrame) system() bool {
-	if m := f.Loc.Mapping; m != nil && schema.IsSystemFile(m.File) {
+	if m := f.Loc.Mapping; m != nil && (schema.IsSystemFile(m.File) || m.File == "[stack]") {
+		// A "frame" in the stack is an unwinder's misstep, not code.
 		return true
 	}
 	if f.Line == nil || f.Line.Function == nil {
 		return false
 	}
+	n := f.Line.Function.Name
+	if goStd(n, f.Line.Function.Filename) {
+		return true
+	}
 	if file := f.Line.Function.Filename; file != "" {
 		return IsSystemSource(file)
 	}
-	n := f.Line.Function.Name
 	if startupFuncs[n] || strings.HasPrefix(n, "__rust_") || strings.HasPrefix(n, "__rdl_") {
 		return true
 	}
@@ -172,6 +176,39 @@ var systemNamespaces = []string{"std::", "__gnu_cxx::", "__cxxabiv1::", "core::"
 // link into every program: they call main and the constructors, and are
 // never a site of the program's.
 var startupFuncs = map[string]bool{"_start": true, "_init": true, "_fini": true, "__libc_csu_init": true, "__libc_csu_fini": true, "frame_dummy": true}
+
+// goPackage returns the package path of a Go function name
+// ("internal/cpu" of "internal/cpu.doinit", "runtime" of
+// "runtime.(*mheap).grow"), or "" when name does not look like one.
+func goPackage(name string) string {
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.IndexByte(name[slash+1:], '.')
+	if dot <= 0 {
+		return ""
+	}
+	return name[:slash+1+dot]
+}
+
+// goStd reports whether a frame is Go's standard library: its package
+// path's first element has no dot (github.com/... has one) and is not
+// main, and its source is that package's directory of a Go tree
+// (GOROOT/src/PKG/); without a source file only the runtime's own packages
+// count (runtime, internal/...), as other names cannot be told from C's.
+func goStd(name, file string) bool {
+	pkg := goPackage(name)
+	if pkg == "" || pkg == "main" || strings.Contains(strings.SplitN(pkg, "/", 2)[0], ".") {
+		return false
+	}
+	if file == "" {
+		return goRuntime(name)
+	}
+	return strings.Contains(file, "/src/"+pkg+"/") && (strings.HasSuffix(file, ".go") || strings.HasSuffix(file, ".s"))
+}
+
+// goRuntime reports whether a function is in Go's runtime.
+func goRuntime(name string) bool {
+	return strings.HasPrefix(name, "runtime.") || strings.HasPrefix(name, "internal/runtime/")
+}
 
 // allocator reports whether the frame is an allocator's: an entry point
 // or a function inside one (schema.AllocatorInternal); family is whose
@@ -202,6 +239,21 @@ func allocatorEnd(frames []SiteFrame) (int, schema.Family) {
 	return 0, schema.FamilyOther
 }
 
+// goRuntimeLeaf reports whether a stack starts in Go's runtime, past any
+// system library's frames (a cgo program's runtime maps through libc): a
+// mapping the runtime made is its own heap arena or metadata, shared by
+// every allocation that comes later, so the allocation that happened to
+// grow it is not its site.
+func goRuntimeLeaf(frames []SiteFrame) bool {
+	for _, f := range frames {
+		if m := f.Loc.Mapping; m != nil && schema.IsSystemFile(m.File) {
+			continue
+		}
+		return f.Line != nil && f.Line.Function != nil && goRuntime(f.Line.Function.Name)
+	}
+	return false
+}
+
 // AllocatorOwn reports whether a stack is the allocator's own: it runs
 // through an allocator and no frame outside it is the user's (the
 // allocator's start-up from a constructor, or its background work). Its
@@ -210,6 +262,9 @@ func allocatorEnd(frames []SiteFrame) (int, schema.Family) {
 // the allocator's outermost frame when the family is not known
 // ("[allocator] ld-linux-x86-64.so.2": the loader's own malloc).
 func AllocatorOwn(frames []SiteFrame) (site string, ok bool) {
+	if goRuntimeLeaf(frames) {
+		return "[allocator] Go runtime", true
+	}
 	end, fam := allocatorEnd(frames)
 	if end == 0 {
 		return "", false

@@ -131,6 +131,11 @@ type Builder struct {
 	// (the first frame of the program's own code, UserFrame) and the library
 	// call is the sample's via label.
 	RawSites bool
+	// TouchSites cuts ByTouch's stacks to start at their first frame in
+	// the user's own code (UserFrame), as allocations' are, with the
+	// library or runtime function it went through as the via label: the
+	// profile of a recording with no allocator (a Go program's).
+	TouchSites bool
 	// Res, when set, follows the pages the faults make resident, owned by
 	// the fault's sample: the profile then has resident_peak/bytes and
 	// resident_end/bytes, and faults on released pages carry refault=yes.
@@ -466,6 +471,9 @@ func (b *Builder) Profile(stacks Stacks) *profile.Profile {
 		switch {
 		case k.class != "":
 			s.Location = append([]*profile.Location{pb.classLocation(k.class)}, resolve(k.stack, false)...)
+		case k.touch && b.TouchSites && !b.RawSites:
+			locs := resolve(k.stack, false)
+			s.Location, via = pb.userStack(locs, SiteFrames(locs))
 		case k.touch:
 			s.Location = resolve(k.stack, false)
 		case b.RawSites:

@@ -529,15 +529,10 @@ func (r *recorder) record() error {
 	if err != nil {
 		return err
 	}
-	lib, err := r.findLibc(cmdPath)
+	lib, probes, err := r.allocatorProbes(cmdPath)
 	if err != nil {
 		return err
 	}
-	probes, notes, err := rec.UprobeDefinitions(r.sys, lib, r.group, o.probes)
-	if err != nil {
-		return prereqError("%v", err)
-	}
-	r.notes.add(notes...)
 
 	// From here on probes may exist: catch signals first so Ctrl-C while
 	// adding them still removes them.
@@ -558,7 +553,9 @@ func (r *recorder) record() error {
 		}
 	}
 	defer closeProbes()
-	r.logf("probing %d functions of %s as %s:*", countEntries(probes), r.describeAllocator(lib), r.group)
+	if lib != "" {
+		r.logf("probing %d functions of %s as %s:*", countEntries(probes), r.describeAllocator(lib), r.group)
+	}
 	select {
 	case s := <-sigs:
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: interrupted by %v before recording started", s)}
@@ -612,7 +609,9 @@ func (r *recorder) record() error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	r.cacheBuildIDs(res)
-	r.noteNoAllocations(res, lib)
+	if lib != "" {
+		r.noteNoAllocations(res, lib)
+	}
 	r.summarize(res, out)
 	return r.exitStatus(res)
 }

@@ -70,7 +70,9 @@ func (u *uprobeSource) events(l *specList) {
 // faultline:rss and faultline:resident, with tracefs's page and event headers; none without
 // probes.
 func (u *uprobeSource) tracingData() ([]byte, error) {
-	if len(u.Probes) == 0 {
+	// The memory-map calls' formats come from tracefs even when nothing
+	// is probed (a Go program has no malloc).
+	if len(u.Probes) == 0 && len(u.s.cfg.MapCalls) == 0 {
 		return nil, nil
 	}
 	ev := filepath.Join(u.Tracefs, "events")
@@ -86,7 +88,11 @@ func (u *uprobeSource) tracingData() ([]byte, error) {
 	for _, p := range u.Probes {
 		sys.Formats = append(sys.Formats, p.Format)
 	}
-	systems := append([]perfdata.TraceSystem{sys}, mapCallSystem(u.s.cfg)...)
+	var systems []perfdata.TraceSystem
+	if len(sys.Formats) > 0 {
+		systems = append(systems, sys)
+	}
+	systems = append(systems, mapCallSystem(u.s.cfg)...)
 	own := perfdata.TraceSystem{Name: schema.System}
 	for _, sp := range []*spec{u.s.rss, u.s.snapSpec} {
 		if sp != nil {
