@@ -24,10 +24,11 @@ func (r *recorder) allocatorProbes(cmdPath string) (lib string, probes []rec.Upr
 			if r.opts.stackEvery == defaultStackEvery {
 				r.opts.stackEvery = 1
 			}
-			// A stack per fault: four times the stack ring, as each
-			// fault's stack is 8 KiB where its sample is a few words.
-			if !r.opts.stackPagesSet {
-				r.opts.stackPages *= 4
+			// A stack per fault, in the faults' ring: four times its
+			// pages, as each fault's stack is 8 KiB where its sample is
+			// a few words.
+			if !r.opts.mmapPagesSet {
+				r.opts.mmapPages *= 4
 			}
 			return "", nil, nil
 		}

@@ -439,7 +439,14 @@ func (s *session) buildSpecs() []*spec {
 		s.snapSpec = snapSpec(l.flags, l.clock)
 	}
 	s.src.events(l)
-	if cfg.FaultStacks {
+	_, uprobes := s.src.(*uprobeSource)
+	switch {
+	case cfg.FaultStacks && cfg.StackEvery == 1 && uprobes:
+		// Every fault: the fault event takes the stack itself. A twin
+		// overflowing with it on every fault meets the kernel quirk
+		// twins.go repairs on every sample.
+		l.specs[1].attr = l.withStack(l.specs[1].attr)
+	case cfg.FaultStacks:
 		a := l.withStack(l.specs[1].attr)
 		a.Flags &^= trackFlags
 		a.SamplePeriod = cfg.StackEvery
