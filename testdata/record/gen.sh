@@ -27,4 +27,5 @@ $CXX $flags -fPIC -shared -static-libstdc++ -o "$out/libcxxplugin-static.so" "$h
 $CC $flags -o "$out/dlopener" "$here/src/dlopener.c" -ldl
 $CC $flags -pthread -o "$out/clocks" "$here/src/clocks.c"
 $CC $flags -o "$out/resident" "$here/src/resident.c"
+$CC $flags -o "$out/daemon" "$here/src/daemon.c"
 echo "$out"

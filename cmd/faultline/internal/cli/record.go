@@ -570,7 +570,7 @@ func (r *recorder) record() error {
 	cfg := &rec.Config{
 		Source: up.Source(r.group), MapCalls: r.mapCallEvents(),
 		Target: rec.Target{Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
-			Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
+			Signals: sigs, Following: r.following, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
 		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
@@ -613,6 +613,7 @@ func (r *recorder) record() error {
 		r.noteNoAllocations(res, lib)
 	}
 	r.summarize(res, out)
+	r.noteRest(res)
 	return r.exitStatus(res)
 }
 
@@ -881,6 +882,8 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		cost := ""
 		switch s := res.Wall.Seconds(); {
 		case s <= 0 || hits == 0:
+		case len(res.Rest.Procs) > 0: // calls of processes that ran on after it
+			cost = fmt.Sprintf(" with %d allocator calls recorded, its own and those of the processes it left", hits)
 		case res.Method == "in-process":
 			cost = fmt.Sprintf(" with %d allocator calls recorded in-process (%.0f/s, no trap per call)", hits, float64(hits)/s)
 		default:
@@ -905,7 +908,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 func howStopped(res *rec.Result) string {
 	switch {
 	case res.Unfinished:
-		return "it did not exit in the grace time and is left running"
+		return "it did not exit in the grace time and was killed"
 	case res.Signal != 0:
 		return fmt.Sprintf("it was killed by %v", unix.SignalName(res.Signal))
 	default:

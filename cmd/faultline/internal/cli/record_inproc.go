@@ -128,7 +128,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	cfg := &rec.Config{
 		Source: src,
 		Target: rec.Target{Cmd: cmdPath, Argv: o.cmd, NoTHP: o.noTHP, Duration: o.duration,
-			Signals: sigs, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
+			Signals: sigs, Following: r.following, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
 		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
@@ -167,6 +167,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	r.cacheBuildIDs(res)
 	r.noteShim(res)
 	r.summarize(res, out)
+	r.noteRest(res)
 	return r.exitStatus(res)
 }
 

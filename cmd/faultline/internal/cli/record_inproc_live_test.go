@@ -567,7 +567,7 @@ func goEnv(t *testing.T, key string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// childRuns reports whether process ppid has a child named comm.
+// childRuns reports whether a process named comm runs below ppid.
 func childRuns(ppid int, comm string) bool { return childPid(ppid, comm) != 0 }
 
 // waitChild waits up to 30 s for a process named comm below ppid.
@@ -604,20 +604,15 @@ func TestRecordInprocLiveKilledRecorder(t *testing.T) {
 	}
 }
 
-// childPid returns the pid of ppid's child named comm, or 0.
+// childPid returns the pid of a process named comm below ppid (record's
+// program is its guard's child), or 0.
 func childPid(ppid int, comm string) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+	for _, pid := range descendantPids(ppid) {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			continue
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || !bytes.HasSuffix(b[:i], []byte("("+comm)) {
-			continue
-		}
-		if f := strings.Fields(string(b[i+1:])); len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			pid, _ := strconv.Atoi(e.Name())
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && bytes.HasSuffix(b[:i], []byte("("+comm)) {
 			return pid
 		}
 	}

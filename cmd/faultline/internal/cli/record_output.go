@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -59,8 +60,10 @@ func (r *recorder) createOutput() (*outputFile, error) {
 		return o, nil
 	}
 	p, err := rec.ResolveOutput(r.opts.output, r.trustedUIDs())
-	if err != nil {
+	if refusal := (*rec.OutputRefusal)(nil); errors.As(err, &refusal) {
 		return nil, prereqError("%v", err)
+	} else if err != nil {
+		return nil, prereqError("cannot create the output: %v", err)
 	}
 	o.path = p
 	if p.Special != nil {

@@ -8,8 +8,8 @@
 // and follow every thread and child the command makes. A Go program cannot
 // fork without exec, hence the re-exec.
 //
-// The package imports only os and syscall, so that the Go runtime runs its
-// init before the packages the rest of faultline needs (protobuf, pprof,
+// The package imports only os, os/signal (for the guard, guard.go) and
+// syscall, so that the Go runtime runs its init before the packages the rest of faultline needs (protobuf, pprof,
 // grpc: about 25 ms of init here), and on the main thread: exec from
 // another thread would hand the pid to a new task and leave the events on
 // the dead one.
@@ -44,8 +44,8 @@ const (
 
 func init() {
 	mode, ok := syscall.Getenv(Env)
-	if !ok {
-		return
+	if _, guard := syscall.Getenv(GuardEnv); !ok || guard {
+		return // not a launcher, or the guard that starts one (guard.go)
 	}
 	os.Exit(run(mode, os.Args[1:], syscall.Environ()))
 }

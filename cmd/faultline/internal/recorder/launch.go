@@ -1,27 +1,41 @@
 package recorder
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
+	"unsafe"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/launch"
 )
 
 // The recorded command is started held by a launcher: the shim's (in
 // process), or faultline itself with package launch (which see) for the
-// protocol both keep. startHeld starts it, release lets it exec the
-// command.
+// protocol both keep. Between record and the launcher runs the guard
+// (launch/guard.go): the subreaper of the command's tree, which kills
+// what is left of it when record ends or dies. startHeld starts them,
+// release lets the launcher exec the command.
 
-// heldCommand is a started launcher waiting to exec the command.
+// heldCommand is a started launcher waiting to exec the command, under
+// its guard.
 type heldCommand struct {
-	cmd  *exec.Cmd
-	gate *os.File // write end of the pipe
-	done chan struct{}
-	err  error // cmd.Wait's
+	guard   *exec.Cmd
+	pid     int      // the launcher's, which becomes the command's
+	gate    *os.File // write end of the gate pipe
+	control *os.File // write end of the guard's control pipe; nil once closed
+	// exited closes when the command has ended, with status and rusage
+	// (wait4's) set; statusKnown is false when the guard died first.
+	exited      chan struct{}
+	status      syscall.WaitStatus
+	rusage      syscall.Rusage
+	statusKnown bool
+	done        chan struct{} // the guard exited: nothing of the tree is left
 	// exits is our end of the socket the launcher sends the exit
 	// notification descriptor over (launch.ExitsEnv), or nil.
 	exits *os.File
@@ -37,11 +51,10 @@ type heldCommand struct {
 // With exits the launcher arms the exit notifications (launch.ExitsEnv):
 // faultline's launcher does that, then runs the shim's (launch.ChainEnv).
 func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
-	r, w, err := os.Pipe()
+	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
 	}
-	defer r.Close()
 	mode := launch.Mode
 	if noTHP {
 		mode = launch.ModeNoTHP
@@ -66,19 +79,13 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 		}
 	}
 	if launcher != "" {
-		h, err := startLauncher(launcher, path, argv, cmdEnv, r, w, stdin, stdout, stderr, extra)
+		h, err := startGuarded(self, launcher, path, argv, cmdEnv, stdin, stdout, stderr, extra)
 		if err == nil {
 			return h, nil
 		}
 	}
-	self, err := os.Executable()
+	h, err := startGuarded(self, self, path, argv, cmdEnv, stdin, stdout, stderr, extra)
 	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
-	}
-	h, err := startLauncher(self, path, argv, cmdEnv, r, w, stdin, stdout, stderr, extra)
-	if err != nil {
-		w.Close()
 		if ours != nil {
 			ours.Close()
 		}
@@ -88,32 +95,72 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 	return h, nil
 }
 
-// startLauncher starts the launcher self, gated by the pipe r, w.
-func startLauncher(self, path string, argv, env []string, r, w *os.File, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*heldCommand, error) {
-	c := exec.Command(self, append([]string{path}, argv...)...)
-	c.Args[0] = argv[0]
-	c.Env = env
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
-	c.ExtraFiles = append([]*os.File{r}, extra...)
-	h := &heldCommand{cmd: c, gate: w, done: make(chan struct{})}
-	// The launcher's parent-death signal follows the forking thread, not
-	// the process: fork from a locked thread that lives until the command
-	// has been waited for, so that only record's own death fires it.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := c.Start(); err != nil {
-			started <- err
-			return
+// startGuarded starts the guard (faultline itself, self), which starts
+// the launcher with argv[0] as its name, gated by a pipe, with extra as
+// its descriptors after the gate.
+func startGuarded(self, launcher, path string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*heldCommand, error) {
+	var pipes [3][2]*os.File // gate, report, control: read and write ends
+	closeAll := func() {
+		for _, p := range pipes {
+			for _, f := range p {
+				if f != nil {
+					f.Close()
+				}
+			}
 		}
-		started <- nil
-		h.err = c.Wait()
-		close(h.done)
-	}()
-	if err := <-started; err != nil {
+	}
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	gateR, gateW := pipes[0][0], pipes[0][1]
+	reportR, reportW := pipes[1][0], pipes[1][1]
+	controlR, controlW := pipes[2][0], pipes[2][1]
+	c := exec.Command(self)
+	c.Args = append([]string{"faultline-guard", launcher, argv[0], path}, argv...)
+	c.Env = append(env, launch.GuardEnv+"="+strconv.Itoa(1+len(extra)))
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	// In the guard: launch.ReportFD, ControlFD, then from GuardExtraFD
+	// on what the launcher gets from 3 on: the gate (launch.FD) first.
+	c.ExtraFiles = append([]*os.File{reportW, controlR, gateR}, extra...)
+	if err := c.Start(); err != nil {
+		closeAll()
 		return nil, err
 	}
+	gateR.Close()
+	reportW.Close()
+	controlR.Close()
+	h := &heldCommand{guard: c, gate: gateW, control: controlW, exited: make(chan struct{}), done: make(chan struct{})}
+	var b [4]byte
+	if _, err := io.ReadFull(reportR, b[:]); err != nil || int32(binary.NativeEndian.Uint32(b[:])) <= 0 {
+		reportR.Close()
+		gateW.Close()
+		controlW.Close()
+		c.Wait()
+		if err == nil {
+			err = syscall.Errno(-int32(binary.NativeEndian.Uint32(b[:])))
+		}
+		return nil, fmt.Errorf("starting %s: %w", launcher, err)
+	}
+	h.pid = int(int32(binary.NativeEndian.Uint32(b[:])))
+	go func() {
+		defer reportR.Close()
+		var rep [4 + unsafe.Sizeof(syscall.Rusage{})]byte
+		if _, err := io.ReadFull(reportR, rep[:]); err == nil {
+			h.status = syscall.WaitStatus(binary.NativeEndian.Uint32(rep[:]))
+			h.rusage = *(*syscall.Rusage)(unsafe.Pointer(&rep[4]))
+			h.statusKnown = true
+		}
+		close(h.exited)
+	}()
+	go func() {
+		c.Wait()
+		close(h.done)
+	}()
 	return h, nil
 }
 
@@ -124,22 +171,50 @@ func (h *heldCommand) release() error {
 	return err
 }
 
-// kill ends the released command, and the processes it started, if it
-// still runs, and reports whether it did.
-func (h *heldCommand) kill() bool {
+// signal sends sig to the command.
+func (h *heldCommand) signal(sig syscall.Signal) {
+	select {
+	case <-h.exited:
+	default:
+		syscall.Kill(h.pid, sig)
+	}
+}
+
+// terminate asks every process of the tree to end (SIGTERM).
+func (h *heldCommand) terminate() {
+	if h.control != nil {
+		h.control.Write([]byte{'T'})
+	}
+}
+
+// treeKillWait bounds how long end waits for the killed tree to be
+// reaped: SIGKILL takes a process out at its next return to user mode,
+// which one in an uninterruptible sleep (a dead NFS server) may never
+// make.
+const treeKillWait = 5 * time.Second
+
+// end kills whatever is left of the tree and waits for the guard to have
+// reaped it; it reports whether the command itself was still running.
+func (h *heldCommand) end() bool {
+	running := false
+	select {
+	case <-h.exited:
+	default:
+		running = true
+	}
+	if h.control != nil {
+		h.control.Close()
+		h.control = nil
+	}
 	select {
 	case <-h.done:
-		return false
-	default:
+	case <-time.After(treeKillWait):
 	}
-	killTree(h.cmd.Process.Pid)
-	<-h.done
-	return true
+	return running
 }
 
 // abort stops a launcher that must not run the command.
 func (h *heldCommand) abort() {
 	h.gate.Close() // the launcher exits 127 on EOF
-	h.cmd.Process.Kill()
-	<-h.done
+	h.end()
 }

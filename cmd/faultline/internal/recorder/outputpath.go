@@ -88,7 +88,7 @@ func ResolveOutput(path string, trusted []int) (*OutputPath, error) {
 	if err != nil {
 		var refusal *OutputRefusal
 		if !errors.As(err, &refusal) {
-			err = fmt.Errorf("-o %s: %w", path, err)
+			err = fmt.Errorf("looking up %s: %w", path, err)
 		}
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,9 +68,13 @@ type Target struct {
 	Duration time.Duration // 0: until Cmd exits or a signal
 
 	Signals <-chan os.Signal // stop requests (SIGINT, SIGTERM, SIGHUP)
-	Stdin   io.Reader        // Cmd's standard streams
-	Stdout  io.Writer
-	Stderr  io.Writer
+	// Following, if set, is told when Cmd has exited and processes it
+	// started still run: the recording goes on until they exit or a stop
+	// request.
+	Following func([]Process)
+	Stdin     io.Reader // Cmd's standard streams
+	Stdout    io.Writer
+	Stderr    io.Writer
 }
 
 // SnapshotOptions say when each process's resident anonymous memory is
@@ -169,7 +172,8 @@ type Program struct {
 	// and PeakRssAnon the largest RssAnon read while it ran (rss.go).
 	MaxRSS, PeakRssAnon uint64
 	StoppedBy           string // "" (Cmd exited), StoppedByDuration, or a signal's name
-	Unfinished          bool   // Cmd was still running when recording stopped
+	Unfinished          bool   // Cmd was still running when recording stopped (then killed)
+	Rest                Descendants
 }
 
 // ShimResult is what the in-process method adds: faults on the shim's own
@@ -213,6 +217,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		return nil, err
 	}
 	rec := &session{cfg: cfg, cpus: cpus, res: &Result{}}
+	defer waitClosed() // last: after the events are closed
 	defer rec.closeAll()
 
 	src, err := cfg.Source.start(rec)
@@ -234,8 +239,8 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			switch {
 			case !rec.released:
 				held.abort()
-			case err != nil && held.kill():
-				err = fmt.Errorf("%w; %w (pid %d, SIGKILL)", err, ErrProgramKilled, held.cmd.Process.Pid)
+			case held.end() && err != nil:
+				err = fmt.Errorf("%w; %w (pid %d, SIGKILL)", err, ErrProgramKilled, held.pid)
 			}
 		}()
 	}
@@ -248,7 +253,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			return nil, err
 		}
 	default:
-		tids = []int{held.cmd.Process.Pid}
+		tids = []int{held.pid}
 	}
 	rec.specs = rec.buildSpecs()
 	if err := rec.open(tids); err != nil {
@@ -351,51 +356,30 @@ func (s *session) closeAll() {
 }
 
 // closeInBackground closes the events of the kernel's static tracepoints
-// (the memory-map calls) without waiting: the last close of a tracepoint's
-// event unregisters it, which waits for an RCU grace period, one
-// tracepoint at a time, holding the kernel's event mutex. A child inherits them and closes them as it
-// exits, after record has gone on; nothing waits for these closes (no
-// tracefs entry is removed after them, unlike a uprobe's). The child holds
-// them for closerHold first: a recording that starts meanwhile (a script
-// recording one command after another) opens the same tracepoints while
-// they are still registered, instead of waiting behind their
-// unregistration, and its own closer then takes over the last close.
-// Only a recording that starts as a closer exits waits (for the
-// unregistration); the longer the hold, the rarer a gap between
-// recordings of just that length. Where no child can start, they
-// are closed here.
+// (the memory-map calls) on a goroutine of its own: the last close of a
+// tracepoint's event unregisters it, which waits for an RCU grace period,
+// one tracepoint at a time, holding the kernel's event mutex. Record
+// waits for it (waitClosed) only when everything else is done, so the
+// wait overlaps the writing of the file's end. Nothing is left running
+// after record: a helper process holding them instead would outlive it.
 func closeInBackground(fds []int) {
 	if len(fds) == 0 {
 		return
 	}
-	files := make([]*os.File, len(fds))
-	for i, fd := range fds {
-		files[i] = os.NewFile(uintptr(fd), "tracepoint")
-	}
-	defer func() {
-		for _, f := range files {
-			f.Close()
+	closing.Add(1)
+	go func() {
+		defer closing.Done()
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
 	}()
-	var cmd *exec.Cmd
-	if bin, err := exec.LookPath("sleep"); err == nil {
-		cmd = exec.Command(bin, closerHold)
-	} else if bin, err := exec.LookPath("true"); err == nil {
-		cmd = exec.Command(bin)
-	} else {
-		return
-	}
-	cmd.ExtraFiles = files
-	if cmd.Start() == nil {
-		go cmd.Wait() // reaped when it exits; nobody waits for it
-	}
 }
 
-// closerHold is how long (sleep(1)'s argument) closeInBackground's child
-// keeps the tracepoints registered: longer than the pauses scripts put
-// between recordings (a second, say), and a sleeping process holding
-// events on a task that has exited costs the system nothing.
-const closerHold = "10"
+// closing counts the closes closeInBackground has under way.
+var closing sync.WaitGroup
+
+// waitClosed waits for closeInBackground's closes.
+func waitClosed() { closing.Wait() }
 
 // buildSpecs lists the events in attr order: the range ring's owner, the
 // faults, the memory-map calls and the source's events, then the stack
@@ -786,7 +770,8 @@ func (s *session) run(held *heldCommand) error {
 		defer t.Stop()
 		timer = t.C
 	}
-	var done <-chan struct{}
+	// done: the command exited; treeDone: so did everything it started.
+	var done, treeDone <-chan struct{}
 	start := time.Now()
 	if held != nil {
 		// A stop request while the events were being opened: do not
@@ -797,15 +782,15 @@ func (s *session) run(held *heldCommand) error {
 		default:
 		}
 		if s.snapSpec != nil {
-			s.snap = startSnapshots(s.snapSpec, held.cmd.Process.Pid, cfg.ResidentEvery, held.exitNotifier())
+			s.snap = startSnapshots(s.snapSpec, held.pid, cfg.ResidentEvery, held.exitNotifier())
 		}
 		if err := held.release(); err != nil {
 			return fmt.Errorf("releasing the command: %w", err)
 		}
 		s.released = true
 		s.res.Ran = true
-		done = held.done
-		s.rssSampler = startRSSSampler(held.cmd.Process.Pid)
+		done = held.exited
+		s.rssSampler = startRSSSampler(held.pid)
 		defer s.rssSampler.stop()
 	}
 	if held == nil && s.snapSpec != nil {
@@ -842,6 +827,11 @@ func (s *session) run(held *heldCommand) error {
 		case <-done:
 			s.res.Wall = time.Since(start)
 			s.exitStatus(held)
+			if stopping || !s.followRest(held) {
+				return s.finalDrain()
+			}
+			done, treeDone = nil, held.done
+		case <-treeDone:
 			return s.finalDrain()
 		case sig := <-cfg.Signals:
 			if s.res.StoppedBy == "" {
@@ -850,8 +840,12 @@ func (s *session) run(held *heldCommand) error {
 			if held == nil {
 				return s.finalDrain()
 			}
+			if treeDone != nil {
+				s.res.Rest.Killed = true
+				return s.finalDrain()
+			}
 			if stopping {
-				held.cmd.Process.Kill() // asked twice
+				held.signal(syscall.SIGKILL) // asked twice
 				continue
 			}
 			// Keep recording until the program exits, so the file is
@@ -863,7 +857,7 @@ func (s *session) run(held *heldCommand) error {
 			forward = time.After(time.Second)
 			grace = time.After(6 * time.Second)
 		case <-forward:
-			held.cmd.Process.Signal(pending)
+			held.signal(pending.(syscall.Signal))
 		case <-timer:
 			if s.res.StoppedBy == "" { // not when a stop request came first
 				s.res.StoppedBy = StoppedByDuration
@@ -871,11 +865,16 @@ func (s *session) run(held *heldCommand) error {
 			if held == nil {
 				return s.finalDrain()
 			}
-			held.cmd.Process.Signal(os.Interrupt)
+			if treeDone != nil {
+				s.res.Rest.Killed = true
+				return s.finalDrain()
+			}
+			held.signal(syscall.SIGINT)
 			stopping = true
 			grace = time.After(5 * time.Second)
 		case <-grace:
-			// The program ignores the request: stop recording, leave it.
+			// The program ignores the request: stop recording; Record kills
+			// it and its tree on the way out (heldCommand.end).
 			s.res.Unfinished = true
 			s.res.Wall = time.Since(start)
 			return s.finalDrain()
@@ -890,6 +889,30 @@ func (s *session) run(held *heldCommand) error {
 		case <-kick:
 		}
 	}
+}
+
+// followRest reports whether processes of the command's tree still run
+// now that it has exited, and tells Following of them.
+func (s *session) followRest(held *heldCommand) bool {
+	select {
+	case <-held.done:
+		return false
+	default:
+	}
+	rest := descendantsOf(held.guard.Process.Pid)
+	if len(rest) == 0 {
+		// Gone between the command's exit and the look.
+		select {
+		case <-held.done:
+		case <-time.After(100 * time.Millisecond):
+		}
+		return false
+	}
+	s.res.Rest.Procs = rest
+	if s.cfg.Following != nil {
+		s.cfg.Following(rest)
+	}
+	return true
 }
 
 // finalDrain drains what is left when recording stops.
@@ -915,23 +938,20 @@ var closedTimeChan = func() <-chan time.Time {
 }()
 
 func (s *session) exitStatus(held *heldCommand) {
-	st := held.cmd.ProcessState
-	if st == nil {
+	if !held.statusKnown {
 		return
 	}
-	s.res.User, s.res.Sys = st.UserTime(), st.SystemTime()
-	if ru, ok := st.SysUsage().(*syscall.Rusage); ok {
-		s.res.MaxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
-	}
+	ru := &held.rusage
+	s.res.User, s.res.Sys = time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
+	s.res.MaxRSS = uint64(ru.Maxrss) << 10 // KiB on Linux
 	if s.rssSampler != nil {
 		s.res.PeakRssAnon = s.rssSampler.stop()
 	}
-	ws, ok := st.Sys().(syscall.WaitStatus)
-	switch {
-	case ok && ws.Signaled():
+	switch ws := held.status; {
+	case ws.Signaled():
 		s.res.Signal = ws.Signal()
 	default:
-		s.res.ExitCode = st.ExitCode()
+		s.res.ExitCode = ws.ExitStatus()
 	}
 }
 
