@@ -170,6 +170,9 @@ type Timeline struct {
 	Start, Tick uint64
 	Faults      []uint64
 	First, Last uint64 // the recording's first and last sample times
+	// Snapshots are the page-table snapshots the recording holds, in
+	// time order.
+	Snapshots []SnapshotPoint
 }
 
 type run struct {
@@ -287,7 +290,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 			}
 		}
 		res.Timeline = &Timeline{Points: out, Start: start, Tick: tick, Faults: faults,
-			First: r.Stats().FirstSample, Last: r.Stats().LastSample}
+			First: r.Stats().FirstSample, Last: r.Stats().LastSample, Snapshots: ru.snap.points}
 	}
 	s.LostWindows = ru.lost.LostWindows
 	s.Tracker = ru.tr.Stats()

@@ -59,7 +59,24 @@ type snapState struct {
 	sum             SnapshotSummary
 	ranges          []attribute.SnapRange
 	hwm, anon, seen map[uint32]int64
+	exit            bool
+	// points are the snapshots taken, for the timeline (at most
+	// maxSnapPoints).
+	points []SnapshotPoint
 }
+
+// SnapshotPoint is one snapshot: when, of which process, what its page
+// tables held of its own (bytes), and whether it was taken at its exit.
+type SnapshotPoint struct {
+	Time uint64
+	Pid  uint32
+	Held int64
+	Exit bool
+}
+
+// maxSnapPoints bounds the points kept for the timeline: a long
+// recording of many processes keeps the first ones.
+const maxSnapPoints = 1 << 16
 
 // snapshotSample applies one faultline:resident record to the resident
 // pages.
@@ -90,7 +107,7 @@ func (ru *run) snapshotSample(in *eventInfo, smp *perfdata.Sample) {
 	ss.ranges = rs
 	if ss.sum.Records == 0 || pid != ss.pid || smp.Time != ss.time {
 		ss.finish()
-		ss.pid, ss.time = pid, smp.Time
+		ss.pid, ss.time, ss.exit = pid, smp.Time, kind == schema.SnapshotExit
 		ss.sum.Snapshots++
 		if kind == schema.SnapshotExit {
 			ss.sum.Exits++
@@ -104,6 +121,9 @@ func (ru *run) snapshotSample(in *eventInfo, smp *perfdata.Sample) {
 
 // finish closes the snapshot gathered so far.
 func (ss *snapState) finish() {
+	if ss.sum.Records > 0 && len(ss.points) < maxSnapPoints {
+		ss.points = append(ss.points, SnapshotPoint{Time: ss.time, Pid: ss.pid, Held: ss.held, Exit: ss.exit})
+	}
 	if ss.held > ss.sum.Held {
 		ss.sum.Held, ss.sum.Tracked = ss.held, ss.tracked
 	}

@@ -39,6 +39,16 @@ type Chart struct {
 	PeakTime  float64 // seconds from the first sample
 	// ProcessAnon is the program's own peak anonymous RSS, when recorded.
 	ProcessAnon int64
+	// Snapshots are the times (seconds from the first sample) the page
+	// tables were read and what each process's held of its own then.
+	Snapshots []Snapshot
+}
+
+// Snapshot is one read of a process's page tables.
+type Snapshot struct {
+	Time  float64
+	Bytes int64
+	Exit  bool // read as the process exited
 }
 
 // Build makes a chart of columns columns and at most top sites (plus
@@ -58,6 +68,11 @@ func Build(res *analyze.Result, title string, columns, top int) (*Chart, error) 
 	}
 	c := &Chart{Title: title, ProcessAnon: res.Summary.Resident.ProcessAnon, PeakBytes: res.Summary.Resident.PeakBytes}
 	c.PeakTime = float64(res.Summary.Resident.Start+res.Summary.Resident.PeakTime-first) / 1e9
+	for _, sp := range tl.Snapshots {
+		if sp.Time >= first {
+			c.Snapshots = append(c.Snapshots, Snapshot{Time: float64(sp.Time-first) / 1e9, Bytes: sp.Held, Exit: sp.Exit})
+		}
+	}
 	ts := make([]uint64, columns)
 	for k := range ts {
 		ts[k] = first + uint64(float64(k+1)*float64(last-first)/float64(columns))
@@ -222,6 +237,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s" fill="#d62728" font-weight="bold">peak %s at %.2f s</text>`+"\n", px+dx, top+14, anchor, mib(c.PeakBytes), c.PeakTime)
 	}
+	c.writeSnapshots(&b, x, y, tmax)
 	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%.1f" y2="%d" stroke="#000"/>`+"\n", left, areaBottom, x(tmax), areaBottom)
 	// Faults per interval.
 	fmax := slices.Max(append(slices.Clone(c.Faults), 1))
@@ -245,6 +261,26 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeSnapshots marks each page-table read at what the process held of
+// its own then: a ring while it ran, a dot as it exited.
+func (c *Chart) writeSnapshots(b *strings.Builder, x, y func(float64) float64, tmax float64) {
+	if len(c.Snapshots) == 0 {
+		return
+	}
+	for _, sp := range c.Snapshots {
+		if sp.Time > tmax {
+			continue
+		}
+		fill := "#ffffff"
+		if sp.Exit {
+			fill = "#000000"
+		}
+		fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s" stroke="#000" stroke-width="1"><title>page tables at %.3f s: %s</title></circle>`+"\n",
+			x(sp.Time), y(float64(sp.Bytes)), fill, sp.Time, mib(sp.Bytes))
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" fill="#333" font-size="12">○ page tables read (the process's own memory), ● at its exit</text>`+"\n", left, top-6)
 }
 
 // WriteHTML writes the chart as an HTML page holding the SVG.

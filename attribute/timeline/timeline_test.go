@@ -224,3 +224,31 @@ func near(c color.Color, want color.RGBA) bool {
 	}
 	return abs(d(r, want.R))+abs(d(g, want.G))+abs(d(b, want.B)) < 24
 }
+
+// TestSVGSnapshots: each page-table read is a circle at its time and
+// bytes, a dot (filled) for one taken at an exit, and the SVG still
+// parses.
+func TestSVGSnapshots(t *testing.T) {
+	c := phasesChart(t)
+	tmax := c.Times[len(c.Times)-1]
+	c.Snapshots = []Snapshot{{Time: tmax / 4, Bytes: 32 << 20}, {Time: tmax, Bytes: 1 << 20, Exit: true}}
+	var b bytes.Buffer
+	if err := c.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	if n := strings.Count(svg, "<circle"); n != 2 {
+		t.Errorf("%d circles, want 2", n)
+	}
+	if !strings.Contains(svg, `fill="#000000" stroke="#000" stroke-width="1"><title>page tables at`) || !strings.Contains(svg, "32.0 MiB</title>") {
+		t.Error("the exit's dot or the 32 MiB read is missing")
+	}
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("SVG does not parse: %v", err)
+		}
+	}
+}

@@ -44,7 +44,11 @@ pprof profile:
                 peaked) and resident_end (at exit); releases are seen when
                 the memory-map calls were recorded (faultline record does;
                 perf: -e 'syscalls:sys_enter_munmap' and the rest,
-                docs/recording.md)
+                docs/recording.md); where faultline record read the page
+                tables (faultline:resident) the figures are set to them at
+                each read; untouched (bytes allocated never resident while
+                the allocation lived) and huge (bytes of resident_peak in
+                huge pages)
   stacks        --by alloc: the allocation's call stack from its site: the
                 leaf is the first frame in your own code (see below), so
                 go tool pprof -top lists the summary's sites; the library
