@@ -15,6 +15,10 @@
 #                   testdata/alloc/symfs's, so analyze them with
 #                   --symfs testdata/alloc/symfs. Recorded now, with the
 #                   memory-map calls (the allocators' own mappings).
+#
+# src/goprog (Go) and src/m.rs (Rust) are not recorded here: they are built
+# and recorded live by cmd/faultline/internal/cli/record_lang_live_test.go
+# (root, go, rustc in PATH or ~/.cargo/bin).
 set -euo pipefail
 export LC_ALL=C
 
