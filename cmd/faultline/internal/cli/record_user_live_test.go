@@ -31,6 +31,15 @@ func asUser(t *testing.T) *syscall.Credential {
 	if os.Geteuid() != 0 {
 		return nil
 	}
+	if c := userCred(); c != nil {
+		return c
+	}
+	t.Skip("no user fltest or nobody to record as")
+	return nil
+}
+
+// userCred returns the credentials of fltest, else nobody, or nil.
+func userCred() *syscall.Credential {
 	for _, name := range []string{"fltest", "nobody"} {
 		u, err := user.Lookup(name)
 		if err != nil {
@@ -40,7 +49,6 @@ func asUser(t *testing.T) *syscall.Credential {
 		gid, _ := strconv.Atoi(u.Gid)
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	}
-	t.Skip("no user fltest or nobody to record as")
 	return nil
 }
 
