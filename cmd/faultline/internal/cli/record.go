@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -371,100 +368,12 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	return o, nil
 }
 
-// system is the outside world record reaches; tests substitute a fake.
-// libc.System holds the file and command access (LookPath, Run, ReadFile,
-// Open, Exists, Inode, Getenv).
-type system interface {
-	libc.System
-	// AppendLine writes line to path in one write(2), as tracefs control
-	// files want.
-	AppendLine(path, line string) error
-	Geteuid() int
-	Getpid() int
-	MountTracefs(dir string) error
-	// Fchown hands an open file to uid:gid (gid -1 keeps the group).
-	Fchown(f *os.File, uid, gid int) error
-	// ProcessAlive reports whether a process with this pid exists.
-	ProcessAlive(pid int) bool
-	// IsRegular reports whether path (symlinks followed) is a regular file.
-	IsRegular(path string) (bool, error)
-	// Executable reports, as access(2) with X_OK, whether this process may
-	// execute path.
-	Executable(path string) error
-}
+// system is the outside world record reaches (rec.System); tests
+// substitute a fake.
+type system = rec.System
 
-type realSystem struct{}
-
-func (realSystem) LookPath(file string) (string, error) { return exec.LookPath(file) }
-
-func (realSystem) Run(name string, args ...string) ([]byte, []byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	c := exec.CommandContext(ctx, name, args...)
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.Bytes(), errb.Bytes(), err
-}
-
-func (realSystem) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
-
-func (realSystem) Open(path string) (libc.File, error) { return os.Open(path) }
-
-func (realSystem) AppendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write([]byte(line + "\n"))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func (realSystem) Exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-func (realSystem) Inode(path string) (uint64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, fmt.Errorf("%s: no inode", path)
-	}
-	return st.Ino, nil
-}
-
-func (realSystem) Geteuid() int { return os.Geteuid() }
-func (realSystem) Getpid() int  { return os.Getpid() }
-
-func (realSystem) MountTracefs(dir string) error {
-	return unix.Mount("nodev", dir, "tracefs", 0, "")
-}
-
-func (realSystem) Getenv(key string) string { return os.Getenv(key) }
-
-func (realSystem) Fchown(f *os.File, uid, gid int) error { return f.Chown(uid, gid) }
-
-func (realSystem) ProcessAlive(pid int) bool {
-	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, unix.EPERM)
-}
-
-func (realSystem) Executable(path string) error { return unix.Access(path, unix.X_OK) }
-
-func (realSystem) IsRegular(path string) (bool, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false, err
-	}
-	return fi.Mode().IsRegular(), nil
-}
+// realSystem is the machine itself.
+type realSystem = rec.OS
 
 // recorder runs one recording.
 type recorder struct {
@@ -698,47 +607,19 @@ func (r *recorder) exitStatus(res *rec.Result) error {
 	return nil
 }
 
-// checkExecutable refuses what execve(2) would refuse with EACCES or
-// ENOEXEC, before any probe is added: a file that is not regular, has no
-// execute permission, or is neither ELF nor a #! script.
-func (r *recorder) checkExecutable(path string) error {
-	regular, err := r.sys.IsRegular(path)
-	if err != nil {
-		return err
-	}
-	if !regular {
-		return errors.New("not a regular file")
-	}
-	if err := r.sys.Executable(path); err != nil {
-		return fmt.Errorf("no execute permission (%v); chmod +x it", err)
-	}
-	f, err := r.sys.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	var head [4]byte
-	n, _ := f.ReadAt(head[:], 0)
-	if !bytes.HasPrefix(head[:n], []byte("\x7fELF")) && !bytes.HasPrefix(head[:n], []byte("#!")) {
-		return errors.New("neither an ELF binary nor a #! script")
+// checkExecutable refuses what execve(2) would refuse, before any probe
+// is added (rec.CheckExecutable).
+func (r *recorder) checkExecutable(path string) error { return rec.CheckExecutable(r.sys, path) }
+
+func (r *recorder) checkPrivileges() error {
+	if err := rec.CheckUprobePrivileges(r.sys); err != nil {
+		return prereqError("%v. Run: sudo faultline record ...", err)
 	}
 	return nil
 }
 
-func (r *recorder) checkPrivileges() error {
-	if r.sys.Geteuid() == 0 {
-		return nil
-	}
-	return prereqError("must run as root: adding uprobes writes /sys/kernel/tracing/uprobe_events, which only root may do (perf_event_paranoid is %s). Run: sudo faultline record ...", r.paranoid())
-}
-
 // paranoid is /proc/sys/kernel/perf_event_paranoid's value, or "unknown".
-func (r *recorder) paranoid() string {
-	if b, err := r.sys.ReadFile("/proc/sys/kernel/perf_event_paranoid"); err == nil {
-		return strings.TrimSpace(string(b))
-	}
-	return "unknown"
-}
+func (r *recorder) paranoid() string { return rec.Paranoid(r.sys) }
 
 // openTracefs finds tracefs, or mounts it and says so.
 func (r *recorder) openTracefs() (*rec.Tracefs, error) {
@@ -770,46 +651,24 @@ func (r *recorder) removeStale(t *rec.Tracefs) error {
 	return nil
 }
 
-// findLibc returns the object whose allocator record probes: --libc, the
-// allocator of the process (-p: libc.ForProcessAllocator), the object
-// CMD's malloc binds to
-// (libc.FindAllocator: an LD_PRELOADed allocator, the program itself, a
-// DT_NEEDED library), or /bin/sh's for -a without a command.
+// findLibc returns the object whose allocator record probes
+// (rec.FindAllocator), and keeps the allocator found.
 func (r *recorder) findLibc(cmdPath string) (string, error) {
-	if r.opts.libc != "" {
-		if !r.sys.Exists(r.opts.libc) {
-			return "", prereqError("--libc %s: no such file", r.opts.libc)
-		}
-		return r.opts.libc, nil
-	}
-	if r.opts.pid > 0 {
-		a, err := libc.ForProcessAllocator(r.sys, r.opts.pid)
-		if err != nil {
-			return "", prereqError("%v", err)
-		}
-		r.alloc = a
-		return a.Path, nil
-	}
-	target := cmdPath
-	if target == "" {
-		p, err := libc.ResolveCommand(r.sys, "/bin/sh")
-		if err != nil {
-			return "", prereqError("%v", err)
-		}
-		target = p
-	}
-	a, err := r.allocator(target)
+	lib, a, err := rec.FindAllocator(r.sys, rec.AllocatorRequest{Libc: r.opts.libc, Pid: r.opts.pid, Cmd: cmdPath})
 	if err != nil {
 		return "", prereqError("%v", err)
 	}
-	return a.Path, nil
+	if a != nil {
+		r.alloc = a
+	}
+	return lib, nil
 }
 
 // allocator finds (once) the allocator the program at path binds malloc
 // to, with the environment CMD inherits from record.
 func (r *recorder) allocator(path string) (*libc.Allocator, error) {
 	if r.alloc == nil {
-		a, err := libc.FindAllocator(r.sys, path, r.sys.Getenv("LD_PRELOAD"))
+		_, a, err := rec.FindAllocator(r.sys, rec.AllocatorRequest{Cmd: path})
 		if err != nil {
 			return nil, err
 		}
@@ -818,10 +677,7 @@ func (r *recorder) allocator(path string) (*libc.Allocator, error) {
 	return r.alloc, nil
 }
 
-func (r *recorder) thpEnabled() bool {
-	b, err := r.sys.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
-	return err == nil && bytes.Contains(b, []byte("[always]"))
-}
+func (r *recorder) thpEnabled() bool { return rec.THPEnabled(r.sys) }
 
 // shellQuote renders args for a log line a user can paste.
 func shellQuote(args []string) string {

@@ -2,9 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"os/user"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
@@ -15,31 +12,9 @@ import (
 // the program itself), a system-wide one may.
 const defaultBuildIDCacheMax = 1024
 
-// buildIDCache is where the recording's binaries go: $PERF_BUILDID_DIR,
-// else ~/.debug of the user who ran sudo (owning what is created), else
-// $HOME/.debug.
+// buildIDCache is where the recording's binaries go (rec.BuildIDCacheFor).
 func (r *recorder) buildIDCache() (*rec.BuildIDCache, error) {
-	c := &rec.BuildIDCache{UID: -1, GID: -1, MaxBytes: int64(r.opts.buildIDCacheMax) << 20}
-	if uid, err := strconv.Atoi(r.sys.Getenv("SUDO_UID")); err == nil && uid != 0 && r.sys.Geteuid() == 0 {
-		u, err := user.LookupId(strconv.Itoa(uid))
-		if err != nil {
-			return nil, fmt.Errorf("the sudo user (uid %d) has no home directory to hold the build-id cache: %v", uid, err)
-		}
-		c.UID, c.GID = uid, -1
-		if gid, err := strconv.Atoi(r.sys.Getenv("SUDO_GID")); err == nil {
-			c.GID = gid
-		}
-		c.Dir = filepath.Join(u.HomeDir, ".debug")
-	} else if h := r.sys.Getenv("HOME"); h != "" {
-		c.Dir = filepath.Join(h, ".debug")
-	}
-	if d := r.sys.Getenv("PERF_BUILDID_DIR"); d != "" {
-		c.Dir = d
-	}
-	if c.Dir == "" {
-		return nil, fmt.Errorf("no home directory for the build-id cache (set HOME or PERF_BUILDID_DIR)")
-	}
-	return c, nil
+	return rec.BuildIDCacheFor(r.sys, int64(r.opts.buildIDCacheMax)<<20)
 }
 
 // cacheBuildIDs copies the recording's binaries into perf's build-id

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 )
 
 // Recording methods (--method).
 const (
-	methodAuto    = "auto"
-	methodInproc  = "inproc"
-	methodUprobes = "uprobe"
+	methodAuto    = rec.MethodAuto
+	methodInproc  = rec.MethodInProcess
+	methodUprobes = rec.MethodUprobes
 )
 
 // Shared-memory rings of the in-process method: one per thread of the
@@ -41,41 +40,16 @@ const (
 	inprocStackPages = 512
 )
 
-// chooseMethod picks the recording method for this run, and says why.
+// chooseMethod picks the recording method for this run, and says why
+// (rec.ChooseMethod); a method asked for that cannot record the target is
+// a usage error.
 func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) {
 	o := r.opts
-	switch o.method {
-	case methodUprobes:
-		return methodUprobes, "as asked (--method uprobe)", nil
-	case methodInproc:
-		switch {
-		case len(o.cmd) == 0:
-			return "", "", usageError("record: --method inproc records a command it starts, not -p or -a")
-		case !shim.Supported():
-			return "", "", usageError("record: --method inproc: the allocator shim is built for x86-64 only")
-		}
-		if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
-			return "", "", usageError("record: --method inproc: %s; use --method uprobe", why)
-		}
-		return methodInproc, "as asked (--method inproc)", nil
+	method, why, err = rec.ChooseMethod(r.sys, rec.MethodRequest{Method: o.method, Cmd: cmdPath, Pid: o.pid, All: o.all, Libc: o.libc})
+	if err != nil {
+		return "", "", usageError("record: %v", err)
 	}
-	switch {
-	case o.pid > 0:
-		return methodUprobes, "a running process (-p) cannot be preloaded", nil
-	case o.all:
-		return methodUprobes, "system-wide (-a) recording probes every process", nil
-	case o.libc != "":
-		return methodUprobes, "--libc names the library to probe", nil
-	case !shim.Supported():
-		return methodUprobes, "the allocator shim is built for x86-64 only", nil
-	}
-	if ok, why := libc.Preloadable(r.sys, cmdPath); !ok {
-		return methodUprobes, why, nil
-	}
-	// A shared allocator with entry points of its own (operator new and
-	// delete, mallocx, tc_new, mi_zalloc) gets the shim object of its
-	// family (shim.ObjectFor), which records those too.
-	return methodInproc, "", nil
+	return method, why, nil
 }
 
 // stackOptions are the recording's stack options, from the flags.

@@ -1,10 +1,15 @@
 // Package recorder records what faultline analyze needs with
-// perf_event_open itself: allocator uprobes and user page faults without
-// stacks in one ring per CPU (every call, nothing lost), the allocation
-// entries again with DWARF stacks in rings of their own (every allocation of
-// at least StackMin bytes, 1 in StackEvery of the smaller ones), and the
-// MMAP2/COMM/FORK/EXIT sideband; it writes a perf.data, file or pipe mode,
-// through perfdata.Writer. The probes themselves (tracefs) are the caller's.
+// perf_event_open itself: the program's allocator calls from a Source
+// (source.go: uprobes on the allocator's entry points, uprobes.go, or a
+// shim preloaded into the command, inproc.go), its page faults and
+// memory-map calls, the allocation entries again with DWARF stacks (every
+// allocation of at least StackMin bytes, 1 in StackEvery of the smaller
+// ones), and the MMAP2/COMM/FORK/EXIT sideband; it writes a perf.data,
+// file or pipe mode, through perfdata.Writer, with the event names and
+// fields perfdata/schema defines. The setup around a recording is here
+// too (setup.go: the method's choice, privileges, the allocator to probe,
+// the build-id cache; probes.go: tracefs and the probes), reached through
+// System; the command adds its flags and its summary.
 package recorder
 
 import (
