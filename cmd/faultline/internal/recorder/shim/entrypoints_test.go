@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -137,8 +138,14 @@ func TestEntryPointsHeader(t *testing.T) {
 		}
 	}
 	for i := NumCFuncs; i < NumFuncs; i++ {
-		if len(schema.EntryPoints[i].Families) == 0 {
-			t.Errorf("schema.EntryPoints[%d] (%s) is for every family but comes after the C names", i, schema.EntryPoints[i].Event)
+		e := &schema.EntryPoints[i]
+		if len(e.Families) == 0 {
+			t.Errorf("schema.EntryPoints[%d] (%s) is for every family but comes after the C names", i, e.Event)
+		}
+		// family.c reads the bytes asked for from the size argument, and
+		// forwards at most four arguments, three of them recorded.
+		if e.Role != schema.EntryFree && !slices.Contains(e.Args, "size") || len(e.Args) > 3 {
+			t.Errorf("schema.EntryPoints[%d] (%s): arguments %v: the shim needs a size (allocating) and at most three", i, e.Event, e.Args)
 		}
 	}
 }
