@@ -8,9 +8,9 @@ import (
 )
 
 // testdata/crafted/sametime.data: 16 Mi faults all at 1 ms, then a LOST
-// record at 1 ms. The tracker used to keep every fault's time (8 bytes
-// each: 128 MiB here, growing without end); now faults at one time are one
-// run. The loss opens the window [1 ms, 1 ms] (the last sample before it
+// record at 1 ms. Faults at one time must be one run in the tracker, not
+// a time each (8 bytes a fault: 128 MiB here, growing without end). The
+// loss opens the window [1 ms, 1 ms] (the last sample before it
 // is at 1 ms), which holds every fault.
 func TestLostTrackerSameTime(t *testing.T) {
 	const path = "../../testdata/crafted/sametime.data"

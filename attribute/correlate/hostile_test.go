@@ -54,7 +54,7 @@ func TestFtraceHostileLines(t *testing.T) {
 		t.Errorf("[LOST 7]x: %d faults, %d lost; want 1 and 123", len(log.Faults), log.Lost)
 	}
 	// The largest timestamp int64 nanoseconds hold, and one past it,
-	// which used to wrap negative.
+	// which must be refused, not wrap negative.
 	log, err = ReadFtrace(strings.NewReader(faultLine("p", "9223372036.854775807", 0x10008)), FaultFilter{})
 	if err != nil || len(log.Faults) != 1 || log.Faults[0].Time != 1<<63-1 {
 		t.Errorf("9223372036.854775807 s: %v %+v", err, log)
@@ -82,8 +82,8 @@ func sameTimeLog(t testing.TB, n int) (*FaultLog, []byte) {
 }
 
 // Many faults on one page at one timestamp cost time linear in their
-// number: 8 times the faults take well under 64 times as long (the
-// quadratic cost measured on main: 100k 2.2 s, 400k 28 s).
+// number: 8 times the faults take well under the 64 times as long a
+// quadratic cost would.
 func TestSamePageSameTimeLinear(t *testing.T) {
 	if testing.Short() {
 		t.Skip("times 400k faults; skipped with -short")
@@ -133,8 +133,8 @@ func TestSamePageSameTimeLinear(t *testing.T) {
 }
 
 // An access log in reverse time order is said to be one; with exactly one
-// exact match the offset comes from it (the summary used to say no
-// fault's page was in the access log).
+// exact match the offset comes from it (the summary does not say that no
+// fault's page is in the access log).
 func TestAccessLogOrderAndOneMatch(t *testing.T) {
 	log, err := ReadFtrace(strings.NewReader(faultLine("p", "100.000100", 0x10008)+faultLine("p", "100.200100", 0x20008)), FaultFilter{})
 	if err != nil {

@@ -40,12 +40,8 @@ const (
 // wanted reports whether a faultline run with these arguments builds a
 // heap that huge pages pay for. Not record's: its heap is a few megabytes
 // touched once, and a huge page the kernel must find and clear costs more
-// than the 4 KiB faults it saves where those are cheap. On the 2-core
-// virtual machine this was measured on (a 4 KiB first touch about 2 µs,
-// a cold huge page 0.2-6 ms), 20 interleaved runs: record -- true took
-// 25.2 ms with the heap advised, 22.7 ms without (record of the C++
-// containers program: 93 ms either way); analyze of a 4M-call recording,
-// 5 runs: 2.03 s with it, 2.47 s without.
+// than the 4 KiB faults it saves where those are cheap; analyze's larger
+// heap gains (docs/performance.md has the measurements).
 func wanted(args []string) bool {
 	return len(args) < 2 || args[1] != "record"
 }
