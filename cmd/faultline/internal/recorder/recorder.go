@@ -411,10 +411,20 @@ func (s *session) buildSpecs() []*spec {
 	// kernel accounts them once handled (mm_account_fault), not at entry
 	// as page-faults is, so a sample's DATA_PAGE_SIZE is the size of the
 	// page the fault mapped: 2 MiB for a huge page.
+	//
+	// Not with a stack twin (--fault-stacks 1 in N): the kernel's shared
+	// sample data (twins.go) then writes copies that fit neither layout
+	// (perf script: "Can't parse sample"), so the faults go without
+	// DATA_PAGE_SIZE and only the page-table reads see huge pages.
+	_, uprobes := s.src.(*uprobeSource)
+	var pageSize perfdata.SampleFormat = perfdata.SampleDataPageSize
+	if cfg.FaultStacks && (cfg.StackEvery > 1 || !uprobes) {
+		pageSize = 0
+	}
 	l.addDummy(kindRange)
 	l.add(&spec{name: faultEvents[0], kind: kindRange, attr: perfdata.Attr{
 		Type: perfdata.TypeSoftware, Config: uint64(perfdata.SWPageFaultsMin), SamplePeriod: 1,
-		SampleType: baseSampleType | perfdata.SampleAddr | perfdata.SampleDataPageSize, ReadFormat: readFormat,
+		SampleType: baseSampleType | perfdata.SampleAddr | pageSize, ReadFormat: readFormat,
 		Flags: l.flags | perfdata.AttrExcludeKernel | trackFlags, ClockID: l.clock}})
 	s.mapCallSpecs(l.add, l.flags, l.clock)
 	major := l.specs[1].attr
@@ -428,7 +438,6 @@ func (s *session) buildSpecs() []*spec {
 		s.snapSpec = snapSpec(l.flags, l.clock)
 	}
 	s.src.events(l)
-	_, uprobes := s.src.(*uprobeSource)
 	switch {
 	case cfg.FaultStacks && cfg.StackEvery == 1 && uprobes:
 		// Every fault: the fault event takes the stack itself. A twin
