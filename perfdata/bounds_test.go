@@ -37,11 +37,12 @@ func queueWatch(r *Reader) (records int, maxQueued, maxLive int64) {
 
 // zbomb.data expands to 1.25 GiB of samples at one time without a
 // FINISHED_ROUND: the queue must stay within its bound while the reader
-// decodes, and the inflate-ratio guard must stop it with a clear error at
-// the first GiB (the file expands ~10800×; the guard allows 1000×).
+// decodes. The inflate-ratio guard would stop it in the first 4 MiB
+// (TestInflateRatioBoundsWork): here it is off, and MaxInflated stops it
+// at 1 GiB with a clear error.
 func TestQueueBoundZbomb(t *testing.T) {
 	if os.Getenv("FAULTLINE_CHILD") == "zbomb" {
-		r, err := Open(craftedDir+"zbomb.data", nil)
+		r, err := Open(craftedDir+"zbomb.data", &Options{MaxInflateRatio: -1, MaxInflated: 1 << 30})
 		if err != nil {
 			fmt.Println("open:", err)
 			os.Exit(3)
@@ -62,13 +63,14 @@ func TestQueueBoundZbomb(t *testing.T) {
 	if flushes == 0 || q > DefaultQueueSize+4152+qentCost || live > DefaultQueueSize+maxChunkSize {
 		t.Errorf("queue not bounded: %d forced flushes, at most %d bytes queued (bound %d), %d bytes of chunks pinned", flushes, q, DefaultQueueSize, live)
 	}
-	// The guard fires after the first GiB: 1 GiB less what the last
-	// COMPRESSED record left uncut (at most maxDecompressed) was delivered
-	// first, in 4152-byte samples, fewer than the 315684 in the file.
-	if lo := int64(1<<30-maxDecompressed) / 4152; n < lo || n >= 315684 {
+	// The limit trips at 1 GiB of work: 1 GiB less what the last
+	// COMPRESSED record left uncut (at most maxDecompressed) was
+	// delivered first, in 4152-byte samples charged 4152+256 bytes each,
+	// fewer than the 315684 in the file.
+	if lo := int64(1<<30-maxDecompressed) / (4152 + recordCharge); n < lo || n >= 315684 {
 		t.Errorf("%d records delivered, want between %d and 315683", n, lo)
 	}
-	if !strings.Contains(out, "compressed records expand") || !strings.Contains(out, "corrupt or crafted") {
+	if !strings.Contains(out, "compressed records expand to more than 1024 MiB in all") {
 		t.Errorf("no clear error about the expansion in %q", out)
 	}
 	if rss > 1<<30 || took > 60*time.Second {
@@ -79,7 +81,7 @@ func TestQueueBoundZbomb(t *testing.T) {
 // MaxInflated caps the total a file may inflate to, whatever the ratio.
 func TestMaxInflated(t *testing.T) {
 	p := readCrafted(t, "zbomb.data")
-	r, err := New(bytes.NewReader(p), int64(len(p)), &Options{MaxInflated: 100 << 20, Order: FileOrder})
+	r, err := New(bytes.NewReader(p), int64(len(p)), &Options{MaxInflated: 100 << 20, MaxInflateRatio: -1, Order: FileOrder})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,38 @@ func TestMaxInflated(t *testing.T) {
 	// after two records' worth of 4152-byte samples (~21k) at most.
 	if n == 0 || n > 3*(44<<20)/4152 {
 		t.Errorf("%d records before the limit", n)
+	}
+}
+
+// TestInflateRatioBoundsWork: by default, what compressed records expand
+// to, counting each record 256 bytes more than it holds, stays within
+// inflateFloor plus DefaultMaxInflateRatio times the compressed bytes,
+// and the reader stops with a clear error where a file goes past it:
+// zbomb.data (4152-byte samples, ~10800×) and roundbomb.data (a GiB of
+// 8-byte FINISHED_ROUND records from 90 KB: reading it whole took 32 s).
+func TestInflateRatioBoundsWork(t *testing.T) {
+	for _, name := range []string{"zbomb.data", "roundbomb.data"} {
+		p := readCrafted(t, name)
+		r, err := New(bytes.NewReader(p), int64(len(p)), &Options{Order: FileOrder})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		start := time.Now()
+		for r.Next() {
+			n++
+		}
+		took := time.Since(start)
+		work := r.src.inflated // bytes inflated plus recordCharge a record
+		r.Close()
+		if err := r.Err(); err == nil || !strings.Contains(err.Error(), "corrupt or crafted") {
+			t.Errorf("%s: err = %v, want the inflate ratio named", name, err)
+		}
+		// The error is set once the work passes the limit: by one record.
+		if limit := int64(inflateFloor) + DefaultMaxInflateRatio*int64(len(p)) + recordCharge + 1; work > limit {
+			t.Errorf("%s: %d bytes of work from %d bytes, more than %d", name, work, len(p), limit)
+		}
+		t.Logf("%s: %d bytes, %d records delivered, %d bytes of work, %v", name, len(p), n, work, took)
 	}
 }
 

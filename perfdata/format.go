@@ -77,11 +77,24 @@ var recordNames = map[RecordType]string{
 
 // String returns perf's name for the record type (as in perf report --stats).
 func (t RecordType) String() string {
+	if int(t) < len(recordNameTable) && recordNameTable[t] != "" {
+		return recordNameTable[t] // every record's buffer names its type: no map lookup
+	}
 	if s, ok := recordNames[t]; ok {
 		return s
 	}
 	return "UNKNOWN_" + strconv.FormatUint(uint64(t), 10)
 }
+
+// recordNameTable is recordNames for the types below 128.
+var recordNameTable = func() (tab [128]string) {
+	for t, s := range recordNames {
+		if int(t) < len(tab) {
+			tab[t] = s
+		}
+	}
+	return tab
+}()
 
 // SampleFormat is perf_event_attr.sample_type: a set of PERF_SAMPLE_* bits
 // (enum perf_event_sample_format) saying which fields a sample carries.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"math"
 	"math/bits"
 	"os"
 	"slices"
@@ -94,16 +95,24 @@ type Options struct {
 	// times are then delivered out of order and counted in Stats.Unordered.
 	QueueSize int64
 	// MaxInflated caps the bytes decompressed from COMPRESSED records of
-	// one input; 0 means DefaultMaxInflated. Beyond the first GiB the
-	// data must also not expand more than maxInflateRatio times the
-	// compressed bytes read (perf's zstd reaches about 100×).
+	// one input; 0 means DefaultMaxInflated. Beyond the first 4 MiB the
+	// data must also not expand more than MaxInflateRatio times the
+	// compressed bytes read, counting each record as 256 bytes more than
+	// it holds (perf's zstd reaches about 100×), so that reading costs a
+	// bounded time per byte of input.
 	MaxInflated int64
+	// MaxInflateRatio is that ratio; 0 means DefaultMaxInflateRatio, a
+	// negative value none.
+	MaxInflateRatio int64
 }
 
 // Defaults for Options.
 const (
 	DefaultQueueSize   = 64 << 20
 	DefaultMaxInflated = 64 << 30
+	// DefaultMaxInflateRatio is ten times what perf's zstd reaches on
+	// DWARF-stack recordings.
+	DefaultMaxInflateRatio = 1000
 )
 
 // Stats counts what the reader has delivered (like perf report --stats).
@@ -258,6 +267,12 @@ func newReader(opts *Options) *Reader {
 	r.src.maxInflated = r.opts.MaxInflated
 	if r.src.maxInflated <= 0 {
 		r.src.maxInflated = DefaultMaxInflated
+	}
+	switch r.src.maxRatio = r.opts.MaxInflateRatio; {
+	case r.src.maxRatio == 0:
+		r.src.maxRatio = DefaultMaxInflateRatio
+	case r.src.maxRatio < 0:
+		r.src.maxRatio = math.MaxInt64 / (1 << 40) // a ratio no file reaches
 	}
 	r.src.r = r
 	return r

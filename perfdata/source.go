@@ -106,8 +106,12 @@ type source struct {
 	dOff int64 // offset of the COMPRESSED record the data at dpos came from
 	eof  bool
 
-	inflated, deflated int64 // bytes decompressed so far, and compressed bytes they came from
+	// inflated is the work compressed records have made so far: the bytes
+	// decompressed, plus recordCharge for each record cut from them;
+	// deflated, the compressed bytes they came from.
+	inflated, deflated int64
 	maxInflated        int64
+	maxRatio           int64 // Options.MaxInflateRatio
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
@@ -176,7 +180,18 @@ func (s *source) decompress(payload []byte, off int64) error {
 	if budget < limit {
 		limit = max(budget, 0)
 	}
+	// Nor more than the inflate ratio allows with this record's bytes.
+	ratioBudget := max(inflateFloor, s.maxRatio*(s.deflated+int64(len(payload)))) - s.inflated
+	byRatio := ratioBudget < limit
+	if byRatio {
+		limit = max(ratioBudget, 0)
+	}
 	s.dbuf, err = s.z.feed(payload, s.dbuf, int(limit)+len(s.dbuf))
+	if errors.Is(err, errDecompressedTooBig) && byRatio {
+		s.deflated += int64(len(payload))
+		s.inflated = max(inflateFloor, s.maxRatio*s.deflated) + 1
+		return s.checkInflated(off)
+	}
 	if errors.Is(err, errDecompressedTooBig) && limit == budget {
 		s.inflated = s.maxInflated + 1
 		return s.checkInflated(off)
@@ -189,20 +204,26 @@ func (s *source) decompress(payload []byte, off int64) error {
 	return s.checkInflated(off)
 }
 
-// maxInflateRatio bounds how much compressed records may expand once more
-// than inflateFloor bytes came out of them. perf's zstd shrinks DWARF-stack
-// recordings about 100×; a few MB that inflate to tens of GB are a bomb.
+// maxRatio bounds how much work compressed records may make, per
+// compressed byte, once they have made more than inflateFloor: work is
+// what they inflate to plus recordCharge per record, since reading a
+// record (and analyzing a sample) costs about as much as 256 of its
+// bytes, however small it is.
+// perf's zstd shrinks DWARF-stack recordings about 100×, faultline
+// record's about 50×; a file of no content whose small records expand
+// ten thousand times (a GiB of FINISHED_ROUND from 90 KB) is a bomb, and
+// bounded so, reading costs a bounded time per byte of input.
 const (
-	maxInflateRatio = 1000
-	inflateFloor    = 1 << 30
+	inflateFloor = 4 << 20
+	recordCharge = 256
 )
 
 func (s *source) checkInflated(off int64) error {
 	switch {
 	case s.inflated > s.maxInflated:
 		return &FormatError{Offset: off, Msg: fmt.Sprintf("compressed records expand to more than %d MiB in all, the limit for one input; split the recording (perf record --switch-output) or record without -z", s.maxInflated>>20)}
-	case s.inflated > inflateFloor && s.inflated/maxInflateRatio > s.deflated:
-		return &FormatError{Offset: off, Msg: fmt.Sprintf("compressed records expand %d× (%d bytes to %d MiB so far), more than the %d× perf's zstd output can reach: the file is corrupt or crafted", s.inflated/max(s.deflated, 1), s.deflated, s.inflated>>20, maxInflateRatio)}
+	case s.inflated > inflateFloor && s.inflated/s.maxRatio > s.deflated:
+		return &FormatError{Offset: off, Msg: fmt.Sprintf("compressed records expand %d× (%d bytes to %d MiB of records so far, counting %d bytes a record), more than the %d× perf's zstd output can reach: the file is corrupt or crafted", s.inflated/max(s.deflated, 1), s.deflated, s.inflated>>20, recordCharge, s.maxRatio)}
 	}
 	return nil
 }
@@ -222,6 +243,11 @@ func (s *source) nextDecompressed() (rawRec, bool) {
 	}
 	if size > len(p) {
 		return rawRec{}, false // continues in the next COMPRESSED record
+	}
+	if s.inflated += recordCharge; s.inflated > inflateFloor && s.inflated/s.maxRatio > s.deflated {
+		s.r.fail(s.checkInflated(s.dOff))
+		s.dbuf, s.dpos = s.dbuf[:0], 0
+		return rawRec{}, false
 	}
 	b, ch := s.arena.alloc(size)
 	copy(b, p[:size])

@@ -75,6 +75,36 @@ def zbomb():
     print(f"  {n} samples of {len(sample)} bytes = {n * len(sample)} bytes uncompressed")
 
 
+REC_FINISHED_ROUND = 68
+
+
+def roundbomb():
+    """roundbomb.data: pipe mode, one page-fault event, then COMPRESSED
+    records (one zstd stream cut every 4 KiB) that expand to 1 GiB of
+    FINISHED_ROUND records, 8 bytes each and nothing else: 134 million
+    records of no content, whose reading must cost in proportion to the
+    file's bytes, not to what they expand to."""
+    st = S_IP | S_TID | S_TIME | S_ADDR
+    rnd = struct.pack("<IHH", REC_FINISHED_ROUND, 0, 8)
+    chunk = rnd * (1 << 17)  # 1 MiB
+    p = subprocess.Popen(["zstd", "-q", "-19", "-c"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    import threading
+    out_z = []
+    t = threading.Thread(target=lambda: out_z.append(p.stdout.read()))
+    t.start()
+    for _ in range(1024):
+        p.stdin.write(chunk)
+    p.stdin.close()
+    t.join()
+    p.wait()
+    z = out_z[0]
+    out = bytearray(pipe_header(st))
+    for i in range(0, len(z), 4096):
+        out += rec_nopad(REC_COMPRESSED, z[i:i + 4096])
+    write("roundbomb.data", bytes(out))
+    print(f"  {1 << 27} FINISHED_ROUND records = {1 << 30} bytes uncompressed")
+
+
 def endless():
     """endless.data: pipe mode, one page-fault event, then one block of 64
     samples whose times fall from 64000 to 1000 ns and no FINISHED_ROUND.
@@ -248,7 +278,7 @@ def dwarfbomb(src):
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["zbomb", "endless", "escape", "sametime", "diffs"]
+    which = sys.argv[1:] or ["zbomb", "roundbomb", "endless", "escape", "sametime", "diffs"]
     if which[0] == "dwarfbomb":
         dwarfbomb(which[1])
         sys.exit(0)

@@ -31,6 +31,7 @@ type boundedRun struct {
 	stdout, stderr string
 	rss            int64 // peak RSS, bytes
 	took           time.Duration
+	cpu            time.Duration // user + system
 }
 
 // runBounded runs faultline with args in a child process and fails the
@@ -56,6 +57,7 @@ func runBounded(t *testing.T, args ...string) boundedRun {
 	}
 	r.code = cmd.ProcessState.ExitCode()
 	r.rss = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	t.Logf("faultline %s: exit %d, max RSS %d MiB, %v", strings.Join(args, " "), r.code, r.rss>>20, r.took.Round(time.Millisecond))
 	if r.rss >= 1<<30 || r.took >= 60*time.Second {
 		t.Errorf("faultline %s: max RSS %d MiB, %v: want under 1 GiB and 60 s", strings.Join(args, " "), r.rss>>20, r.took)
@@ -148,6 +150,29 @@ func TestSymfsEscape(t *testing.T) {
 	}
 	if strings.Contains(stderr, "root") || strings.Contains(stderr, "114 111 111 116") || strings.Contains(stderr, "secret") {
 		t.Errorf("stderr echoes the file's contents:\n%s", stderr)
+	}
+}
+
+// TestAnalyzeCPUPerInputByte: analyze spends at most 2 s of CPU per MB of
+// input on each crafted file, beyond what analyzing the smallest one
+// (escape.data, 360 bytes: the process's own start and end) costs.
+// roundbomb.data, 90 KB expanding to a GiB of FINISHED_ROUND records,
+// took 32 s when the reader went through all of them.
+func TestAnalyzeCPUPerInputByte(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "p.pb.gz")
+	base := runBounded(t, "analyze", "-q", "-o", prof, perftest.Testdata(t, "crafted", "escape.data")).cpu
+	for _, name := range []string{"zbomb.data", "roundbomb.data", "sametime.data", "endless.data"} {
+		path := perftest.Testdata(t, "crafted", name)
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runBounded(t, "analyze", "-q", "-o", prof, path)
+		allowed := base + time.Duration(float64(fi.Size())/1e6*2*float64(time.Second))
+		t.Logf("%s: %d bytes, exit %d, %v of CPU (allowed %v)", name, fi.Size(), r.code, r.cpu, allowed)
+		if r.cpu > allowed {
+			t.Errorf("%s: %v of CPU for %d bytes, more than 2 s/MB past the %v a minimal run takes", name, r.cpu, fi.Size(), base)
+		}
 	}
 }
 
