@@ -748,7 +748,8 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		fmt.Fprintf(w, "faultline: %s ran %.3f s (user %.3f s, sys %.3f s)%s\n",
 			filepath.Base(o.cmd[0]), res.Wall.Seconds(), res.User.Seconds(), res.Sys.Seconds(), cost)
 		if sn := res.Snapshots; sn.Periodic+sn.Exits > 0 {
-			fmt.Fprintf(w, "faultline: read the page tables %d times while it ran and %d at exits: %.1f ms of CPU\n", sn.Periodic, sn.Exits, float64(sn.Cost)/1e6)
+			fmt.Fprintf(w, "faultline: read the page tables %d times while it ran and %d at exits (its processes stopped there %.1f ms in all): %.1f ms of CPU\n",
+				sn.Periodic, sn.Exits, float64(sn.Held)/1e6, float64(sn.Cost)/1e6)
 		}
 		if res.StoppedBy == rec.StoppedByDuration {
 			fmt.Fprintf(w, "faultline: record stopped %s after --duration %v (SIGINT, as asked): %s; exit status 0\n",

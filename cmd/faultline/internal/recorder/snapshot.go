@@ -96,6 +96,7 @@ type snapshotter struct {
 	// Counters, under mu: snapshots taken, at exits; time spent reading.
 	periodic, exits uint64
 	cost            time.Duration
+	held            time.Duration // processes stopped at exit_group, in all
 	failed          error // the first read that failed for another reason than the process ending
 }
 
@@ -122,7 +123,10 @@ func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapsh
 type SnapshotCounts struct {
 	Periodic, Exits uint64
 	Cost            time.Duration
-	Err             error
+	// Held is how long the processes were stopped at exit_group, in all
+	// (the read and the write of its records).
+	Held time.Duration
+	Err  error
 }
 
 // counts returns the counts so far.
@@ -132,7 +136,7 @@ func (sn *snapshotter) counts() SnapshotCounts {
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	return SnapshotCounts{Periodic: sn.periodic, Exits: sn.exits, Cost: sn.cost, Err: sn.failed}
+	return SnapshotCounts{Periodic: sn.periodic, Exits: sn.exits, Cost: sn.cost, Held: sn.held, Err: sn.failed}
 }
 
 // stop ends the reads; what they queued stays for writeSnapshots.
@@ -362,6 +366,7 @@ func (sn *snapshotter) exitLoop() {
 		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
 			continue // ENOENT: the process died (a signal) meanwhile
 		}
+		stopped := time.Now()
 		start := threadCPU()
 		var upTo uint64
 		rs, upTo = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
@@ -370,6 +375,7 @@ func (sn *snapshotter) exitLoop() {
 		for sn.written < upTo && !sn.stopping() {
 			sn.wrote.Wait()
 		}
+		sn.held += time.Since(stopped)
 		sn.mu.Unlock()
 		resp := seccompNotifResp{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
 		unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
