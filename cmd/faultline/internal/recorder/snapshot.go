@@ -97,7 +97,7 @@ type snapshotter struct {
 	periodic, exits uint64
 	cost            time.Duration
 	held            time.Duration // processes stopped at exit_group, in all
-	failed          error // the first read that failed for another reason than the process ending
+	failed          error         // the first read that failed for another reason than the process ending
 }
 
 // startSnapshots starts reading root's process tree every every (0: not
