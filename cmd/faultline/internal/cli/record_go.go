@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 )
@@ -15,8 +17,15 @@ const goNote = "%s is a Go program: its allocations are the Go runtime's, which 
 func (r *recorder) allocatorProbes(cmdPath string) (lib string, probes []rec.UprobeDef, err error) {
 	lib, err = r.findLibc(cmdPath)
 	if err != nil {
-		if cmdPath != "" && r.opts.libc == "" && r.opts.pid == 0 && libc.IsGoProgram(r.sys, cmdPath) {
-			r.logf(goNote, cmdPath)
+		prog := cmdPath
+		if r.opts.pid > 0 {
+			prog = fmt.Sprintf("/proc/%d/exe", r.opts.pid)
+		}
+		if prog != "" && r.opts.libc == "" && libc.IsGoProgram(r.sys, prog) {
+			if r.opts.pid > 0 {
+				prog = fmt.Sprintf("process %d", r.opts.pid)
+			}
+			r.logf(goNote, prog)
 			// Every fault's stack names the code that touched it: the
 			// only attribution there is, so every fault gets one unless
 			// --stack-every says otherwise.
