@@ -475,7 +475,7 @@ func (r *recorder) record() error {
 	if err != nil {
 		return err
 	}
-	defer out.discard()
+	defer out.Discard()
 	cfg := &rec.Config{
 		Source: up.Source(r.group), MapCalls: r.mapCallEvents(),
 		Target: rec.Target{Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
@@ -483,10 +483,10 @@ func (r *recorder) record() error {
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
 		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
-		OutputOptions: rec.OutputOptions{Pipe: out.stdout, Compress: o.compress,
+		OutputOptions: rec.OutputOptions{Pipe: out.Stdout, Compress: o.compress,
 			Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...)},
 	}
-	if out.stdout {
+	if out.Stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
 	if len(o.cmd) > 0 {
@@ -500,7 +500,7 @@ func (r *recorder) record() error {
 			r.logf("recording; press Ctrl-C to stop")
 		}
 	}
-	res, err := rec.Record(cfg, out.w)
+	res, err := rec.Record(cfg, out.W)
 	if err != nil {
 		if e := openEventsError(err, r.paranoid(), nofileLimit()); e != nil {
 			return e
@@ -514,7 +514,7 @@ func (r *recorder) record() error {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: this run's probes were removed while it recorded (%s): the recording misses their calls; was another tool clearing %s/uprobe_events? Run again", strings.Join(missing, ", "), tfs.Dir())}
 	}
 	closeProbes()
-	if err := out.commit(r); err != nil {
+	if err := out.Commit(); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	r.cacheBuildIDs(res)
@@ -709,7 +709,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		return
 	}
 	name := o.output
-	if out.stdout {
+	if out.Stdout {
 		name = "standard output"
 	}
 	fmt.Fprintf(w, "faultline: wrote %s (%.1f MB", name, float64(res.FileBytes)/1e6)
@@ -756,7 +756,7 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 				filepath.Base(o.cmd[0]), o.duration, howStopped(res))
 		}
 	}
-	if !out.stdout && out.special == "" {
+	if !out.Stdout && out.Special == "" {
 		fmt.Fprintf(w, "Next: faultline analyze %s -o faults.pb.gz && go tool pprof -top faults.pb.gz\n", shellQuote([]string{o.output}))
 	}
 }

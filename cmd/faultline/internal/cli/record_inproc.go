@@ -89,7 +89,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if err != nil {
 		return err
 	}
-	defer out.discard()
+	defer out.Discard()
 	alloc := "the C library's malloc"
 	a, aerr := r.allocator(cmdPath) // sets r.alloc
 	if aerr == nil {
@@ -106,13 +106,13 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
 		SnapshotOptions: rec.SnapshotOptions{ResidentEvery: o.residentEvery, ExitSnapshots: !o.noExitSnapshots},
-		OutputOptions: rec.OutputOptions{Pipe: out.stdout, Compress: o.compress,
+		OutputOptions: rec.OutputOptions{Pipe: out.Stdout, Compress: o.compress,
 			Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...)},
 	}
 	if r.alloc != nil {
 		src.Family = r.alloc.Family
 	}
-	if out.stdout {
+	if out.Stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
 	why := "as asked (--shim-clock)"
@@ -128,14 +128,14 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})
 	}
 	r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]), alloc)
-	res, err := rec.Record(cfg, out.w)
+	res, err := rec.Record(cfg, out.W)
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {
 			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
-	if err := out.commit(r); err != nil {
+	if err := out.Commit(); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
 	r.cacheBuildIDs(res)

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/perfdata"
 )
 
@@ -35,9 +36,9 @@ func recordInto(t *testing.T, path, payload string) (*fakeSys, error) {
 	if err != nil {
 		return sys, err
 	}
-	o.f.WriteString(payload)
-	err = o.commit(r)
-	o.discard()
+	o.File().WriteString(payload)
+	err = o.Commit()
+	o.Discard()
 	return sys, err
 }
 
@@ -115,7 +116,7 @@ func TestOutputWritesIntoSpecialFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("FIFO (reader first %v): %v", early, err)
 		}
-		o.f.WriteString("through the fifo")
+		o.File().WriteString("through the fifo")
 		if early {
 			go readFrom(reader)
 		} else {
@@ -128,7 +129,7 @@ func TestOutputWritesIntoSpecialFiles(t *testing.T) {
 				readFrom(f)
 			}()
 		}
-		if err := o.commit(r); err != nil {
+		if err := o.Commit(); err != nil {
 			t.Fatalf("FIFO (reader first %v): %v", early, err)
 		}
 		if s := <-got; s != "through the fifo" {
@@ -200,7 +201,7 @@ func TestRemoveStaleTemps(t *testing.T) {
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	n, err := removeStaleTemps(dir)
+	n, err := rec.RemoveStaleTemps(dir)
 	if err != nil || n != 1 {
 		t.Errorf("removed %d (%v), want 1", n, err)
 	}

@@ -337,8 +337,8 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.f.WriteString("recording")
-	if err := o.commit(r); err != nil {
+	o.File().WriteString("recording")
+	if err := o.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(target); string(b) != "precious" {
@@ -363,7 +363,7 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.discard()
+	o.Discard()
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Errorf("after discard: %v", ents)
 	}
@@ -379,11 +379,11 @@ func TestOutputNeverFollowsSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.f != nil || o.w != r.env.Stdout {
-		t.Errorf("-o -: file %v, writer %T; want standard output itself", o.f, o.w)
+	if o.File() != nil || o.W != r.env.Stdout {
+		t.Errorf("-o -: file %v, writer %T; want standard output itself", o.File(), o.W)
 	}
-	io.WriteString(o.w, "to stdout")
-	if err := o.commit(r); err != nil {
+	io.WriteString(o.W, "to stdout")
+	if err := o.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if stdout.String() != "to stdout" {
