@@ -202,9 +202,9 @@ func (ru *run) processes(rs *ResidentSummary) {
 		}
 	}
 	rs.OwnPeakBytes = own.PeakBytes
-	if rs.ProcessHWM == 0 {
-		rs.ProcessHWM, rs.ProcessAnon = own.HWM, own.Anon
-	}
+	// The page-table reads' RssAnon can be above the one sampled every
+	// 10 ms (faultline:rss), which misses a peak between two reads.
+	rs.ProcessHWM, rs.ProcessAnon = max(rs.ProcessHWM, own.HWM), max(rs.ProcessAnon, own.Anon)
 	if len(list) < 2 {
 		return
 	}

@@ -148,6 +148,10 @@ func (s *Summary) writeResident(w io.Writer) {
 		own, whose = rs.OwnPeakBytes, fmt.Sprintf("its own tracked peak, %s,", mib(rs.OwnPeakBytes))
 	}
 	switch {
+	case rs.ProcessAnon > 0 && own > rs.ProcessAnon:
+		// RssAnon is sampled: its peak can fall between two reads.
+		fmt.Fprintf(w, "; the process's own peak anonymous RSS as read %s (%s is above it: RssAnon is read now and then and can miss its peak; peak RSS with file pages %s)",
+			mib(rs.ProcessAnon), whose, mib(rs.ProcessHWM))
 	case rs.ProcessAnon > 0:
 		fmt.Fprintf(w, "; the process's own peak anonymous RSS %s (%s is %.1f%% of it; peak RSS with file pages %s)",
 			mib(rs.ProcessAnon), whose, 100*float64(own)/float64(rs.ProcessAnon), mib(rs.ProcessHWM))

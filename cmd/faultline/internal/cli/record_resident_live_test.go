@@ -168,6 +168,9 @@ func checkResident(t *testing.T, mode string, tr, native *residentTruth, res *an
 		if b == "a" {
 			end = tr.peak[b] // freed after the peak
 		}
+		t.Logf("%s: resident_peak %d (mincore %d), resident_end %d (%d), huge %d (kpageflags %d), untouched %d (size − resident %d)",
+			b, v[report.SampleResidentPeak], tr.peak[b]+child, v[report.SampleResidentEnd], tr.exit[b]+child,
+			v[report.SampleHuge], tr.peakTHP[b], v[report.SampleUntouched], tr.size[b]-end)
 		if got, want := v[report.SampleUntouched], tr.size[b]-end; got != want {
 			t.Errorf("buffer %s: untouched %d, size − resident at its end %d", b, got, want)
 		}
@@ -201,7 +204,7 @@ func checkResident(t *testing.T, mode string, tr, native *residentTruth, res *an
 			t.Errorf("no figures for the child (pid %d): %+v", tr.childPid, rs.Processes)
 		}
 	}
-	t.Logf("%s: peak %d (rollup %d), end %d (rollup %d), snapshots %+v", mode, rs.PeakBytes, tr.peakAnon, rs.EndBytes, tr.exitAnon, rs.Snapshots)
+	t.Logf("%s: peak %d (rollup %d), end %d (rollup %d), AnonHugePages %d (natively %d), snapshots %+v", mode, rs.PeakBytes, tr.peakAnon, rs.EndBytes, tr.exitAnon, tr.peakHuge, native.peakHuge, rs.Snapshots)
 }
 
 // TestRecordLiveMakeProcesses records make -j2 compiling the record
