@@ -53,13 +53,13 @@ type SnapshotSummary struct {
 
 // snapState gathers one snapshot's records (those of one pid and time).
 type snapState struct {
-	pid             uint32
-	time            uint64
-	tracked, held   int64
-	sum             SnapshotSummary
-	ranges          []attribute.SnapRange
-	hwm, anon, seen map[uint32]int64
-	exit            bool
+	pid           uint32
+	time          uint64
+	tracked, held int64
+	sum           SnapshotSummary
+	ranges        []attribute.SnapRange
+	hwm, anon     map[uint32]int64
+	exit          bool
 	// points are the snapshots taken, for the timeline (at most
 	// maxSnapPoints).
 	points []SnapshotPoint

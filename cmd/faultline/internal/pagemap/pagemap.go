@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 
@@ -233,9 +234,6 @@ func parseMapsLine(l string) (start, end uint64, perms string, ok bool) {
 
 var zeroPFNOnce = sync.OnceValue(zeroPFN)
 
-// readSink keeps zeroPFN's read of the zero page.
-var readSink byte
-
 // zeroPFN is the zero page's frame number as our own pagemap shows it
 // (0 without CAP_SYS_ADMIN, which hides every PFN).
 func zeroPFN() uint64 {
@@ -244,7 +242,7 @@ func zeroPFN() uint64 {
 		return 0
 	}
 	defer unix.Munmap(b)
-	readSink = b[0] // a read maps the zero page
+	atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[0]))) // a read maps the zero page
 	f, err := os.Open("/proc/self/pagemap")
 	if err != nil {
 		return 0
