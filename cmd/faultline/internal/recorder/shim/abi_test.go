@@ -45,6 +45,7 @@ int main(void) {
 	printf("FL_SYS_MMAP %d\nFL_SYS_MUNMAP %d\nFL_SYS_MREMAP %d\nFL_SYS_MADVISE %d\nFL_SYS_BRK %d\nFL_NSYS %d\n",
 		FL_SYS_MMAP, FL_SYS_MUNMAP, FL_SYS_MREMAP, FL_SYS_MADVISE, FL_SYS_BRK, FL_NSYS);
 	printf("FL_F_STACK_BIG %d\nFL_F_STACK_SMALL %d\nFL_F_SHORT %d\n", FL_F_STACK_BIG, FL_F_STACK_SMALL, FL_F_SHORT);
+	printf("FL_BUSY_NO %d\nFL_BUSY_RECORD %d\nFL_BUSY_CALL %d\n", FL_BUSY_NO, FL_BUSY_RECORD, FL_BUSY_CALL);
 	return 0;
 }
 `
@@ -98,6 +99,7 @@ int main(void) {
 		"FL_ENTRY": KindEntry, "FL_RETURN": KindReturn, "FL_FREE": KindFree, "FL_CALL": KindCall, "FL_SYS": KindSys,
 		"FL_SYS_MMAP": int(SysMmap), "FL_SYS_MUNMAP": int(SysMunmap), "FL_SYS_MREMAP": int(SysMremap),
 		"FL_SYS_MADVISE": int(SysMadvise), "FL_SYS_BRK": int(SysBrk), "FL_NSYS": int(NumSys),
+		"FL_BUSY_NO": busyNo, "FL_BUSY_RECORD": busyRecord, "FL_BUSY_CALL": busyCall,
 		"FL_F_STACK_BIG": FlagStackBig, "FL_F_STACK_SMALL": FlagStackSmall, "FL_F_SHORT": FlagShort,
 	}
 	for k, w := range want {

@@ -297,7 +297,12 @@ func (g *Ring) Tid() uint32 { return g.tid }
 
 // Busy reports whether the owner is between its clock read and the
 // commit of a record: a record stamped before now may still come.
-func (g *Ring) Busy() bool { return atomic.LoadUint32(g.u32(offBusy)) != 0 }
+func (g *Ring) Busy() bool { return atomic.LoadUint32(g.u32(offBusy)) != busyNo }
+
+// InCall reports whether the owner is inside a call it will write whole
+// (KindCall) at its return, stamped with its entry's time: records it
+// commits before then do not end that.
+func (g *Ring) InCall() bool { return atomic.LoadUint32(g.u32(offBusy)) == busyCall }
 
 // Head is how many bytes the owner has committed.
 func (g *Ring) Head() uint64 { return atomic.LoadUint64(g.u64(offHead)) }

@@ -61,7 +61,7 @@ func Supported() bool { return runtime.GOARCH == "amd64" }
 // Layout constants, as in abi.h.
 const (
 	Magic      = 0x31534c46
-	Version    = 4
+	Version    = 5
 	CtrlBytes  = 16384
 	MaxSlots   = 1024
 	RingHeader = 4096
@@ -109,6 +109,13 @@ const (
 	offInterrupted = 48
 	offTail        = 64
 	offTailSeq     = 72
+)
+
+// fl_ring.busy values (abi.h FL_BUSY_*).
+const (
+	busyNo     = 0
+	busyRecord = 1
+	busyCall   = 2
 )
 
 // Slot states.

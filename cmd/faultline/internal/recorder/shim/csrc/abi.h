@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define FL_MAGIC 0x31534c46u /* "FLS1" little-endian */
-#define FL_VERSION 4
+#define FL_VERSION 5
 #define FL_CTRL_BYTES 16384 /* control block */
 #define FL_MAX_SLOTS 1024
 #define FL_RING_HDR 4096
@@ -55,11 +55,17 @@ struct fl_ctrl {
 
 enum { FL_SLOT_FREE = 0, FL_SLOT_CLAIMED = 1 };
 
+/* fl_ring.busy. FL_BUSY_CALL: a call recorded whole (FL_CALL) is in flight,
+ * from its entry's clock read to its record's commit; records committed
+ * inside it (a memory-map call the allocator makes, a signal handler's
+ * call) leave it so, and a head that moves does not end it. */
+enum { FL_BUSY_NO = 0, FL_BUSY_RECORD = 1, FL_BUSY_CALL = 2 };
+
 /* Ring header: the producer's cache line, then the consumer's. */
 struct fl_ring {
 	uint64_t head;     /* bytes committed by the producer (monotonic) */
-	uint32_t busy;     /* producer between its clock read and its commit
-	                    * (for FL_CALL, from the entry's clock read) */
+	uint32_t busy;     /* FL_BUSY_*: producer between its clock read and
+			    * its commit, or inside a call recorded whole */
 	uint32_t pid, tid; /* the owner */
 	uint32_t waiting;  /* producer is blocked for room */
 	uint64_t nested;   /* calls made by the shim's own work (dlsym, ...) */

@@ -117,7 +117,8 @@ static inline struct fl_rec *begin(struct fl_ring *r, uint32_t size)
 	 * fence waited, on every record, for the record bytes before it to
 	 * reach a cache line the recorder was reading: a third of a call's
 	 * time. */
-	__atomic_store_n(&r->busy, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->busy, ts.calls ? FL_BUSY_CALL : FL_BUSY_RECORD,
+			 __ATOMIC_RELAXED);
 	/* Ask for the ring's bytes FL_PREFETCH ahead, to be written: the
 	 * recorder read them last, on another CPU, and a store to a line
 	 * another CPU holds waits for it; asked early, the wait overlaps
@@ -137,8 +138,10 @@ static inline void commit(struct fl_ring *r, struct fl_rec *rec)
 	uint64_t tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
 	__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
 	/* Still busy while a call recorded whole is in flight (a record
-	 * written by a signal handler inside it). */
-	__atomic_store_n(&r->busy, ts.calls != 0, __ATOMIC_RELEASE);
+	 * written inside it: a memory-map call its allocator made, a signal
+	 * handler's call). */
+	__atomic_store_n(&r->busy, ts.calls ? FL_BUSY_CALL : FL_BUSY_NO,
+			 __ATOMIC_RELEASE);
 	/* Wake a sleeping recorder when the ring passes half full. */
 	if (unlikely(head - tail >= rb / 2 && old - tail < rb / 2) &&
 	    __atomic_load_n(&ctrl->sleeping, __ATOMIC_SEQ_CST)) {

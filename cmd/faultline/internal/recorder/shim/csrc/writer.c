@@ -58,7 +58,7 @@ void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 			if (make_room(r, CALL_BYTES) < 0)
 				return;
 			ts.calls++;
-			__atomic_store_n(&r->busy, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&r->busy, FL_BUSY_CALL, __ATOMIC_RELAXED);
 			c->time = now_ns();
 			c->a0 = a0;
 			c->a1 = a1;
