@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -349,8 +350,17 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	if len(su) < 5 {
 		t.Fatalf("the uprobe recording has %d sites; want containers.cpp's", len(su))
 	}
+	// The program's own mappings (via mmap) are compared where both
+	// methods see the call: the syscall tracepoints also see the C
+	// library's own mmaps (thread stacks, the loader's), which bypass the
+	// wrappers the shim interposes; their faults are [stack] or [anon]
+	// in-process.
 	for site, n := range su {
 		m := si[site]
+		if m == 0 && strings.HasSuffix(site, "(via mmap)") {
+			t.Logf("%s: %d faults with uprobes; the C library's own mapping, not seen in-process", site, n)
+			continue
+		}
 		if math.Abs(float64(m-n)) > siteSlack(site, n) {
 			t.Errorf("%s: in-process %d faults, uprobes %d", site, m, n)
 		}
@@ -370,6 +380,7 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	// The program asks for the same bytes whichever way it is recorded
 	// (to within a start-up allocation or two: 16 of 16.7 MB seen): a
 	// size misread from a ring (terabytes) shows here first.
+	// (The program's mappings aside: see above.)
 	if bi, bu := profileTotal(t, in+".pb.gz", report.SampleAllocSpace), profileTotal(t, up+".pb.gz", report.SampleAllocSpace); math.Abs(float64(bi-bu)) > 0.001*float64(bu) {
 		t.Errorf("alloc_space: in-process %d bytes, uprobes %d", bi, bu)
 	}
@@ -381,7 +392,7 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 }
 
 // profileTotal sums the values of the sample type typ in the profile at
-// path.
+// path, but for the program's own mappings (via mmap).
 func profileTotal(t *testing.T, path, typ string) int64 {
 	t.Helper()
 	p := reporttest.Read(t, path)
@@ -391,6 +402,9 @@ func profileTotal(t *testing.T, path, typ string) int64 {
 	}
 	var sum int64
 	for _, s := range p.Sample {
+		if slices.Contains(s.Label[report.ViaLabel], "mmap") {
+			continue // a mapping the program made, not an allocation
+		}
 		sum += s.Value[i]
 	}
 	return sum
