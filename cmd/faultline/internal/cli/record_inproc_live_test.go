@@ -100,9 +100,8 @@ func TestRecordInprocLiveLifecycle(t *testing.T) {
 	// Each thread's ring is populated 256 KiB at a time as it fills: the
 	// 68 threads (main, 64 workers, the three children) each write under
 	// 256 KiB of records, so the region holds their rings' headers and
-	// first steps and the control block (measured: exactly that, 68
-	// rings), where populating whole 2 MiB rings took over 136 MiB. Four
-	// rings to spare.
+	// first steps and the control block, where whole 2 MiB rings would
+	// take 68 × 2 MiB = 136 MiB. Four rings to spare.
 	m := regexp.MustCompile(`Resident:(\d+)`).FindStringSubmatch(stderr)
 	if m == nil {
 		t.Fatal("no Resident in the shim's counters")

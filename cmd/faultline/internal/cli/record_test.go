@@ -825,7 +825,8 @@ func TestRecordExitStatusOfCommand(t *testing.T) {
 // program's times — stack instances and faults are not hits of their own —
 // and says when record stopped the program at --duration. The numbers are
 // churn 200000's (testdata/record) on the 2-core VM: 600664 hits, user
-// 1.15 s + sys 5.72 s, so (user+sys)/hits = 11.4 µs, the README's figure.
+// 1.15 s + sys 5.72 s, so (user+sys)/hits = 11.4 µs, the figure
+// docs/performance.md gives.
 func TestRecordSummaryCost(t *testing.T) {
 	var stderr bytes.Buffer
 	r := &recorder{env: &Env{Stderr: &stderr}, opts: &recordOptions{output: "x.data", cmd: []string{"/tmp/churn"}, duration: 5 * time.Second}}
