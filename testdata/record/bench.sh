@@ -18,12 +18,15 @@
 #   heaptrack   heaptrack -o OUT/x PROG (its recording, not its analysis)
 #   uprobe      faultline record --method uprobe (whole command); UPROBE=0
 #               skips it (it takes about a minute on churn 2000000)
+#   nosnap      faultline record --resident-every=0 --no-exit-snapshots:
+#               without the page-table reads, for what they cost (and the
+#               CPU time record says they took); SNAP=0 skips it
 # with the ratios faultline/heaptrack and program/native, the recording's
 # size and bytes per allocator call, and the time of `faultline record --
 # true` (setup and teardown alone), back to back and a second apart.
 #
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
-# OUTDIR), RUNS, UPROBE, GAP.
+# OUTDIR), RUNS, UPROBE, SNAP, GAP.
 set -euo pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +35,7 @@ out=${1:-$(mktemp -d)}
 mkdir -p "$out"
 RUNS=${RUNS:-5}
 UPROBE=${UPROBE:-1}
+SNAP=${SNAP:-1}
 [ "$(id -u)" = 0 ] || { echo "bench.sh: run as root (the uprobe method adds uprobes)" >&2; exit 1; }
 command -v heaptrack >/dev/null || { echo "bench.sh: heaptrack not installed (apt-get install heaptrack)" >&2; exit 1; }
 FAULTLINE=${FAULTLINE:-}
@@ -56,7 +60,7 @@ elapsed() { { time "$@" >/dev/null 2>&1; } 2>&1; }
 
 bench() {
 	name=$1; shift
-	for k in native fl prog ht up; do : >"$out/$name.$k"; done
+	for k in native fl prog ht up ns snapcpu; do : >"$out/$name.$k"; done
 	for i in $(seq "$RUNS"); do
 		sleep "$GAP"
 		elapsed "$@" >>"$out/$name.native"
@@ -65,6 +69,11 @@ bench() {
 		sed -n 's/.* ran \([0-9.]*\) s .* with \([0-9]*\) allocator calls.*/\1 \2/p' "$out/$name.log" >"$out/$name.sum"
 		read -r prog calls <"$out/$name.sum"
 		echo "$prog" >>"$out/$name.prog"
+		sed -n 's/.*page tables.*: \([0-9.]*\) ms of CPU/\1/p' "$out/$name.log" >>"$out/$name.snapcpu"
+		if [ "$SNAP" = 1 ]; then
+			sleep "$GAP"
+			elapsed "$FAULTLINE" record -q --resident-every=0 --no-exit-snapshots -o "$out/$name.ns.data" -- "$@" >>"$out/$name.ns"
+		fi
 		rm -f "$out/$name".ht.*
 		sleep "$GAP"
 		elapsed heaptrack -o "$out/$name.ht" "$@" >>"$out/$name.ht"
@@ -79,6 +88,11 @@ bench() {
 	lost=$(awk '$NF ~ /^[1-9][0-9]*$/ && NF >= 3' "$out/$name.log" | wc -l)
 	printf '%-15s native %.3f s  faultline %.3f s (program %.3f s)  heaptrack %.3f s' "$name" "$n" "$f" "$p" "$h"
 	if [ "$UPROBE" = 1 ]; then printf '  uprobe %.3f s' "$(median <"$out/$name.up")"; fi
+	if [ "$SNAP" = 1 ] && [ -s "$out/$name.snapcpu" ]; then
+		ns=$(median <"$out/$name.ns"); sc=$(median <"$out/$name.snapcpu")
+		printf '\n%-15s page-table reads: faultline %.3f s with them, %.3f s without (%+.1f%%); their CPU %.1f ms (%.1f%% of faultline)' "" \
+			"$f" "$ns" "$(echo "100 * ($f - $ns) / $ns" | bc -l)" "$sc" "$(echo "$sc / 10 / $f" | bc -l)"
+	fi
 	printf '\n%-15s faultline/heaptrack %.2fx  program/native %.2fx  %.1f MB, %.1f bytes per call (%d calls), %d events with losses\n' "" \
 		"$(echo "$f / $h" | bc -l)" "$(echo "$p / $n" | bc -l)" "$(echo "$size / 1000000" | bc -l)" \
 		"$(echo "$size / $calls" | bc -l)" "$calls" "$lost"

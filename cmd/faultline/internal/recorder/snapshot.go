@@ -89,7 +89,8 @@ type snapshotter struct {
 	queued, written uint64
 	wrote           *sync.Cond
 
-	notify int // the exit notification descriptor, or -1
+	notify int    // the exit notification descriptor, or -1
+	wake   [2]int // a pipe stop writes to, to end exitLoop's poll at once
 	quit   chan struct{}
 	wg     sync.WaitGroup
 
@@ -109,7 +110,11 @@ func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapsh
 		sn.wg.Add(1)
 		go sn.periodicLoop()
 	}
+	sn.wake = [2]int{-1, -1}
 	if notify >= 0 {
+		if err := unix.Pipe2(sn.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+			sn.wake = [2]int{-1, -1}
+		}
 		sn.wg.Add(1)
 		go sn.exitLoop()
 	}
@@ -148,7 +153,15 @@ func (sn *snapshotter) stop() {
 	sn.mu.Lock()
 	sn.wrote.Broadcast()
 	sn.mu.Unlock()
+	if sn.wake[1] >= 0 {
+		unix.Write(sn.wake[1], []byte{1})
+	}
 	sn.wg.Wait()
+	for _, fd := range sn.wake {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
 	sn.quit = nil
 	if sn.notify >= 0 {
 		unix.Close(sn.notify)
@@ -345,14 +358,14 @@ func (sn *snapshotter) exitLoop() {
 	defer runtime.UnlockOSThread()
 	sc := pagemap.NewScanner()
 	var rs []pagemap.Range
-	fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}, {Fd: int32(sn.wake[0]), Events: unix.POLLIN}}
 	for {
 		select {
 		case <-sn.quit:
 			return
 		default:
 		}
-		n, err := unix.Poll(fds, 50)
+		n, err := unix.Poll(fds, 100)
 		if err != nil && err != unix.EINTR {
 			return
 		}
