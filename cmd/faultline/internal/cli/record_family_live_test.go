@@ -197,3 +197,44 @@ int main(void) {
 		t.Errorf("under record the program printed\n%swithout it\n%s", got, want)
 	}
 }
+
+// TestRecordInprocLiveFamilyMissingEntry: where the allocator lacks one
+// of the table's entry points (mimalloc has no nothrow operator delete),
+// the next definition is libstdc++'s, which calls one the shim records:
+// each call is recorded once. The program (below) allocates 1000 blocks
+// with nothrow operator new and frees them with nothrow operator delete.
+func TestRecordInprocLiveFamilyMissingEntry(t *testing.T) {
+	requireLiveRecord(t)
+	cxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	const lib = "/usr/lib/x86_64-linux-gnu/libmimalloc.so"
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("%s is not installed (apt-get install libmimalloc-dev)", lib)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "nothrow.cpp")
+	os.WriteFile(src, []byte(`#include <new>
+int main() {
+	for (int i = 0; i < 1000; i++) {
+		char *volatile p = static_cast<char *>(operator new(100, std::nothrow));
+		p[0] = 1;
+		operator delete(p, std::nothrow);
+	}
+	return 0;
+}
+`), 0o644)
+	bin := filepath.Join(dir, "nothrow")
+	if out, err := exec.Command(cxx, "-O1", "-o", bin, src, "-lmimalloc").CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, out)
+	}
+	data := filepath.Join(dir, "n.data")
+	if code, stderr := runRecordMain("-q", "-o", data, "--", bin); code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	calls, _, _ := callCounts(t, data)
+	if calls["op_new_nothrow"] != 1000 || calls["free"] != 1000 {
+		t.Errorf("op_new_nothrow %d, free %d; the program makes 1000 of each (all calls: %v)", calls["op_new_nothrow"], calls["free"], calls)
+	}
+}

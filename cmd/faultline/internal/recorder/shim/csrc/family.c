@@ -38,6 +38,13 @@ static const struct ep eps[FL_NEP] = {
 typedef uint64_t (*next_fn)(uint64_t, uint64_t, uint64_t, uint64_t);
 static next_fn next[FL_NEP];
 
+/* recorded[i]: the next definition of line i is the allocator's own (in
+ * the object that defines the next malloc). Where the allocator lacks one
+ * (mimalloc has no nothrow operator delete) the next is libstdc++'s, which
+ * calls another entry point the shim records: it is called unrecorded, so
+ * a call is recorded once. */
+static uint8_t recorded[FL_NEP];
+
 /* fl_fn_whole says, for each entry point of the table, whether a call
  * may be written whole (writer.c, whole()). */
 const uint8_t fl_fn_whole[FL_NFN_ALL] = FL_FN_WHOLE;
@@ -46,9 +53,15 @@ const uint8_t fl_fn_whole[FL_NFN_ALL] = FL_FN_WHOLE;
  * entry points (resolve(), at init). */
 void resolve_family(void)
 {
-	for (int i = 0; i < FL_NEP; i++)
-		if (eps[i].families & (1u << FL_FAMILY))
-			next[i] = (next_fn)dlsym(RTLD_NEXT, eps[i].sym);
+	Dl_info alloc, at;
+	int known = real.malloc && dladdr((void *)real.malloc, &alloc);
+	for (int i = 0; i < FL_NEP; i++) {
+		if (!(eps[i].families & (1u << FL_FAMILY)))
+			continue;
+		next[i] = (next_fn)dlsym(RTLD_NEXT, eps[i].sym);
+		recorded[i] = next[i] && (!known || (dladdr((void *)next[i], &at) &&
+						    at.dli_fbase == alloc.dli_fbase));
+	}
 }
 
 static uint64_t mul_sat(uint64_t a, uint64_t b)
@@ -78,6 +91,8 @@ HIDDEN uint64_t fl_ep(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 	if (unlikely(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != 2))
 		init();
 	next_fn f = next[line];
+	if (f && !recorded[line])
+		return f(a0, a1, a2, a3);
 	if (e->isfree) {
 		if (unlikely(is_boot((void *)a0)))
 			return 0;
