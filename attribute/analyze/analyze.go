@@ -15,6 +15,7 @@ import (
 	"github.com/faultline/faultline/attribute"
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
 	"github.com/faultline/faultline/symbolize"
 	"github.com/google/pprof/profile"
 )
@@ -200,6 +201,9 @@ type run struct {
 	// noAllocator: the recording probed no allocator (noalloc.go).
 	noAllocator bool
 	snap        snapState // the page-table snapshots (snapshot.go)
+	// preload finds the programs an in-process recording ran without its
+	// shim.
+	preload schema.PreloadCheck
 
 	reusedEvents
 }
@@ -320,6 +324,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	s.Warnings = append(s.Warnings, sess.Warnings()...)
 	s.Warnings = append(s.Warnings, ru.warnings...)
+	if m, d := ru.preload.Result(); len(m)+len(d) > 0 {
+		s.Warnings = append(s.Warnings, unshimmedWarning(m, d))
+	}
 	if w := noAllocations(&s.Tracker, s.Classes, r.Meta().Cmdline); w != nil && !ru.noAllocator {
 		s.Warnings = append(s.Warnings, w)
 	}
@@ -330,6 +337,19 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		opts.Done()
 	}
 	return res, nil
+}
+
+// unshimmedWarning names the programs of an in-process recording whose
+// allocator calls it does not hold (schema.PreloadCheck).
+func unshimmedWarning(missed, detached []schema.ExecProcess) error {
+	var parts []string
+	if len(missed) > 0 {
+		parts = append(parts, fmt.Sprintf("%d ran without the in-process shim (%s: their own LD_PRELOAD, a cleared environment, a static or set-uid program)", len(missed), schema.NameProcesses(missed)))
+	}
+	if len(detached) > 0 {
+		parts = append(parts, fmt.Sprintf("%d loaded it but could not reach the recorder's rings (%s: privileges dropped before the exec)", len(detached), schema.NameProcesses(detached)))
+	}
+	return fmt.Errorf("programs whose allocator calls are not in the recording, so their faults are not attributed: %s", strings.Join(parts, "; "))
 }
 
 // records feeds every record of the reader to the run, serially.
@@ -516,8 +536,18 @@ func eventNames(evs []*perfdata.Event) string {
 
 func (ru *run) observe(rec perfdata.Record) {
 	ru.sess.Observe(rec)
-	if c, ok := rec.(*perfdata.Comm); ok {
-		ru.threads[c.Tid] = c.Comm
+	switch r := rec.(type) {
+	case *perfdata.Comm:
+		ru.threads[r.Tid] = r.Comm
+		if r.Exec {
+			ru.preload.Exec(r.Pid, r.Comm)
+		}
+	case *perfdata.Mmap:
+		ru.preload.Mmap(r.Pid, r.Filename)
+	case *perfdata.Exit:
+		if r.Pid == r.Tid {
+			ru.preload.Exit(r.Pid)
+		}
 	}
 	if ru.tr == nil {
 		// Before the first sample (pipe mode's attrs and tracing data may

@@ -28,4 +28,5 @@ $CC $flags -o "$out/dlopener" "$here/src/dlopener.c" -ldl
 $CC $flags -pthread -o "$out/clocks" "$here/src/clocks.c"
 $CC $flags -o "$out/resident" "$here/src/resident.c"
 $CC $flags -o "$out/daemon" "$here/src/daemon.c"
+$CC $flags -o "$out/unshimmed" "$here/src/unshimmed.c"
 echo "$out"

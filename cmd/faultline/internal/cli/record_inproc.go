@@ -7,6 +7,7 @@ import (
 
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Recording methods (--method).
@@ -165,4 +166,15 @@ func (r *recorder) noteShim(res *rec.Result) {
 	if res.Late > 0 {
 		r.notes.add(fmt.Errorf("%d records were written after newer ones (a thread stalled between its clock read and its write); analyze may misorder them", res.Late))
 	}
+	if n := res.Unshimmed; len(n) > 0 {
+		r.notes.add(fmt.Errorf("%s ran without the shim, so their allocator calls are not in the recording (their page faults are): each set its own LD_PRELOAD, cleared its environment, or is static or set-uid; record such a program with --method uprobe (as root)", unshimmedLine(n)))
+	}
+	if n := res.Detached; len(n) > 0 {
+		r.notes.add(fmt.Errorf("%s loaded the shim but could not reach record's rings, so their allocator calls are not in the recording (their page faults are): privileges dropped before the exec (the rings are reachable by record's user only); record such a program with --method uprobe (as root)", unshimmedLine(n)))
+	}
+}
+
+// unshimmedLine names the programs that ran without the shim.
+func unshimmedLine(procs []schema.ExecProcess) string {
+	return fmt.Sprintf("%d %s (%s)", len(procs), plural(len(procs), "program", "programs"), schema.NameProcesses(procs))
 }

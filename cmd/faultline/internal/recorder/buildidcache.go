@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/faultline/faultline/perfdata/schema"
 	"io"
 	"os"
 	"path"
@@ -60,7 +61,7 @@ func (c *BuildIDCache) Add(ids []perfdata.BuildID) (*CacheReport, error) {
 	seen := map[string]bool{}
 	for _, b := range ids {
 		name := b.Filename
-		if !strings.HasPrefix(name, "/") || len(b.ID) == 0 || strings.HasSuffix(name, " (deleted)") {
+		if !strings.HasPrefix(name, "/") || len(b.ID) == 0 || strings.HasSuffix(name, " (deleted)") || schema.IsShimFile(name) {
 			continue
 		}
 		bid := hex.EncodeToString(b.ID)

@@ -102,6 +102,8 @@ func (o *InProcessSource) start(s *session) (source, error) {
 		ringWatch: ringWatch{busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{}},
 		maps:      map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}}
 	ip.tr.launcher, ip.tr.env = region.Launcher(), region.Env(os.Getenv("LD_PRELOAD"))
+	ip.shimCopy = publicShim(region.Launcher())
+	ip.tr.env = withPublicShim(ip.tr.env, region.Launcher(), ip.shimCopy)
 	if o.MapCalls {
 		ip.sys = &inprocSys{}
 	}
@@ -135,6 +137,11 @@ type inproc struct {
 	// faultIDs are the fault events' sample ids (set at the first drain,
 	// once the events are open).
 	faultIDs map[uint64]bool
+	// preload finds the programs that ran without the shim.
+	preload schema.PreloadCheck
+	// shimCopy is the copy of the object LD_PRELOAD names (nil: the
+	// memfd's /proc entry).
+	shimCopy *shimCopy
 }
 
 // shimEvents are the in-process events by function. entry, ret: the
@@ -183,7 +190,10 @@ var inprocTraits = sourceTraits{method: "in-process", clock: true, writer: perfd
 
 func (ip *inproc) traits() sourceTraits { return ip.tr }
 
-func (ip *inproc) close() { ip.region.Close() }
+func (ip *inproc) close() {
+	ip.region.Close()
+	ip.shimCopy.remove()
+}
 
 // tracingData is the formats of the events the recorder writes itself
 // (faultline:rss's and the shim's memory-map calls' among them) and of the
@@ -230,6 +240,7 @@ func (ip *inproc) drain(final bool) (int, error) {
 	s.res.Abandoned, s.res.AbandonedAt = ip.region.Abandoned()
 	s.res.TSCJumps, s.res.TSCJumpAt = ip.region.TSCJumps()
 	s.res.Late = ip.late
+	s.res.Unshimmed, s.res.Detached = ip.preload.Result()
 	return n + m, ip.writeUnrecorded()
 }
 
@@ -698,8 +709,9 @@ func (ip *inproc) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			lo := binary.NativeEndian.Uint64(body[8:])
 			r := addrRange{lo, lo + binary.NativeEndian.Uint64(body[16:])}
 			m := ip.procMaps(pid)
+			ip.preload.Mmap(pid, string(name))
 			switch {
-			case strings.HasPrefix(string(name), "/memfd:faultline-"):
+			case schema.IsShimFile(string(name)):
 				m.shim = append(m.shim, r)
 			case binary.NativeEndian.Uint32(body[56:])&unix.PROT_EXEC != 0:
 				m.addCode(codeRange{r, schema.IsSystemFile(string(name))})
@@ -714,13 +726,19 @@ func (ip *inproc) writeKernel(r *ring, typ uint32, misc uint16, body []byte) err
 			}
 		}
 	case perfdata.RecordComm:
-		if misc&perfdata.MiscCommExec != 0 && len(body) >= 4 {
+		if misc&perfdata.MiscCommExec != 0 && len(body) >= 8 {
 			delete(ip.maps, binary.NativeEndian.Uint32(body))
+			comm := body[8:]
+			if i := indexByte(comm, 0); i >= 0 {
+				comm = comm[:i]
+			}
+			ip.preload.Exec(binary.NativeEndian.Uint32(body), string(comm))
 		}
 	case perfdata.RecordExit:
 		// pid, ppid, tid, ptid: the process is gone when its main thread is.
 		if len(body) >= 12 && binary.NativeEndian.Uint32(body) == binary.NativeEndian.Uint32(body[8:]) {
 			delete(ip.maps, binary.NativeEndian.Uint32(body))
+			ip.preload.Exit(binary.NativeEndian.Uint32(body))
 		}
 	}
 	ip.raw = rawRecord{Header: recordHeader{Type: perfdata.RecordType(typ), Misc: misc}, Data: body}

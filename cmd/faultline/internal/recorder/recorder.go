@@ -197,6 +197,10 @@ type ShimResult struct {
 	// TSCJumpAt: from then on the shim read CLOCK_MONOTONIC.
 	TSCJumps  uint32
 	TSCJumpAt uint64
+	// Unshimmed are the programs of the command's tree that ran without
+	// the shim, Detached those whose shim never reached the rings
+	// (schema.PreloadCheck): their calls are not recorded.
+	Unshimmed, Detached []schema.ExecProcess
 }
 
 // StoppedByDuration is Result.StoppedBy when Config.Duration elapsed.
