@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
@@ -271,5 +272,44 @@ func TestRecordLiveDaemonFollowed(t *testing.T) {
 	}
 	if left := leftChildren(); len(left) > 0 {
 		t.Errorf("record left processes behind: %v", left)
+	}
+}
+
+// TestRecordLiveRunTimeAfterStall: record stopped (SIGSTOP) for 3 s while
+// `sleep 1` runs says the program ran about 1 s, not the 3 s record was
+// away: the guard stamps the exit when it happens. (--no-exit-snapshots:
+// with them each process waits at its exit for record to read it.)
+func TestRecordLiveRunTimeAfterStall(t *testing.T) {
+	requireInproc(t)
+	bin := buildFaultline(t)
+	dir := t.TempDir()
+	c := exec.Command(bin, "record", "--no-exit-snapshots", "-o", filepath.Join(dir, "s.data"), "--", "sleep", "1")
+	stderr, err := os.CreateTemp(dir, "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitChild(t, c.Process.Pid, "sleep")
+	c.Process.Signal(syscall.SIGSTOP)
+	time.Sleep(3 * time.Second)
+	c.Process.Signal(syscall.SIGCONT)
+	if err := c.Wait(); err != nil {
+		t.Fatalf("record: %v\n%s", err, readAll(stderr))
+	}
+	var ran float64
+	out := readAll(stderr)
+	i := strings.Index(out, "sleep ran ")
+	if i < 0 {
+		t.Fatalf("no run time in:\n%s", out)
+	}
+	if _, err := fmt.Sscanf(out[i:], "sleep ran %f s", &ran); err != nil {
+		t.Fatal(err)
+	}
+	if ran < 0.99 || ran > 1.5 {
+		t.Errorf("sleep 1 ran %.3f s by record's summary, want about 1 s (record was stopped 3 s)", ran)
 	}
 }

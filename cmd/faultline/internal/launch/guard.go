@@ -22,7 +22,8 @@ import (
 // the launcher gets as its own from 3 on (the gate, FD, first). It writes
 // to ReportFD the launcher's pid (int32; minus the errno when it could not
 // be started), then, when the launcher (which becomes the command) ends,
-// its wait status (int32) and rusage (struct rusage); it reads
+// its wait status (int32), 4 bytes of padding, the time it saw it
+// (CLOCK_MONOTONIC ns, int64) and rusage (struct rusage); it reads
 // ControlFD: a byte 'T' sends SIGTERM to the descendants, EOF kills them.
 const (
 	GuardEnv     = "FAULTLINE_RECORD_GUARD"
@@ -93,11 +94,13 @@ func guard(args []string, extra int) int {
 			return 0
 		}
 		if wpid == pid {
-			// The wait status, then struct rusage as the kernel lays it
-			// out.
-			var rep [4 + unsafe.Sizeof(ru)]byte
+			// The wait status, 4 bytes of padding, when (CLOCK_MONOTONIC
+			// ns: the guard runs on while record may be stopped), then
+			// struct rusage as the kernel lays it out.
+			var rep [16 + unsafe.Sizeof(ru)]byte
 			putInt32(rep[:], int32(ws))
-			copy(rep[4:], unsafe.Slice((*byte)(unsafe.Pointer(&ru)), unsafe.Sizeof(ru)))
+			*(*int64)(unsafe.Pointer(&rep[8])) = monotonicNs()
+			copy(rep[16:], unsafe.Slice((*byte)(unsafe.Pointer(&ru)), unsafe.Sizeof(ru)))
 			syscall.Write(ReportFD, rep[:])
 		}
 	}
@@ -210,4 +213,12 @@ func atoi(s string) (int, bool) {
 
 func putInt32(b []byte, v int32) {
 	*(*int32)(unsafe.Pointer(&b[0])) = v
+}
+
+// monotonicNs reads CLOCK_MONOTONIC (clock_gettime(2); the syscall
+// package has no wrapper).
+func monotonicNs() int64 {
+	var ts syscall.Timespec
+	syscall.Syscall(syscall.SYS_CLOCK_GETTIME, 1 /* CLOCK_MONOTONIC */, uintptr(unsafe.Pointer(&ts)), 0)
+	return ts.Nano()
 }

@@ -33,6 +33,7 @@ type heldCommand struct {
 	// (wait4's) set; statusKnown is false when the guard died first.
 	exited      chan struct{}
 	status      syscall.WaitStatus
+	exitNs      int64 // when the guard saw it end (CLOCK_MONOTONIC ns)
 	rusage      syscall.Rusage
 	statusKnown bool
 	done        chan struct{} // the guard exited: nothing of the tree is left
@@ -149,10 +150,11 @@ func startGuarded(self, launcher, path string, argv, env []string, stdin io.Read
 	h.pid = int(int32(binary.NativeEndian.Uint32(b[:])))
 	go func() {
 		defer reportR.Close()
-		var rep [4 + unsafe.Sizeof(syscall.Rusage{})]byte
+		var rep [16 + unsafe.Sizeof(syscall.Rusage{})]byte
 		if _, err := io.ReadFull(reportR, rep[:]); err == nil {
 			h.status = syscall.WaitStatus(binary.NativeEndian.Uint32(rep[:]))
-			h.rusage = *(*syscall.Rusage)(unsafe.Pointer(&rep[4]))
+			h.exitNs = int64(binary.NativeEndian.Uint64(rep[8:]))
+			h.rusage = *(*syscall.Rusage)(unsafe.Pointer(&rep[16]))
 			h.statusKnown = true
 		}
 		close(h.exited)

@@ -790,7 +790,7 @@ func (s *session) run(held *heldCommand) error {
 	}
 	// done: the command exited; treeDone: so did everything it started.
 	var done, treeDone <-chan struct{}
-	start := time.Now()
+	start, startNs := time.Now(), monotonicNow()
 	if held != nil {
 		// A stop request while the events were being opened: do not
 		// start the program at all (the deferred abort ends the launcher).
@@ -843,7 +843,12 @@ func (s *session) run(held *heldCommand) error {
 		}
 		select {
 		case <-done:
+			// The guard saw the exit when it happened, even if record was
+			// stopped or busy then (SIGSTOP, a stalled output).
 			s.res.Wall = time.Since(start)
+			if held.statusKnown && held.exitNs > startNs {
+				s.res.Wall = time.Duration(held.exitNs - startNs)
+			}
 			s.exitStatus(held)
 			if stopping || !s.followRest(held) {
 				return s.finalDrain()
@@ -907,6 +912,14 @@ func (s *session) run(held *heldCommand) error {
 		case <-kick:
 		}
 	}
+}
+
+// monotonicNow reads CLOCK_MONOTONIC in ns, the clock the guard stamps
+// the command's exit with.
+func monotonicNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // followRest reports whether processes of the command's tree still run
