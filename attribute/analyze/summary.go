@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/faultline/faultline/perfdata/schema"
+
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/symbolize/binfile"
 )
@@ -223,6 +225,7 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
 	var lost []string
 	var stackLost, stackAll uint64
+	inproc := true // every lossy event is the in-process shim's
 	for _, e := range s.Events {
 		if e.Role == RoleStack.String() {
 			stackLost += e.Lost
@@ -231,9 +234,15 @@ func (s *Summary) writeLost(w io.Writer, pct func(a, b uint64) string) {
 		}
 		if e.Lost > 0 {
 			lost = append(lost, fmt.Sprintf("%s %d of %d (%s)", e.Name, e.Lost, e.Lost+e.Samples, pct(e.Lost, e.Lost+e.Samples)))
+			inproc = inproc && strings.HasPrefix(e.Name, schema.System+":")
 		}
 	}
 	switch {
+	case len(lost) > 0 && inproc && s.FromRecord:
+		// The shim's own losses: no kernel ring overflowed; calls the
+		// shim could not record (record's summary said why).
+		fmt.Fprintf(w, "Lost samples: %s\n", strings.Join(lost, "; "))
+		fmt.Fprintln(w, "  attribution is incomplete where the in-process shim could not record calls; record's own summary named why (the program ran on past --shim-wait because record was stopped, its output stalled or it was starved of CPU; or a signal handler interrupted the shim); a larger -m does not help")
 	case len(lost) > 0:
 		fmt.Fprintf(w, "Lost samples: %s\n", strings.Join(lost, "; "))
 		if s.FromRecord {

@@ -40,6 +40,12 @@ func TestLossWording(t *testing.T) {
 		{"range, perf", Summary{Events: events(0, 10)},
 			[]string{"Lost samples: g:malloc 10 of 1010", "a larger -m or a smaller --call-graph dwarf size"},
 			[]string{"Stack samples lost"}},
+		{"in-process shim, record", Summary{Events: []EventSummary{
+			{Name: "page-faults", Role: RoleFault.String(), Samples: 100},
+			{Name: "faultline:malloc", Role: RoleAllocEntry.String(), Samples: 1000, Lost: 10},
+		}, FromRecord: true},
+			[]string{"Lost samples: faultline:malloc 10 of 1010 (1.0%)", "the in-process shim could not record calls", "a larger -m does not help"},
+			[]string{"record with a larger -m"}},
 		{"none", Summary{Events: events(0, 0), FromRecord: true},
 			[]string{"Lost samples: none"},
 			[]string{"Stack samples lost", "incomplete"}},

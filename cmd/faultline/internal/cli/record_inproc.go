@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -149,7 +150,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 // noteShim turns what the shim could not record into warnings.
 func (r *recorder) noteShim(res *rec.Result) {
 	if res.Abandoned {
-		r.notes.add(fmt.Errorf("the program waited for the recorder longer than it may (a ring stayed full: was record stopped or starved of CPU?), so it ran on unrecorded from %.3f s into the run: %d allocator calls after that are missing (written as lost samples)", float64(res.AbandonedAt-min(res.AbandonedAt, res.FirstTime))/1e9, res.Shim.Unrecorded))
+		r.notes.add(fmt.Errorf("the program waited for the recorder longer than it may (--shim-wait, %v: a ring stayed full), so it ran on unrecorded from %.3f s into the run: %d allocator calls after that are missing (written as lost samples); %s", r.opts.shimWait, float64(res.AbandonedAt-min(res.AbandonedAt, res.FirstTime))/1e9, res.Shim.Unrecorded, stallCause(res.Stalls, r.opts.output)))
 	}
 	if res.Shim.SlotsFull > 0 {
 		r.notes.add(fmt.Errorf("%d threads found no free ring (more than %d threads alive at once) and ran unrecorded: %d allocator calls missed", res.Shim.SlotsFull, shimSlots, res.Shim.Unrecorded))
@@ -172,6 +173,24 @@ func (r *recorder) noteShim(res *rec.Result) {
 	if n := res.Detached; len(n) > 0 {
 		r.notes.add(fmt.Errorf("%s loaded the shim but could not reach record's rings, so their allocator calls are not in the recording (their page faults are): privileges dropped before the exec (the rings are reachable by record's user only); record such a program with --method uprobe (as root)", unshimmedLine(n)))
 	}
+}
+
+// stallCause says why record kept the program waiting, from what it saw
+// of itself, and what to do about it.
+func stallCause(st rec.Stalls, output string) string {
+	switch {
+	case st.WriteBlocked >= 100*time.Millisecond:
+		dest := output
+		if output == "-" {
+			dest = "standard output"
+		}
+		return fmt.Sprintf("the cause: writing the recording to %s blocked for up to %.1f s (its reader did not keep up); write to a file (-o FILE) and copy it afterwards, or speed up the reader", dest, st.WriteBlocked.Seconds())
+	case st.Stopped:
+		return fmt.Sprintf("the cause: record was stopped (SIGSTOP, Ctrl-Z) for up to %.1f s; do not stop it while it records", st.Paused.Seconds())
+	case st.Paused >= 100*time.Millisecond:
+		return fmt.Sprintf("the cause: record did not run for up to %.1f s (starved of CPU, or its machine paused); give it a CPU of its own, or a longer --shim-wait", st.Paused.Seconds())
+	}
+	return "record kept running and its output kept up: raise --shim-wait"
 }
 
 // unshimmedLine names the programs that ran without the shim.

@@ -516,9 +516,29 @@ func TestRecordInprocLiveStuckRecorder(t *testing.T) {
 	if !strings.Contains(stderr.String(), "ran on unrecorded") {
 		t.Errorf("record did not say the program ran on unrecorded")
 	}
+	if !strings.Contains(stderr.String(), "the cause: record was stopped (SIGSTOP, Ctrl-Z)") {
+		t.Errorf("record did not name being stopped as the cause")
+	}
 	calls, _, _ := callCounts(t, data)
 	if calls["malloc"] == 0 || calls["malloc"] >= 3000000 {
 		t.Errorf("%d mallocs recorded: want some, and fewer than the program's 3000000", calls["malloc"])
+	}
+}
+
+// TestRecordInprocLiveStalledPipe: recording to a pipe whose reader
+// waits 3 s before it reads, the program waits past --shim-wait 1s and
+// runs on unrecorded; record names the blocked output as the cause, and
+// the remedy (a file), not a stop or a starved CPU.
+func TestRecordInprocLiveStalledPipe(t *testing.T) {
+	progs := requireInproc(t)
+	bin := buildFaultline(t)
+	c := exec.Command("sh", "-c", `"$0" record --shim-wait 1s -o - -- "$1" 3000000 | (sleep 3; cat >/dev/null)`, bin, filepath.Join(progs, "churn"))
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ran on unrecorded") || !strings.Contains(string(out), "the cause: writing the recording to standard output blocked") {
+		t.Errorf("record did not name the stalled output:\n%s", out)
 	}
 }
 

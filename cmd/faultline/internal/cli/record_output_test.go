@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -299,5 +300,24 @@ func TestOutputDevStdoutToAFile(t *testing.T) {
 	}
 	if fi, err := os.Lstat(stdout); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link was replaced: %v", err)
+	}
+}
+
+// TestStallCause: the cause record gives for a program that ran on
+// unrecorded follows what it saw of itself: a blocked write to its
+// output first, then being stopped, then a pause (starved of CPU).
+func TestStallCause(t *testing.T) {
+	for _, tc := range []struct {
+		st   rec.Stalls
+		want string
+	}{
+		{rec.Stalls{WriteBlocked: 4 * time.Second, Stopped: true, Paused: time.Second}, "writing the recording to standard output blocked for up to 4.0 s"},
+		{rec.Stalls{Stopped: true, Paused: 15 * time.Second}, "record was stopped (SIGSTOP, Ctrl-Z) for up to 15.0 s"},
+		{rec.Stalls{Paused: 2 * time.Second}, "record did not run for up to 2.0 s (starved of CPU"},
+		{rec.Stalls{}, "raise --shim-wait"},
+	} {
+		if got := stallCause(tc.st, "-"); !strings.Contains(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.st, got, tc.want)
+		}
 	}
 }

@@ -197,6 +197,8 @@ type ShimResult struct {
 	// TSCJumpAt: from then on the shim read CLOCK_MONOTONIC.
 	TSCJumps  uint32
 	TSCJumpAt uint64
+	// Stalls say why record may have kept the program waiting.
+	Stalls Stalls
 	// Unshimmed are the programs of the command's tree that ran without
 	// the shim, Detached those whose shim never reached the rings
 	// (schema.PreloadCheck): their calls are not recorded.
@@ -274,6 +276,17 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	}
 	if rec.head, err = rec.headFeatures(); err != nil {
 		return nil, err
+	}
+	stalls := startStallWatch()
+	defer func() {
+		if res != nil {
+			res.Stalls = stalls.stop()
+		} else {
+			stalls.stop()
+		}
+	}()
+	if cfg.Pipe {
+		out = &timedWriter{w: out, watch: stalls}
 	}
 	w, err := newWriter(cfg, traits, out, events, rec.head)
 	if err != nil {
