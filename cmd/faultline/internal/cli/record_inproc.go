@@ -156,7 +156,7 @@ func (r *recorder) noteShim(res *rec.Result) {
 		r.notes.add(fmt.Errorf("%d threads found no free ring (more than %d threads alive at once) and ran unrecorded: %d allocator calls missed", res.Shim.SlotsFull, shimSlots, res.Shim.Unrecorded))
 	}
 	if res.Shim.Interrupted > 0 {
-		r.notes.add(fmt.Errorf("%d allocator calls made by signal handlers that interrupted the shim while it recorded a call of the same thread were not recorded (written as lost samples); --method uprobe records them", res.Shim.Interrupted))
+		r.notes.add(fmt.Errorf("%d allocator calls came while the shim was recording another call of the same thread's state and were not recorded (written as lost samples): a signal handler that interrupted it, or a thread started by a raw clone/clone3 without its own TLS (CLONE_SETTLS), which shares its parent's; --method uprobe records them", res.Shim.Interrupted))
 	}
 	if os.Getenv("FAULTLINE_DEBUG_SHIM") != "" {
 		r.logf("debug: shim %+v late %d shimfaults %d", res.Shim, res.Late, res.ShimFaults)
