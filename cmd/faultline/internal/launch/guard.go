@@ -24,7 +24,7 @@ import (
 // be started), then, when the launcher (which becomes the command) ends,
 // its wait status (int32), 4 bytes of padding, the time it saw it
 // (CLOCK_MONOTONIC ns, int64) and rusage (struct rusage); it reads
-// ControlFD: a byte 'T' sends SIGTERM to the descendants, EOF kills them.
+// ControlFD: at EOF it kills the descendants.
 const (
 	GuardEnv     = "FAULTLINE_RECORD_GUARD"
 	ReportFD     = 3
@@ -106,8 +106,8 @@ func guard(args []string, extra int) int {
 	}
 }
 
-// watchControl waits on ControlFD: SIGTERM to the tree for each 'T',
-// SIGKILL to it at EOF (record closed the pipe or died).
+// watchControl waits on ControlFD: SIGKILL to the tree at EOF (record
+// closed the pipe or died).
 func watchControl() {
 	var b [1]byte
 	for {
@@ -115,10 +115,7 @@ func watchControl() {
 		if err == syscall.EINTR {
 			continue
 		}
-		if n == 1 && b[0] == 'T' {
-			for _, p := range descendants(false) {
-				syscall.Kill(p, syscall.SIGTERM)
-			}
+		if n == 1 {
 			continue
 		}
 		// Stop every process first, so none forks past the walk, then

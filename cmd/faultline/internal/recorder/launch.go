@@ -182,13 +182,6 @@ func (h *heldCommand) signal(sig syscall.Signal) {
 	}
 }
 
-// terminate asks every process of the tree to end (SIGTERM).
-func (h *heldCommand) terminate() {
-	if h.control != nil {
-		h.control.Write([]byte{'T'})
-	}
-}
-
 // treeKillWait bounds how long end waits for the killed tree to be
 // reaped: SIGKILL takes a process out at its next return to user mode,
 // which one in an uninterruptible sleep (a dead NFS server) may never
