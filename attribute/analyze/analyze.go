@@ -127,6 +127,12 @@ type ResidentSummary struct {
 	// MapCalls counts the memory-map calls recorded (entries);
 	// MappedFaults the faults given to the program's own mappings.
 	MapCalls, MappedFaults uint64
+	// KernelMaps counts the anonymous mappings that took faults which no
+	// recorded call made, only the kernel's mmap records showed (the C
+	// library's own map calls, raw system calls); KernelMapFaults their
+	// faults, which go unattributed: no call's stack names them, and
+	// their releases are not seen unless a recorded call makes them.
+	KernelMaps, KernelMapFaults uint64
 	// ProcessHWM is the recorded program's own peak RSS and ProcessAnon
 	// its peak anonymous RSS, in bytes, as faultline record measured
 	// them (0: not recorded); OwnPeakBytes is the tracked peak of that
@@ -503,6 +509,7 @@ func (ru *run) setup() error {
 	ru.b.OwnerAt = ru.ownerAt
 	for _, in := range ru.infos {
 		ru.b.Res.Snapshots = ru.b.Res.Snapshots || in.role == RoleSnapshot
+		ru.mm.sysEvents = ru.mm.sysEvents || in.role == RoleSysEnter
 	}
 	ru.b.ThreadOf = ru.threadName
 	if ru.st.leafMode {
@@ -563,6 +570,9 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Mmap:
 		anon := r.Filename == "//anon" || strings.HasPrefix(r.Filename, "/dev/zero") || strings.HasPrefix(r.Filename, "/anon_hugepage")
 		ru.tr.Mmap(r.Pid, r.Time, r.Addr, r.Len, anon)
+		if r.Filename == "//anon" {
+			ru.kernelMap(r)
+		}
 	case *perfdata.Comm:
 		if r.Exec {
 			ru.tr.Exec(r.Pid)
@@ -622,6 +632,9 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		f.Ptr, _ = in.ptr.Uint64(smp.Raw)
 		ru.tr.Free(f)
 	case RoleFault:
+		if !ru.mm.ran[smp.Pid] {
+			ru.mm.ran[smp.Pid] = true
+		}
 		f := ru.faultOf(in, smp)
 		if hasStacks(in.ev) {
 			f.Stack = ru.stackOf(smp)
@@ -767,7 +780,14 @@ type countingSink struct {
 // that holds it, if any (memmap.go).
 func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	if a == nil {
-		if m := c.mm.find(f.Pid, f.Addr); m != nil {
+		if m := c.mm.find(f.Pid, f.Addr); m != nil && m.site.kernel {
+			// Counted, not attributed: no call's stack names it.
+			if !m.site.counted {
+				m.site.counted = true
+				c.mm.kernelMaps++
+			}
+			c.mm.kernelFaults++
+		} else if m != nil {
 			if !m.site.counted {
 				m.site.counted = true
 				c.Builder.Allocation(&m.site.alloc)
@@ -790,7 +810,8 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 	res := ru.b.Res
 	pages, t := res.PeakPages()
 	rs := ResidentSummary{PeakBytes: pages * attribute.PageSize, Refaults: res.Refaults(),
-		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped, ProcessHWM: ru.mm.hwm, ProcessAnon: ru.mm.anon}
+		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped,
+		KernelMaps: ru.mm.kernelMaps, KernelMapFaults: ru.mm.kernelFaults, ProcessHWM: ru.mm.hwm, ProcessAnon: ru.mm.anon}
 	rs.Start = ru.r.Stats().FirstSample
 	if t >= rs.Start {
 		rs.PeakTime = t - rs.Start

@@ -23,6 +23,15 @@ import (
 // (the allocation, or inside=allocator), so it never reaches the lookup.
 // The releases (munmap, madvise DONTNEED/FREE/REMOVE, brk shrinking,
 // mremap moving or shrinking) are fed to the resident tracker.
+//
+// Where the calls are recorded, the kernel's own records of anonymous
+// mappings (MMAP2 with mmap_data, "//anon") show the mappings no recorded
+// call made: the in-process method records the C library's wrappers, and
+// the C library's own maps (thread stacks, malloc's chunks and arenas, the
+// loader's) and raw system calls bypass them. The record has no stack to
+// name a site by, so the faults in such a mapping are counted and stay
+// unattributed, and the summary says how many: their releases are not
+// seen either, unless a recorded call makes them.
 
 // sysCall is which memory-map call an event traces.
 type sysCall uint8
@@ -114,6 +123,7 @@ type mapping struct {
 type mapSite struct {
 	alloc   attribute.Allocation
 	counted bool // handed to the builder as an allocation (at its first fault)
+	kernel  bool // only the kernel's record showed it: its faults are counted, not attributed
 }
 
 // memMaps is the run's view of the memory-map calls.
@@ -123,6 +133,14 @@ type memMaps struct {
 	brk     map[uint32]uint64       // by pid: the break its last brk call returned
 	calls   uint64                  // calls seen (entries)
 	mapped  uint64                  // faults explained by a program's own mapping
+	// kernelMaps and kernelFaults: the mappings only the kernel's records
+	// showed that took faults, and their faults.
+	kernelMaps, kernelFaults uint64
+	sysEvents                bool // the recording has memory-map call events
+	// ran holds the processes that took a fault since their exec: the
+	// kernel's records before it are of the exec's own mappings (the
+	// program's .bss, the break), which no call makes with either method.
+	ran map[uint32]bool
 	// hwm and anon: the program's own peak RSS and peak anonymous RSS
 	// (faultline:rss), bytes.
 	hwm, anon int64
@@ -130,7 +148,7 @@ type memMaps struct {
 }
 
 func newMemMaps() *memMaps {
-	return &memMaps{pending: map[uint32]*pendingCall{}, maps: map[uint32][]*mapping{}, brk: map[uint32]uint64{}}
+	return &memMaps{pending: map[uint32]*pendingCall{}, maps: map[uint32][]*mapping{}, brk: map[uint32]uint64{}, ran: map[uint32]bool{}}
 }
 
 // sysSample handles a memory-map call's sample.
@@ -268,10 +286,53 @@ func (mm *memMaps) find(pid uint32, addr uint64) *mapping {
 	return nil
 }
 
+// kernelMap takes an anonymous mapping the kernel reported after the
+// process began to run: the parts of it no known mapping covers are
+// remembered as made by no recorded call (their faults counted), unless a
+// recorded memory-map call on the thread is in flight (the tracepoints'
+// sys_enter comes before the kernel's record, and that call's exit makes
+// the mapping). A recorded call that returns later (the in-process
+// method writes its call at the return) replaces them with its own, as
+// any new mapping replaces what it covers. The kernel reports a mapping
+// merged with its anonymous neighbours and again when mprotect changes a
+// part of one: the parts known already are left as they are.
+func (ru *run) kernelMap(r *perfdata.Mmap) {
+	mm := ru.mm
+	if !mm.sysEvents || r.Pid == perfdata.KernelPid || r.Len == 0 || !mm.ran[r.Pid] {
+		return
+	}
+	if pc := mm.pending[r.Tid]; pc != nil && pc.call != sysNone {
+		return
+	}
+	start, end := r.Addr, r.Addr+r.Len
+	ms := mm.maps[r.Pid]
+	i := sort.Search(len(ms), func(i int) bool { return ms[i].end > start })
+	var gaps [][2]uint64
+	s := start
+	for _, m := range ms[i:] {
+		if m.start >= end {
+			break
+		}
+		if m.start > s {
+			gaps = append(gaps, [2]uint64{s, m.start})
+		}
+		s = max(s, m.end)
+	}
+	if s < end {
+		gaps = append(gaps, [2]uint64{s, end})
+	}
+	for _, g := range gaps {
+		mm.insert(r.Pid, &mapping{start: g[0], end: g[1], site: &mapSite{kernel: true, alloc: attribute.Allocation{
+			Pid: r.Pid, Tid: r.Tid, Time: r.Time, Kind: attribute.KindMmap, Size: g[1] - g[0],
+			Ptr: g[0], Flags: attribute.FlagMmap}}})
+	}
+}
+
 // exit forgets a process's mappings (exit, or exec replacing them).
 func (mm *memMaps) exit(pid uint32) {
 	delete(mm.maps, pid)
 	delete(mm.brk, pid)
+	delete(mm.ran, pid)
 }
 
 // rssInfo classifies faultline:rss.

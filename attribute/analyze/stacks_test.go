@@ -273,7 +273,7 @@ func TestPosixMemalignStatusReturn(t *testing.T) {
 // testRun is a run over infos with empty tables, its tracker reporting to
 // sink (what Run sets up before the first record).
 func testRun(sess *symbolize.Session, infos []*eventInfo, sink attribute.Sink) *run {
-	ru := &run{sess: sess, infos: infos, runCounts: runCounts{counts: make([]EventSummary, len(infos)), classes: map[string]uint64{}}, st: newStacks(sess)}
+	ru := &run{sess: sess, infos: infos, runCounts: runCounts{counts: make([]EventSummary, len(infos)), classes: map[string]uint64{}}, st: newStacks(sess), mm: newMemMaps()}
 	ru.tr = attribute.NewTracker(attribute.DefaultConfig(), sink, nil)
 	ru.st.out = ru.tr
 	return ru

@@ -169,6 +169,10 @@ func (s *Summary) writeResident(w io.Writer) {
 	} else {
 		fmt.Fprintln(w, "  no memory-map calls recorded (syscalls:sys_enter_mmap, …): releases are not seen, so the resident memory only grows until exit")
 	}
+	if rs.KernelMaps > 0 {
+		fmt.Fprintf(w, "  %d faults (unattributed) in %d anonymous mappings no recorded call made, only the kernel's mmap records show (the C library's own map calls, raw system calls): their releases are not seen either\n",
+			rs.KernelMapFaults, rs.KernelMaps)
+	}
 	if len(rs.AtPeak) > 0 {
 		fmt.Fprintln(w, "  held at the peak:")
 		for _, v := range rs.AtPeak {

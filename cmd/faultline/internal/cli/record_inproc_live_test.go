@@ -271,16 +271,28 @@ func sum(m map[uint32]uint64) (n uint64) {
 // per site text.
 func summarySites(t *testing.T, data string) map[string]int64 {
 	t.Helper()
+	return parseSites(analyzeText(t, data))
+}
+
+// analyzeText runs analyze on a recording (the profile next to it) and
+// returns its summary.
+func analyzeText(t *testing.T, data string) string {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
 	if code := Main([]string{"analyze", "-o", data + ".pb.gz", data}, env); code != ExitOK {
 		t.Fatalf("analyze %s: exit %d\n%s", data, code, stderr.String())
 	}
 	t.Logf("analyze %s:\n%s", filepath.Base(data), stdout.String())
+	return stdout.String()
+}
+
+// parseSites reads analyze's site table: faults per site text.
+func parseSites(summary string) map[string]int64 {
 	sites := map[string]int64{}
 	row := regexp.MustCompile(`^\s+(\d+)\s+(\d+)\s+[\d.]+ \S+\s+\S+\s+(.+)$`)
 	inTable := false
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(strings.NewReader(summary))
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.HasPrefix(line, "Top allocation sites by faults:") {
@@ -323,7 +335,8 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	if code, stderr := runRecordMain("-q", "--stack-every", "1", "-o", every, "--", prog); code != ExitOK {
 		t.Fatalf("in-process, a stack for every call: exit %d\n%s", code, stderr)
 	}
-	si, su, se := summarySites(t, in), summarySites(t, up), summarySites(t, every)
+	ti := analyzeText(t, in)
+	si, su, se := parseSites(ti), summarySites(t, up), summarySites(t, every)
 	t.Logf("in-process sites: %v\nuprobe sites: %v\nevery call with a stack: %v", si, su, se)
 	// A recording that lost samples (counted: the recorder fell behind the
 	// program, as on a loaded machine) has fewer sites and faults; say so
@@ -352,16 +365,29 @@ func TestRecordInprocLiveContainers(t *testing.T) {
 	// The program's own mappings (via mmap) are compared where both
 	// methods see the call: the syscall tracepoints also see the C
 	// library's own mmaps (thread stacks, the loader's), which bypass the
-	// wrappers the shim interposes; their faults are [stack] or [anon]
-	// in-process.
+	// wrappers the shim interposes. In-process, the kernel's mmap records
+	// show those mappings, and analyze counts their faults (unattributed:
+	// no call's stack names them): at least the uprobe recording's there,
+	// a page per mapping aside (siteSlack).
+	var unseen, unseenSites int64
 	for site, n := range su {
 		m := si[site]
 		if m == 0 && strings.HasSuffix(site, "(via mmap)") {
 			t.Logf("%s: %d faults with uprobes; the C library's own mapping, not seen in-process", site, n)
+			unseen += n
+			unseenSites++
 			continue
 		}
 		if math.Abs(float64(m-n)) > siteSlack(site, n) {
 			t.Errorf("%s: in-process %d faults, uprobes %d", site, m, n)
+		}
+	}
+	if unseen > 0 {
+		m := regexp.MustCompile(`(\d+) faults \(unattributed\) in (\d+) anonymous mappings no recorded call made`).FindStringSubmatch(ti)
+		if m == nil {
+			t.Errorf("in-process: %d faults in the C library's own mappings with uprobes; analyze does not count them", unseen)
+		} else if n, _ := strconv.ParseInt(m[1], 10, 64); n+unseenSites < unseen {
+			t.Errorf("in-process: %d faults in mappings only the kernel showed; the uprobe recording has %d in the C library's own mappings", n, unseen)
 		}
 	}
 	fi, err := os.Stat(in)
@@ -839,4 +865,55 @@ func checkClockStamps(t *testing.T, data, calls string, slack uint64) int {
 		n += k
 	}
 	return n
+}
+
+// TestRecordInprocLiveRawMaps records testdata/record/src/rawmaps.c both
+// ways: memory mapped without the C library's mmap wrapper — a raw
+// syscall(SYS_mmap) of 64 pages each written once, a thread's stack
+// (glibc maps it itself) of which the thread writes 32 pages, and a 4 MiB
+// malloc glibc maps itself. The syscall tracepoints see every call: the
+// uprobe recording gives the 64 faults to raw_region's mapping and the
+// thread's to main's (pthread_create's). In-process, the shim sees no
+// call; the kernel's mmap records show the mappings, and analyze counts
+// their faults (as many as the uprobe recording's there, at least) and
+// says so. The malloc's faults are its site's either way.
+func TestRecordInprocLiveRawMaps(t *testing.T) {
+	progs := requireInproc(t)
+	in, up := recordBothWays(t, filepath.Join(progs, "rawmaps"))
+	ti, tu := analyzeText(t, in), analyzeText(t, up)
+	si, su := parseSites(ti), parseSites(tu)
+	const rawPages, stackPages, bigPages = 64, 32, 4 << 20 / 4096 // rawmaps.c's RAW_PAGES, STACK_PAGES, BIG / 4096
+	var raw, stack, big, bigIn int64
+	for site, n := range su {
+		switch {
+		case strings.HasPrefix(site, "raw_region ") && strings.HasSuffix(site, "(via mmap)"):
+			raw += n
+		case strings.HasPrefix(site, "main ") && strings.HasSuffix(site, "(via mmap)"):
+			stack += n
+		case strings.HasPrefix(site, "big_block "):
+			big += n
+			bigIn += si[site]
+		}
+	}
+	if raw != rawPages {
+		t.Errorf("uprobes: raw_region's mapping took %d faults, want %d", raw, rawPages)
+	}
+	if stack < stackPages {
+		t.Errorf("uprobes: the thread's stack (main's mapping) took %d faults, want at least %d", stack, stackPages)
+	}
+	if big < bigPages || math.Abs(float64(bigIn-big)) > 0.005*float64(big) {
+		t.Errorf("big_block: in-process %d faults, uprobes %d; want at least %d and within 0.5%%", bigIn, big, bigPages)
+	}
+	for site := range si {
+		if strings.HasPrefix(site, "raw_region ") {
+			t.Errorf("in-process: site %q: no recorded call made raw_region's mapping", site)
+		}
+	}
+	m := regexp.MustCompile(`(\d+) faults \(unattributed\) in (\d+) anonymous mappings no recorded call made`).FindStringSubmatch(ti)
+	if m == nil {
+		t.Fatal("in-process: analyze does not say which faults are in mappings only the kernel's records show")
+	}
+	if n, _ := strconv.ParseInt(m[1], 10, 64); n < raw+stack {
+		t.Errorf("in-process: %s faults in mappings only the kernel showed, want at least the uprobe recording's %d in raw_region's and the thread stack's", m[1], raw+stack)
+	}
 }
