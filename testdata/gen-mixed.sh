@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen-mixed.sh — record testdata/src/mixed.c in the shape `faultline record`
-# writes (issue 10): range events without stacks, the malloc entry probe
+# writes: range events without stacks, the malloc entry probe
 # opened again with a DWARF stack for some calls. Run as root after gen.sh
 # (which rebuilds symfs/ and calls this script at its end):
 #

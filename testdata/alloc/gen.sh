@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gen.sh — the exact generator of testdata/alloc (issue 20: programs whose
+# gen.sh — the exact generator of testdata/alloc (programs whose
 # malloc is not glibc's shared one; README.md explains every output).
 #
 #   sudo testdata/alloc/gen.sh     # from anywhere; needs root, go, gcc, g++,

@@ -33,7 +33,7 @@
 # INLINE_RUNS, INLINE_ON (small|large|none), UNITS_LARGE (20),
 # UNITS_SMALL (1), RECORD_ONLY=1 (record, do not measure).
 #
-# With --gcc, issue 13's benchmark instead (see gcc_bench below): one
+# With --gcc, the gcc benchmark instead (see gcc_bench below): one
 # multi-GB recording of a gcc compile, faultline at GOMAXPROCS 1, 2 and
 # all against perf script --no-inline.
 set -euo pipefail
@@ -110,7 +110,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 col() { awk -v l="$1" -v c="$2" '$1==l {print $c}' "$OUT/times"; }
 size_mb() { echo "$(($(stat -c %s "$1") / 1000000))"; }
 
-# --- issue 13: one gcc compile, recorded whole (--gcc)
+# --- one gcc compile, recorded whole (--gcc)
 #
 #   sudo testdata/bench/bench.sh --gcc DIR       # record (once) and measure
 #   MEASURE_ONLY=1 testdata/bench/bench.sh --gcc DIR

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gen.sh — the exact generator of testdata/heapgrow (issue 11's recordings).
+# gen.sh — the exact generator of testdata/heapgrow's recordings.
 #
 #   sudo testdata/heapgrow/gen.sh      # from anywhere; needs root, perf, gcc, g++
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gen.sh — the exact generator of testdata/mem (issue 21's recording of a
+# gen.sh — the exact generator of testdata/mem (a recording of a
 # program with known memory phases).
 #
 #   sudo testdata/mem/gen.sh      # from anywhere; needs root, perf, gcc

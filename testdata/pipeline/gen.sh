@@ -50,8 +50,7 @@ install -m 0755 "$WORK/consume" "$BIN/consume"
 # counted lost, from 1 in 3 to 1 in 5 pipeline recordings (never from consume
 # recorded alone) while other recordings added and removed their probes on
 # the same libc. perf record with uprobes of its own on calloc and malloc
-# missed it in 5 of 8 runs too: the kernel's doing, not record's (issue 26's
-# report). consume's calloc is its only call after produce has exited.
+# missed it in 5 of 8 runs too: the kernel's doing, not record's. consume's calloc is its only call after produce has exited.
 lost_count() { # FILE -> samples lost, + 1 when consume's calloc is missing
 	local lost
 	lost=$(lost_by_info "$1")

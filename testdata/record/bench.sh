@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench.sh — what recording costs, against heaptrack (LD_PRELOAD, lossless
-# stacks) on the same programs: issue 19's acceptance measurement.
+# stacks) on the same programs.
 #
 #   sudo testdata/record/bench.sh [OUTDIR]
 #

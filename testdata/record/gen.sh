@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the recorder's live-test and acceptance programs (issue 10) from
+# Builds the recorder's live-test and acceptance programs from
 # testdata/record/src into OUTDIR (default: a new directory printed on
 # stdout). Debian 12: gcc/g++ 12. -g for analyze's names, -O2 as a release
 # build, -fno-omit-frame-pointer so perf's fallback unwinder agrees,

@@ -1,4 +1,4 @@
-// store.cc — issue 20's C++ program: allocations made through containers.
+// store.cc — a C++ program whose allocations are made through containers.
 // app::Store::fill grows a std::vector of 20000 std::strings of 200 bytes
 // (each string's buffer is one operator new of 201 bytes, the vector's
 // growth a few more); main's std::vector<char> is one 8 MiB operator new.

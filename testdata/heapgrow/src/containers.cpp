@@ -1,5 +1,5 @@
 // containers: C++ allocation sites reached through the standard library
-// (issue 11: a site is named by the user's own function, not by
+// (a site is named by the user's own function, not by
 // std::vector<...>::_M_realloc_insert).
 //
 // Run through testdata/src/launch.c (THP off, no ASLR).

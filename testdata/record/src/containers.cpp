@@ -1,5 +1,5 @@
-// containers: the deterministic C++ program of issue 10's second acceptance
-// line. C++ containers (vector, map, string, list), 100000 small mallocs
+// containers: a deterministic C++ program for the recorder's live tests.
+// C++ containers (vector, map, string, list), 100000 small mallocs
 // (list nodes), an 8 MiB buffer touched on every page (2048 faults with THP
 // off) and two threads that allocate too. Every run does exactly the same
 // allocations in the same order on each thread.

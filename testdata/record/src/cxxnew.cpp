@@ -1,6 +1,6 @@
 /*
  * cxxnew: every path of operator new that the in-process recorder's shim
- * stands in for (issue 19): new and new[] of 0 and of ordinary sizes, the
+ * stands in for: new and new[] of 0 and of ordinary sizes, the
  * nothrow forms, a size malloc refuses (bad_alloc caught; NULL from
  * nothrow), and a new-handler that frees a reserve so that the retry
  * succeeds. Each is made NEWS times from main, so that the test can match
