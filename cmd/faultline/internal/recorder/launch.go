@@ -60,13 +60,11 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 	if noTHP {
 		mode = launch.ModeNoTHP
 	}
-	cmdEnv := append(os.Environ(), launch.Env+"="+mode)
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
-			e = launch.PreloadEnv + "=" + v
-		}
-		cmdEnv = append(cmdEnv, e)
-	}
+	// The guard and the launcher are faultline: an LD_PRELOAD of record's
+	// own environment (a user's allocator, say) is the command's, set at
+	// its exec, and not loaded into them. env's comes later and wins.
+	cmdEnv := append(preloadAtExec(os.Environ()), launch.Env+"="+mode)
+	cmdEnv = append(cmdEnv, preloadAtExec(env)...)
 	var extra []*os.File
 	var ours *os.File
 	if exits {
@@ -94,6 +92,19 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 	}
 	h.exits = ours
 	return h, nil
+}
+
+// preloadAtExec returns env with LD_PRELOAD carried as launch.PreloadEnv,
+// which the launcher turns back into LD_PRELOAD at the command's exec.
+func preloadAtExec(env []string) []string {
+	out := make([]string, len(env))
+	for i, e := range env {
+		if v, ok := strings.CutPrefix(e, "LD_PRELOAD="); ok {
+			e = launch.PreloadEnv + "=" + v
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // startGuarded starts the guard (faultline itself, self), which starts

@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -22,5 +23,30 @@ func TestStartHeldFallsBack(t *testing.T) {
 	<-h.done
 	if !h.statusKnown || h.status != 0 || out.String() != "ran\n" {
 		t.Errorf("the command through the fallback launcher: status %v (known %v), output %q", h.status, h.statusKnown, out.String())
+	}
+}
+
+// TestStartHeldPreloadAtExec: an LD_PRELOAD in record's own environment
+// reaches the command, and not the guard (the command's parent), which is
+// faultline: a user's preloaded allocator costs its start-up once, in the
+// program, not again in each of record's own processes.
+func TestStartHeldPreloadAtExec(t *testing.T) {
+	lib := "/lib/x86_64-linux-gnu/libm.so.6"
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("no %s to preload: %v", lib, err)
+	}
+	t.Setenv("LD_PRELOAD", lib)
+	var out bytes.Buffer
+	script := `echo "$LD_PRELOAD"; tr '\0' '\n' < /proc/$PPID/environ | grep -c '^LD_PRELOAD=' || true`
+	h, err := startHeld("", "/bin/sh", []string{"sh", "-c", script}, false, false, nil, nil, &out, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.release(); err != nil {
+		t.Fatal(err)
+	}
+	<-h.done
+	if want := lib + "\n0\n"; out.String() != want {
+		t.Errorf("the command's LD_PRELOAD and the guard's count of LD_PRELOAD entries: %q, want %q", out.String(), want)
 	}
 }
