@@ -135,6 +135,23 @@ func (r *Resident) TouchRange(pid uint32, addr, start, end, t uint64, owner int,
 	return st
 }
 
+// HugePageSize is the size of a transparent huge page (x86-64's PMD).
+const HugePageSize = 2 << 20
+
+// Collapse applies a successful madvise(MADV_COLLAPSE) of [start, end) at
+// time t: every huge-page-aligned 2 MiB region inside it is now mapped by
+// one huge page, so all its pages are resident (those no fault made so
+// for ownerAt's owner) and huge. No fault shows this; without it only the
+// next snapshot would.
+func (r *Resident) Collapse(pid uint32, start, end, t uint64, ownerAt OwnerAt) {
+	p := r.proc(pid)
+	for h := (start + HugePageSize - 1) &^ (HugePageSize - 1); h+HugePageSize <= end; h += HugePageSize {
+		for a := h; a < h+HugePageSize; a += PageSize {
+			r.settle(p, pid, a, true, t, ownerAt)
+		}
+	}
+}
+
 // Fork gives child the pages parent holds, as its parent's: they count in
 // the child only once it writes them (a copy-on-write fault) or its parent
 // is gone.

@@ -85,3 +85,26 @@ func TestForkSharedPages(t *testing.T) {
 		}
 	}
 }
+
+// A collapse makes the aligned 2 MiB region inside the advised range
+// resident and huge, each page for its owner; the unaligned rest of the
+// range keeps what the faults made resident.
+func TestCollapse(t *testing.T) {
+	r := NewResident(false)
+	for a := uint64(0x1ff000); a < 0x400000; a += 2 * PageSize { // every other page, from the page before the region
+		r.Touch(1, a, 10, testOwnerAt(1, a))
+	}
+	r.Collapse(1, 0x1ff000, 0x401000, 20, testOwnerAt)
+	// 0x200000-0x400000 is the only aligned region: 256 pages of owner 0,
+	// 256 of owner 1; the page at 0x1ff000 (owner 2) stays as it was.
+	if p0, p1, p2 := r.End(0), r.End(1), r.End(2); p0 != 256 || p1 != 256 || p2 != 1 {
+		t.Errorf("resident pages %d, %d, %d; want 256, 256 and 1 (the page at 0x1ff000, touched)", p0, p1, p2)
+	}
+	if h := r.HugePeak(0) + r.HugePeak(1); h != 512 {
+		t.Errorf("huge pages at the peak %d, want 512", h)
+	}
+	r.Collapse(1, 0x200000, 0x3ff000, 30, testOwnerAt) // no whole region: nothing
+	if got := r.End(0) + r.End(1) + r.End(2); got != 513 {
+		t.Errorf("resident pages after a collapse of no whole region %d, want 513", got)
+	}
+}

@@ -54,6 +54,7 @@ const (
 	madvDontneed   = 4
 	madvFree       = 8
 	madvRemove     = 9
+	madvCollapse   = 25
 	mremapFixed    = 2
 	maxSyscallArgs = 5
 )
@@ -170,6 +171,12 @@ func (ru *run) sysSample(in *eventInfo, smp *perfdata.Sample) {
 			switch args[2] {
 			case madvDontneed, madvFree, madvRemove:
 				ru.b.Res.Release(smp.Pid, args[0], args[0]+args[1], smp.Time)
+			case madvCollapse:
+				// Taken as done: faultline record's in-process method
+				// writes only the calls that succeeded; with the
+				// tracepoint a failed collapse is undone by the next
+				// snapshot.
+				ru.b.Res.Collapse(smp.Pid, args[0], args[0]+args[1], smp.Time, ru.ownerAt)
 			}
 			return
 		}
