@@ -1073,17 +1073,7 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
 			b2 = append(b2, raw...)     // copied before anything else is written
 			b2 = appendRegs(b2, regs)
-			// STACK_USER: size, the bytes, dyn_size; the record's u16
-			// size bounds the copy.
-			room := 0xffff - 8 - len(b2) - 16
-			stack = stack[:min(len(stack), room&^7)]
-			size := (len(stack) + 7) &^ 7
-			b2 = ne.AppendUint64(b2, uint64(size))
-			b2 = append(b2, stack...)
-			for len(b2)%8 != 0 {
-				b2 = append(b2, 0)
-			}
-			b2 = ne.AppendUint64(b2, uint64(len(stack)))
+			b2 = appendStackUser(b2, stack)
 			*st.count++
 			if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b2); err != nil {
 				return n, err
@@ -1301,4 +1291,19 @@ func (ip *inproc) writeLostCalls(n, t uint64) error {
 	ne.PutUint64(b[24:], sp.synthID)
 	s.lost[sp] += n
 	return s.w.WriteRecordParts(uint32(perfdata.RecordLostSamples), 0, b[:])
+}
+
+// appendStackUser appends a sample's STACK_USER part: size, the bytes
+// (padded to 8), dyn_size; the record's u16 size bounds the copy.
+func appendStackUser(b, stack []byte) []byte {
+	ne := binary.NativeEndian
+	room := 0xffff - 8 - len(b) - 16
+	stack = stack[:min(len(stack), room&^7)]
+	size := (len(stack) + 7) &^ 7
+	b = ne.AppendUint64(b, uint64(size))
+	b = append(b, stack...)
+	for len(b)%8 != 0 {
+		b = append(b, 0)
+	}
+	return ne.AppendUint64(b, uint64(len(stack)))
 }

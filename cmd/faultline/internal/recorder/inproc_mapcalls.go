@@ -140,15 +140,7 @@ func (ip *inproc) writeSys(g owner, rec *shim.Record) (int, error) {
 		regs, stack, ok := rec.SysStack()
 		if ok {
 			b = appendRegs(b, regs)
-			room := 0xffff - 8 - len(b) - 16
-			stack = stack[:min(len(stack), room&^7)]
-			size := (len(stack) + 7) &^ 7
-			b = ne.AppendUint64(b, uint64(size))
-			b = append(b, stack...)
-			for len(b)%8 != 0 {
-				b = append(b, 0)
-			}
-			b = ne.AppendUint64(b, uint64(len(stack)))
+			b = appendStackUser(b, stack)
 		} else {
 			b = ne.AppendUint64(b, 0) // REGS_USER: PERF_SAMPLE_REGS_ABI_NONE
 			b = ne.AppendUint64(b, 0) // STACK_USER: none

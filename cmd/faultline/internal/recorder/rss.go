@@ -39,14 +39,21 @@ const (
 func rssSpec(flags perfdata.AttrFlags, clock int32) *spec {
 	// The kernel tracepoints' layout (rssHead writes it), so the
 	// sample_id fields are where every other event has them.
-	a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: rssTraceID, SamplePeriod: 1,
+	sp := syntheticSpec(schema.RSSEvent, rssTraceID, rssSampleID, flags, clock)
+	sp.format = shimFormat(schema.RSSEvent, rssTraceID, []traceField{{decl: "u64 pid", size: 8}, {decl: "u64 hwm", size: 8}, {decl: "u64 anon_peak", size: 8}})
+	return sp
+}
+
+// syntheticSpec is an event of group schema.System that record writes
+// itself (no kernel ring): a tracepoint's attr with RAW samples, traceID
+// as its config and sampleID as the id its samples carry.
+func syntheticSpec(name string, traceID, sampleID uint64, flags perfdata.AttrFlags, clock int32) *spec {
+	a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: traceID, SamplePeriod: 1,
 		SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
 	if clock != 0 {
 		a.Flags |= perfdata.AttrUseClockID
 	}
-	sp := &spec{name: schema.System + ":" + schema.RSSEvent, kind: kindRange, synthetic: true, synthID: rssSampleID, attr: a}
-	sp.format = shimFormat(schema.RSSEvent, rssTraceID, []traceField{{decl: "u64 pid", size: 8}, {decl: "u64 hwm", size: 8}, {decl: "u64 anon_peak", size: 8}})
-	return sp
+	return &spec{name: schema.System + ":" + name, kind: kindRange, synthetic: true, synthID: sampleID, attr: a}
 }
 
 // rssSampler reads a process's RssAnon every rssEvery, on a goroutine of

@@ -36,13 +36,9 @@ const (
 
 // snapSpec is the faultline:resident event.
 func snapSpec(flags perfdata.AttrFlags, clock int32) *spec {
-	a := perfdata.Attr{Type: perfdata.TypeTracepoint, Config: snapTraceID, SamplePeriod: 1,
-		SampleType: baseSampleType | perfdata.SampleRaw, ReadFormat: readFormat, Flags: flags, ClockID: clock}
-	if clock != 0 {
-		a.Flags |= perfdata.AttrUseClockID
-	}
-	return &spec{name: schema.System + ":" + schema.SnapshotEvent, kind: kindRange, synthetic: true, synthID: snapSampleID,
-		attr: a, format: snapFormat()}
+	sp := syntheticSpec(schema.SnapshotEvent, snapTraceID, snapSampleID, flags, clock)
+	sp.format = snapFormat()
+	return sp
 }
 
 // snapFieldsOff is where the scalar fields start in the RAW payload
