@@ -495,6 +495,9 @@ func (r *recorder) record() error {
 	if o.noTHP && o.pid > 0 && r.thpEnabled() {
 		r.logf("note: transparent huge pages stay on for a running process; one fault may map 2 MiB")
 	}
+	if o.pid > 0 {
+		r.noteNamespaces(o.pid)
+	}
 	if o.pid > 0 || o.all {
 		if o.duration == 0 {
 			r.logf("recording; press Ctrl-C to stop")

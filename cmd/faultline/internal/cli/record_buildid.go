@@ -32,6 +32,7 @@ func (r *recorder) cacheBuildIDs(res *rec.Result) {
 		r.notes.add(fmt.Errorf("build-id cache: %v; analyze needs the binaries unchanged at their paths", err))
 		return
 	}
+	c.MappedBy = res.MappedBy
 	start := time.Now()
 	rep, err := c.Add(res.BuildIDs)
 	if err != nil {

@@ -32,6 +32,11 @@ type BuildIDCache struct {
 	Dir      string // ~/.debug of the user who ran faultline (under sudo, SUDO_USER's)
 	UID, GID int    // owner of what Add creates; -1 leaves it to the process
 	MaxBytes int64  // bytes Add copies at most; binaries beyond it are skipped
+	// MappedBy names, per path, a process that mapped the file
+	// (Result.MappedBy): where the path does not name the file that ran
+	// here, it is looked up in that process's root (/proc/PID/root), as
+	// for a process in a container of its own.
+	MappedBy map[string]uint32
 }
 
 // CacheReport says what Add did.
@@ -200,33 +205,17 @@ func (c *BuildIDCache) addOne(root int, name, bid string, budget *int64) (int64,
 // copyBinary copies the file at name, if it still has build ID bid, to
 // dir/elf through a new file of its own.
 func (c *BuildIDCache) copyBinary(dir int, name, bid string, budget *int64) (int64, error) {
-	// The kernel's path names no symbolic link at its end; one there now
-	// is not the file that ran.
-	src, err := os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	src, fi, err := c.openRan(name, bid)
 	if err != nil {
 		return 0, err
 	}
 	defer src.Close()
-	fi, err := src.Stat()
-	if err != nil {
-		return 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("not a regular file")
-	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && c.UID >= 0 && !readableBy(st, c.UID, c.GID) {
 		// An execute-only binary: root may read it, its user may not.
 		return 0, fmt.Errorf("not readable by uid %d (mode %v), so not copied into their cache", c.UID, fi.Mode().Perm())
 	}
 	if fi.Size() > *budget {
 		return fi.Size(), errOverBudget
-	}
-	id, err := binfile.ReaderBuildID(name, src)
-	if err != nil {
-		return 0, err
-	}
-	if hex.EncodeToString(id) != bid {
-		return 0, fmt.Errorf("build ID now %x, recorded %s: replaced since it ran", id, bid)
 	}
 	tmp := ".elf." + strconv.Itoa(os.Getpid())
 	fd, err := unix.Openat(dir, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
@@ -284,4 +273,49 @@ func readableBy(st *syscall.Stat_t, uid, gid int) bool {
 		return st.Mode&0o040 != 0
 	}
 	return st.Mode&0o004 != 0
+}
+
+// openRan opens the file at name if it has build ID bid: the path as it
+// is, else (when it is missing or another file there) the path inside the
+// root of the process that mapped it (MappedBy), as a process in its own
+// mount namespace sees it.
+func (c *BuildIDCache) openRan(name, bid string) (*os.File, os.FileInfo, error) {
+	f, fi, err := openWithBuildID(name, bid, func() (*os.File, error) {
+		// The kernel's path names no symbolic link at its end; one
+		// there now is not the file that ran.
+		return os.OpenFile(name, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	})
+	pid := c.MappedBy[name]
+	if err == nil || pid == 0 {
+		return f, fi, err
+	}
+	f, fi, rerr := openWithBuildID(name, bid, func() (*os.File, error) { return OpenInRoot(int(pid), name) })
+	if rerr != nil {
+		return nil, nil, fmt.Errorf("%v; in the root of process %d: %v", err, pid, rerr)
+	}
+	return f, fi, nil
+}
+
+// openWithBuildID opens a regular file with open and checks that its
+// build ID is bid.
+func openWithBuildID(name, bid string, open func() (*os.File, error)) (*os.File, os.FileInfo, error) {
+	src, err := open()
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := src.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("not a regular file")
+	}
+	if err == nil {
+		var id []byte
+		if id, err = binfile.ReaderBuildID(name, src); err == nil && hex.EncodeToString(id) != bid {
+			err = fmt.Errorf("build ID now %x, recorded %s: replaced since it ran", id, bid)
+		}
+	}
+	if err != nil {
+		src.Close()
+		return nil, nil, err
+	}
+	return src, fi, nil
 }

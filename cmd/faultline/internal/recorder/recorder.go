@@ -142,6 +142,11 @@ type Result struct {
 	// NoMmapBuildIDs: the kernel refused build IDs in MMAP2 records (before
 	// Linux 5.12); the BUILD_ID feature's come from the files at the end.
 	NoMmapBuildIDs bool
+	// MappedBy gives each file of BuildIDs a process that mapped it (by
+	// its pid in record's PID namespace): a file of a process in another
+	// mount namespace is reached through that process's root
+	// (BuildIDCache.MappedBy).
+	MappedBy map[string]uint32
 }
 
 // Loss is what the kernel's rings lost or garbled.
@@ -347,7 +352,7 @@ type tally struct {
 
 // execFiles are the executable files mapped, for BUILD_ID.
 type execFiles struct {
-	mmaps map[string]bool   // executable files mapped
+	mmaps map[string]uint32 // executable files mapped, each with the first process that mapped it
 	bids  map[string][]byte // their build IDs as MMAP2 records gave them
 }
 
@@ -767,8 +772,8 @@ func (s *session) note(r *ring, raw *rawRecord) error {
 			if i := indexByte(name, 0); i >= 0 {
 				name = name[:i]
 			}
-			if !s.mmaps[string(name)] {
-				s.noteExec(string(name))
+			if _, seen := s.mmaps[string(name)]; !seen {
+				s.noteExec(string(name), binary.NativeEndian.Uint32(d))
 				// The build ID of what ran: a u8 size, 3 bytes, 20 bytes at 32.
 				if raw.Header.Misc&perfdata.MiscMmapBuildID != 0 && d[32] > 0 && d[32] <= 20 {
 					if s.bids == nil {
@@ -1046,6 +1051,7 @@ func (s *session) finish() error {
 		return err
 	}
 	s.res.BuildIDs = feats.BuildIDs
+	s.res.MappedBy = s.mmaps
 	s.res.DataBytes, s.res.FileBytes = s.w.DataBytes(), s.w.FileBytes()
 	s.res.KeptRaw = s.w.UncompressedBytes()
 	s.res.FirstTime, s.res.LastTime = s.firstT, s.lastT

@@ -117,7 +117,8 @@ func (s *session) synthesize() error {
 			if m.prot&unix.PROT_EXEC == 0 {
 				misc |= perfdata.MiscMmapData
 			} else {
-				s.noteExec(m.name)
+				s.noteExec(m.name, uint32(pid))
+				s.noteBuildID(pid, m)
 			}
 			if err := s.w.WriteRecordParts(uint32(perfdata.RecordMmap2), misc, mmap2Body(uint32(pid), m, s.trackID)); err != nil {
 				return err
@@ -127,11 +128,30 @@ func (s *session) synthesize() error {
 	return nil
 }
 
-func (s *session) noteExec(name string) {
-	if s.mmaps == nil {
-		s.mmaps = map[string]bool{}
+// noteBuildID keeps the build ID of the file process pid maps at m, an
+// executable mapping the process made before the recording (no MMAP2
+// record of the kernel's carries it), read from the file mapped itself.
+func (s *session) noteBuildID(pid int, m mapping) {
+	if !strings.HasPrefix(m.name, "/") || len(s.bids[m.name]) > 0 {
+		return
 	}
-	s.mmaps[name] = true
+	if id := mappedBuildID(pid, m); id != nil {
+		if s.bids == nil {
+			s.bids = map[string][]byte{}
+		}
+		s.bids[m.name] = id
+	}
+}
+
+// noteExec notes that process pid mapped the executable file name (the
+// first process only).
+func (s *session) noteExec(name string, pid uint32) {
+	if s.mmaps == nil {
+		s.mmaps = map[string]uint32{}
+	}
+	if _, ok := s.mmaps[name]; !ok {
+		s.mmaps[name] = pid
+	}
 }
 
 // sampleID is the sample_id_all trailer: TID, TIME, CPU, IDENTIFIER.
