@@ -39,15 +39,21 @@ func siteCounts(t *testing.T, data string) map[string][2]int64 {
 // alloc.c) and a C++ one (testdata/record's containers.cpp: vector, map,
 // string, list, threads) under jemalloc, tcmalloc and mimalloc, linked and
 // in LD_PRELOAD, with record's default method, which must be in-process
-// (the family's shim object), and compares each site's allocations with
-// the uprobe method's recordings of the linked program (the reference, two
-// runs of uprobes on the allocator's own functions); as root, the linked program
-// is recorded as a user too. Allocations must be equal within 0.1%;
-// faults within 2% where a site has at least 1000: a program's faults
-// move between runs with its threads' timing, which a trap per call
-// changes (mimalloc's containers.cpp takes 3,787 faults alone (perf
-// stat), 4,020 recorded in-process, 4,399 with uprobes), so smaller sites
-// are only logged.
+// (the family's shim object), and compares each site's allocations and
+// faults with the uprobe method's recordings of the linked program (the
+// reference, two runs of uprobes on the allocator's own functions); as
+// root, the linked program is recorded as a user too. Allocations must be
+// equal within 0.1%, faults within 0.5% (compareSites).
+//
+// Every run has the allocator's time-based release turned off
+// (timelessEnv): mimalloc returns the pages of freed memory to the kernel
+// 25 ms after the free (its decommit_delay), jemalloc after its decay
+// time, and the uprobe method, a trap per call, makes the program run long
+// enough for that to happen: its reference then holds faults on re-touched
+// released pages that a program running at full speed never takes
+// (mimalloc's containers.cpp: 549 more faults, 547 of them labelled
+// refault=yes by analyze). With the release off the faults of a run do not
+// depend on its speed.
 func TestRecordInprocLiveFamilies(t *testing.T) {
 	requireLiveRecord(t)
 	cc, err := exec.LookPath("gcc")
@@ -64,10 +70,10 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 		{"cxx", cxx, "../../../../testdata/record/src/containers.cpp"},
 	}
 	dir := t.TempDir()
-	for _, fam := range []struct{ name, lib, link, preload string }{
-		{"jemalloc", l + "libjemalloc.so", "-ljemalloc", l + "libjemalloc.so.2"},
-		{"tcmalloc", l + "libtcmalloc_minimal.so", "-ltcmalloc_minimal", l + "libtcmalloc_minimal.so.4"},
-		{"mimalloc", l + "libmimalloc.so", "-lmimalloc", l + "libmimalloc.so.2"},
+	for _, fam := range []struct{ name, lib, link, preload, timeless string }{
+		{"jemalloc", l + "libjemalloc.so", "-ljemalloc", l + "libjemalloc.so.2", "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1"},
+		{"tcmalloc", l + "libtcmalloc_minimal.so", "-ltcmalloc_minimal", l + "libtcmalloc_minimal.so.4", ""},
+		{"mimalloc", l + "libmimalloc.so", "-lmimalloc", l + "libmimalloc.so.2", "MIMALLOC_ALLOW_DECOMMIT=0"},
 	} {
 		for _, p := range progs {
 			t.Run(fam.name+"-"+p.name, func(t *testing.T) {
@@ -77,6 +83,11 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 				src, err := filepath.Abs(p.src)
 				if err != nil {
 					t.Fatal(err)
+				}
+				var userEnv []string
+				if k, v, ok := strings.Cut(fam.timeless, "="); ok {
+					t.Setenv(k, v)
+					userEnv = append(userEnv, fam.timeless)
 				}
 				linked := buildOnce(t, "fam-"+fam.name+"-"+p.name, func(bin string) *exec.Cmd {
 					return exec.Command(p.compiler, "-O2", "-g", "-pthread", "-o", bin, src, fam.link)
@@ -120,7 +131,7 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 						dir, bins := userDir(t, buildFaultline(t), linked)
 						in := filepath.Join(dir, "user.data")
 						cmd := exec.Command(bins[0], "record", "-o", in, "--", bins[1])
-						cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, "PERF_BUILDID_DIR=" + filepath.Join(dir, "cache")}
+						cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "PERF_BUILDID_DIR=" + filepath.Join(dir, "cache")}, userEnv...)
 						cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 						out, err := cmd.CombinedOutput()
 						if err != nil {
@@ -138,8 +149,11 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 }
 
 // compareSites compares per-site allocations (within 0.1%) and faults
-// (within 2% at sites with at least 1000) of an in-process recording with
-// the uprobe method's.
+// (within 0.5% at sites with at least 200, where that is a fault or more)
+// of an in-process recording with the uprobe method's; a site matches if
+// it matches either reference run. Smaller sites are logged: jemalloc's
+// containers.cpp moves a few faults between its small sites from run to
+// run with either method.
 func compareSites(t *testing.T, mode string, refs [2]map[string][2]int64, got map[string][2]int64) {
 	t.Helper()
 	near := func(g, r int64) bool { return math.Abs(float64(g-r)) <= 0.001*float64(r) }
@@ -151,8 +165,9 @@ func compareSites(t *testing.T, mode string, refs [2]map[string][2]int64, got ma
 		if !near(g[0], r[0]) && !near(g[0], r1[0]) {
 			t.Errorf("%s: %s: %d allocations in-process, %d and %d in two runs with uprobes", mode, site, g[0], r[0], r1[0])
 		}
-		if r[1] >= 1000 && math.Abs(float64(g[1]-r[1])) > 0.02*float64(r[1]) {
-			t.Errorf("%s: %s: %d faults in-process, %d with uprobes", mode, site, g[1], r[1])
+		nearFaults := func(r int64) bool { return math.Abs(float64(g[1]-r)) <= 0.005*float64(r) }
+		if r[1] >= 200 && !nearFaults(r[1]) && !nearFaults(r1[1]) {
+			t.Errorf("%s: %s: %d faults in-process, %d and %d in two runs with uprobes", mode, site, g[1], r[1], r1[1])
 		}
 		t.Logf("%s: %s: allocations %d / %d, faults %d / %d (in-process / uprobes)", mode, site, g[0], r[0], g[1], r[1])
 	}
