@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/attribute/analyze"
+	"github.com/faultline/faultline/cmd/faultline/internal/launch"
 	"github.com/faultline/faultline/cmd/faultline/internal/libc"
 	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"golang.org/x/sys/unix"
@@ -753,6 +754,10 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 		if sn := res.Snapshots; sn.Periodic+sn.Exits > 0 {
 			fmt.Fprintf(w, "faultline: read the page tables %d times while it ran and %d at exits (its processes stopped there %.1f ms in all): %.1f ms of CPU\n",
 				sn.Periodic, sn.Exits, float64(sn.Held)/1e6, float64(sn.Cost)/1e6)
+		}
+		if sn := res.Snapshots; sn.Unread > 0 {
+			fmt.Fprintf(w, "faultline: %d exits went unread: record did not read the process within %v (it was stopped or starved of CPU), so its guard let it exit; processes held at exit %.1f ms in all\n",
+				sn.Unread, launch.ExitWait, float64(sn.Held)/1e6)
 		}
 		if res.StoppedBy == rec.StoppedByDuration {
 			fmt.Fprintf(w, "faultline: record stopped %s after --duration %v (SIGINT, as asked): %s; exit status 0\n",

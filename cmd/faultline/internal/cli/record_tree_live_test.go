@@ -7,12 +7,14 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/faultline/faultline/cmd/faultline/internal/launch"
 	"golang.org/x/sys/unix"
 )
 
@@ -312,4 +314,61 @@ func TestRecordLiveRunTimeAfterStall(t *testing.T) {
 	if ran < 0.99 || ran > 1.5 {
 		t.Errorf("sleep 1 ran %.3f s by record's summary, want about 1 s (record was stopped 3 s)", ran)
 	}
+}
+
+// TestRecordLiveStoppedRecordHoldsNoExit: with exit snapshots on (root's
+// default), record stopped (SIGSTOP) for 3 s while `sleep 1` runs holds
+// sleep at its exit for launch.ExitWait at most: the guard answers the
+// exit notification when record does not, sleep is gone (its /proc entry
+// reaped by the guard) about 1.5 s after it started, not when record
+// resumes, and record's summary says the exit went unread and how long
+// the processes were held.
+func TestRecordLiveStoppedRecordHoldsNoExit(t *testing.T) {
+	requireInproc(t)
+	if os.Geteuid() != 0 {
+		t.Skip("not root: exit snapshots need CAP_SYS_ADMIN")
+	}
+	bin := buildFaultline(t)
+	dir := t.TempDir()
+	c := exec.Command(bin, "record", "-o", filepath.Join(dir, "s.data"), "--", "sleep", "1")
+	stderr, err := os.CreateTemp(dir, "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitChild(t, c.Process.Pid, "sleep")
+	started := time.Now()
+	prog := childPid(c.Process.Pid, "sleep")
+	c.Process.Signal(syscall.SIGSTOP)
+	gone := time.Duration(-1)
+	for time.Since(started) < 3*time.Second {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(prog)); err != nil {
+			gone = time.Since(started)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(time.Until(started.Add(3 * time.Second)))
+	c.Process.Signal(syscall.SIGCONT)
+	if err := c.Wait(); err != nil {
+		t.Fatalf("record: %v\n%s", err, readAll(stderr))
+	}
+	out := readAll(stderr)
+	// sleep 1 ends 1 s after it started; held ExitWait at most; 0.5 s
+	// for a loaded machine.
+	if limit := time.Second + launch.ExitWait + 500*time.Millisecond; gone < 0 || gone > limit {
+		t.Errorf("with record stopped, sleep 1 was gone %v after it started (-1: not within 3 s); want within %v\n%s", gone, limit, out)
+	}
+	m := regexp.MustCompile(`(\d+) exits went unread: .* processes held at exit ([0-9.]+) ms in all`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("record's summary does not say an exit went unread:\n%s", out)
+	}
+	if held, _ := strconv.ParseFloat(m[2], 64); m[1] != "1" || held < float64(launch.ExitWait.Milliseconds()) || held > float64(launch.ExitWait.Milliseconds())+200 {
+		t.Errorf("want 1 exit unread, held about %v: %s", launch.ExitWait, m[0])
+	}
+	t.Logf("sleep 1 gone %v after it started, record stopped 3 s; %s", gone, m[0])
 }

@@ -12,9 +12,9 @@ import (
 // that turns exit_group into a user notification (seccomp_unotify(2)),
 // inherited by every child and kept across execve, and sends the
 // notification descriptor over the socket at descriptor ExitsFD before it
-// waits on FD. The recorder answers each notification with
-// SECCOMP_USER_NOTIF_FLAG_CONTINUE once it has read the process: the call
-// then runs as it would have. No ptrace is involved, and a program that
+// waits on FD. The guard receives it and answers each notification with
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE once the recorder has read the process,
+// or after ExitWait (exitrelay.go): the call then runs as it would have. No ptrace is involved, and a program that
 // dies by a signal is not stopped. Installing the filter needs
 // CAP_SYS_ADMIN (no_new_privs is not set: set-uid programs keep working);
 // without it the launcher goes on without one and closes the socket.

@@ -68,6 +68,14 @@ func guard(args []string, extra int) int {
 	for i := 0; i < extra; i++ {
 		files = append(files, uintptr(GuardExtraFD+i))
 	}
+	// With the exit notifications armed, the launcher's ExitsFD is a
+	// socket to the guard, which answers them (exitrelay.go).
+	var relay *exitRelay
+	if _, ok := syscall.Getenv(ExitsEnv); ok && len(files) > ExitsFD {
+		if relay = newExitRelay(int(files[ExitsFD])); relay != nil {
+			files[ExitsFD] = uintptr(relay.launcherEnd)
+		}
+	}
 	pid, err := syscall.ForkExec(args[0], args[1:], &syscall.ProcAttr{Env: env, Files: files})
 	var b [4]byte
 	if err != nil {
@@ -78,7 +86,13 @@ func guard(args []string, extra int) int {
 		return 127
 	}
 	for i := 0; i < extra; i++ {
-		syscall.Close(GuardExtraFD + i)
+		if relay == nil || GuardExtraFD+i != relay.toRecord {
+			syscall.Close(GuardExtraFD + i)
+		}
+	}
+	if relay != nil {
+		syscall.Close(relay.launcherEnd)
+		go relay.run()
 	}
 	putInt32(b[:], int32(pid))
 	syscall.Write(ReportFD, b[:])

@@ -5,14 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"runtime"
 	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
+	"github.com/faultline/faultline/cmd/faultline/internal/launch"
 	"github.com/faultline/faultline/cmd/faultline/internal/pagemap"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/schema"
@@ -93,7 +92,8 @@ type snapshotter struct {
 	// Counters, under mu: snapshots taken, at exits; time spent reading.
 	periodic, exits uint64
 	cost            time.Duration
-	held            time.Duration // processes stopped at exit_group, in all
+	held            time.Duration // processes stopped at exit_group, in all (the guard's total)
+	unread          uint64        // exits the guard let go before their read (launch.ExitWait)
 	failed          error         // the first read that failed for another reason than the process ending
 }
 
@@ -125,9 +125,12 @@ type SnapshotCounts struct {
 	Periodic, Exits uint64
 	Cost            time.Duration
 	// Held is how long the processes were stopped at exit_group, in all
-	// (the read and the write of its records).
-	Held time.Duration
-	Err  error
+	// (the read and the write of its records), as the guard held them;
+	// Unread counts the exits it let go after launch.ExitWait without
+	// record's read (record stopped or starved of CPU).
+	Held   time.Duration
+	Unread uint64
+	Err    error
 }
 
 // counts returns the counts so far.
@@ -137,7 +140,7 @@ func (sn *snapshotter) counts() SnapshotCounts {
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
-	return SnapshotCounts{Periodic: sn.periodic, Exits: sn.exits, Cost: sn.cost, Held: sn.held, Err: sn.failed}
+	return SnapshotCounts{Periodic: sn.periodic, Exits: sn.exits, Cost: sn.cost, Held: sn.held, Unread: sn.unread, Err: sn.failed}
 }
 
 // stop ends the reads; what they queued stays for writeSnapshots.
@@ -160,6 +163,7 @@ func (sn *snapshotter) stop() {
 	}
 	sn.quit = nil
 	if sn.notify >= 0 {
+		sn.drainTotals()
 		unix.Close(sn.notify)
 		sn.notify = -1
 	}
@@ -327,27 +331,11 @@ func (sn *snapshotter) stopping() bool {
 	}
 }
 
-// The seccomp notification ABI: struct seccomp_notif and
-// seccomp_notif_resp as seccomp_unotify(2) gives them.
-type seccompNotif struct {
-	id    uint64
-	pid   uint32
-	flags uint32
-	nr    int32
-	arch  uint32
-	ip    uint64
-	args  [6]uint64
-}
-
-type seccompNotifResp struct {
-	id    uint64
-	val   int64
-	error int32
-	flags uint32
-}
-
-// exitLoop takes each process's snapshot as it calls exit_group, then
-// lets the call go on.
+// exitLoop takes each process's snapshot as the guard asks (a process
+// stopped at exit_group: launch.ExitMsg) and replies once its records are
+// written; the guard lets the process go on then, or after
+// launch.ExitWait if the reply is late. The guard's totals (Pid 0) say
+// how long the processes were held and how many went unread.
 func (sn *snapshotter) exitLoop() {
 	defer sn.wg.Done()
 	runtime.LockOSThread() // for threadCPU
@@ -355,6 +343,7 @@ func (sn *snapshotter) exitLoop() {
 	sc := pagemap.NewScanner()
 	var rs []pagemap.Range
 	fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}, {Fd: int32(sn.wake[0]), Events: unix.POLLIN}}
+	buf := make([]byte, launch.ExitMsgSize+1)
 	for {
 		select {
 		case <-sn.quit:
@@ -365,29 +354,59 @@ func (sn *snapshotter) exitLoop() {
 		if err != nil && err != unix.EINTR {
 			return
 		}
-		if n == 0 || fds[0].Revents&unix.POLLIN == 0 {
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR) != 0 {
-				return // no process holds the filter any more
-			}
+		if n == 0 || fds[0].Revents&(unix.POLLIN|unix.POLLHUP|unix.POLLERR) == 0 {
 			continue
 		}
-		var nt seccompNotif
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
-			continue // ENOENT: the process died (a signal) meanwhile
+		m, ok, open := sn.readExitMsg(buf)
+		if !open {
+			return // the guard is done: no process holds the filter any more
 		}
-		stopped := time.Now()
+		if !ok || m.Pid == 0 {
+			continue
+		}
 		start := threadCPU()
 		var upTo uint64
-		rs, upTo = sn.take(sc, rs[:0], int(nt.pid), schema.SnapshotExit)
+		rs, upTo = sn.take(sc, rs[:0], int(m.Pid), schema.SnapshotExit)
 		sn.mu.Lock()
 		sn.cost += threadCPU() - start
 		for sn.written < upTo && !sn.stopping() {
 			sn.wrote.Wait()
 		}
-		sn.held += time.Since(stopped)
 		sn.mu.Unlock()
-		resp := seccompNotifResp{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		unix.Syscall(unix.SYS_IOCTL, uintptr(sn.notify), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		unix.Write(sn.notify, binary.NativeEndian.AppendUint64(nil, m.ID))
+	}
+}
+
+// readExitMsg reads one message from the guard; totals are kept as they
+// come. open is false at the socket's end.
+func (sn *snapshotter) readExitMsg(buf []byte) (m launch.ExitMsg, ok, open bool) {
+	n, err := unix.Read(sn.notify, buf)
+	if err == unix.EINTR || err == unix.EAGAIN {
+		return m, false, true
+	}
+	if err != nil || n == 0 {
+		return m, false, false
+	}
+	if m, ok = launch.ParseExitMsg(buf[:n]); ok && m.Pid == 0 {
+		sn.mu.Lock()
+		sn.held, sn.unread = time.Duration(m.HeldNs), uint64(m.Unread)
+		sn.mu.Unlock()
+	}
+	return m, ok, true
+}
+
+// drainTotals reads the guard's messages already queued, for its last
+// totals.
+func (sn *snapshotter) drainTotals() {
+	buf := make([]byte, launch.ExitMsgSize+1)
+	for {
+		fds := []unix.PollFd{{Fd: int32(sn.notify), Events: unix.POLLIN}}
+		if n, err := unix.Poll(fds, 0); err != nil || n == 0 || fds[0].Revents&unix.POLLIN == 0 {
+			return
+		}
+		if _, _, open := sn.readExitMsg(buf); !open {
+			return
+		}
 	}
 }
 
@@ -497,48 +516,48 @@ func statPPid(b []byte) (int, bool) {
 	return pp, err == nil
 }
 
-// exitsSocket makes the socket pair the launcher sends the exit
-// notification descriptor over: ours, and the launcher's as its extra
-// files after the gate (descriptor launch.ExitsFD).
+// exitsSocket makes the socket pair the guard asks for the exit reads
+// over (launch.ExitMsg): ours, and the guard's, passed as the launcher's
+// extra files after the gate (descriptor launch.ExitsFD), which the guard
+// keeps for itself.
 func exitsSocket() (ours *os.File, theirs []*os.File) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, nil
 	}
 	return os.NewFile(uintptr(fds[0]), "exits"), []*os.File{os.NewFile(uintptr(fds[1]), "exits-launcher")}
 }
 
-// exitNotifier receives the exit notification descriptor from h's
-// launcher, waiting at most a second; -1 when it sent none (the kernel
+// exitNotifier waits, at most a second, for the guard to say that the
+// launcher armed the exit notifications, and returns the socket the guard
+// asks for the exit reads over; -1 when it was not armed (the kernel
 // refused the filter, or faultline lacks CAP_SYS_ADMIN).
 func (h *heldCommand) exitNotifier() int {
 	if h == nil || h.exits == nil {
 		return -1
 	}
 	defer h.exits.Close()
-	h.exits.SetReadDeadline(time.Now().Add(time.Second))
-	conn, err := net.FileConn(h.exits)
+	fd, err := unix.Dup(int(h.exits.Fd()))
 	if err != nil {
 		return -1
 	}
-	defer conn.Close()
-	uc, ok := conn.(*net.UnixConn)
-	if !ok {
-		return -1
+	unix.CloseOnExec(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	deadline := time.Now().Add(time.Second)
+	for {
+		n, err := unix.Poll(fds, int(time.Until(deadline).Milliseconds()))
+		if err == unix.EINTR {
+			continue
+		}
+		var b [1]byte
+		if err != nil || n == 0 {
+			break
+		}
+		if k, err := unix.Read(fd, b[:]); err == nil && k == 1 {
+			return fd
+		}
+		break
 	}
-	uc.SetReadDeadline(time.Now().Add(time.Second))
-	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
-	if err != nil || oobn == 0 {
-		return -1
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) == 0 {
-		return -1
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) == 0 {
-		return -1
-	}
-	return fds[0]
+	unix.Close(fd)
+	return -1
 }
