@@ -58,7 +58,7 @@ void resolve_family(void)
 	for (int i = 0; i < FL_NEP; i++) {
 		if (!(eps[i].families & (1u << FL_FAMILY)))
 			continue;
-		next[i] = (next_fn)dlsym(RTLD_NEXT, eps[i].sym);
+		next[i] = (next_fn)dlsym(next_scope, eps[i].sym);
 		recorded[i] = next[i] && (!known || (dladdr((void *)next[i], &at) &&
 						    at.dli_fbase == alloc.dli_fbase));
 	}

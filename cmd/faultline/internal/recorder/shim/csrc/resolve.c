@@ -6,6 +6,7 @@
 #include "shim.h"
 
 struct real real;
+void *next_scope = RTLD_NEXT;
 int std_new;
 int glibc;
 struct code_range own[MAX_OWN];
@@ -74,8 +75,8 @@ static void *loaded_new(void **h)
  * none is found, again at a call of operator new. */
 void resolve_new(void)
 {
-	void *h = RTLD_NEXT;
-	void *nw = dlsym(RTLD_NEXT, "_Znwm");
+	void *h = next_scope;
+	void *nw = dlsym(next_scope, "_Znwm");
 	if (!nw)
 		nw = loaded_new(&h);
 	if (!nw)
@@ -94,23 +95,23 @@ void resolve_new(void)
 
 void resolve(void)
 {
-	real.malloc = dlsym(RTLD_NEXT, "malloc");
-	real.calloc = dlsym(RTLD_NEXT, "calloc");
-	real.realloc = dlsym(RTLD_NEXT, "realloc");
-	real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
-	real.free = dlsym(RTLD_NEXT, "free");
-	real.memalign = dlsym(RTLD_NEXT, "memalign");
-	real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-	real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-	real.valloc = dlsym(RTLD_NEXT, "valloc");
-	real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-	real.mmap = dlsym(RTLD_NEXT, "mmap");
-	real.munmap = dlsym(RTLD_NEXT, "munmap");
-	real.mremap = dlsym(RTLD_NEXT, "mremap");
-	real.madvise = dlsym(RTLD_NEXT, "madvise");
-	real.posix_madvise = dlsym(RTLD_NEXT, "posix_madvise");
-	real.brk = dlsym(RTLD_NEXT, "brk");
-	real.sbrk = dlsym(RTLD_NEXT, "sbrk");
+	real.malloc = dlsym(next_scope, "malloc");
+	real.calloc = dlsym(next_scope, "calloc");
+	real.realloc = dlsym(next_scope, "realloc");
+	real.reallocarray = dlsym(next_scope, "reallocarray");
+	real.free = dlsym(next_scope, "free");
+	real.memalign = dlsym(next_scope, "memalign");
+	real.aligned_alloc = dlsym(next_scope, "aligned_alloc");
+	real.posix_memalign = dlsym(next_scope, "posix_memalign");
+	real.valloc = dlsym(next_scope, "valloc");
+	real.pvalloc = dlsym(next_scope, "pvalloc");
+	real.mmap = dlsym(next_scope, "mmap");
+	real.munmap = dlsym(next_scope, "munmap");
+	real.mremap = dlsym(next_scope, "mremap");
+	real.madvise = dlsym(next_scope, "madvise");
+	real.posix_madvise = dlsym(next_scope, "posix_madvise");
+	real.brk = dlsym(next_scope, "brk");
+	real.sbrk = dlsym(next_scope, "sbrk");
 	/* Chunk headers are glibc's: another allocator (preloaded after the
 	 * shim, say) keeps no header there, and reading the word before its
 	 * block could fault a page the program never touches. */

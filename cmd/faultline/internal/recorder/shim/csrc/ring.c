@@ -137,7 +137,7 @@ __attribute__((constructor)) static void attach_at_load(void)
 
 static inline struct fl_ring *ring_at(uint32_t i)
 {
-	return (struct fl_ring *)(region + FL_CTRL_BYTES +
+	return (struct fl_ring *)((uint8_t *)ctrl + FL_CTRL_BYTES +
 				  (size_t)i * (FL_RING_HDR + ctrl->ring_bytes));
 }
 

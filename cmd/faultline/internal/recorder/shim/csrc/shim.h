@@ -49,6 +49,8 @@
  *   mapcalls.c        the memory-map calls (mmap, munmap, madvise, brk, ...)
  *   stubs-x86_64.S    the entry stubs and the launcher's entry (assembly)
  *   launch.c          the launcher
+ *   attach.c          recording a running program: its GOT entries
+ *                     rewritten to the entry points, and put back
  */
 #ifndef FAULTLINE_SHIM_H
 #define FAULTLINE_SHIM_H
@@ -119,6 +121,11 @@ struct real {
 	void *(*sbrk)(intptr_t);
 };
 extern struct real real;
+
+/* Where the allocator is looked up: the next definition (RTLD_NEXT) in a
+ * program that preloads the shim; the program's global scope
+ * (RTLD_DEFAULT) once attach.c loaded it into a running program. */
+extern void *next_scope;
 
 /* The next operator new is libstdc++'s, which allocates with malloc: the
  * shim's own (new.c) may stand in for it. */
