@@ -31,4 +31,8 @@ $CC $flags -o "$out/daemon" "$here/src/daemon.c"
 $CC $flags -o "$out/unshimmed" "$here/src/unshimmed.c"
 $CC $flags -pthread -o "$out/rawmaps" "$here/src/rawmaps.c"
 $CC $flags -pthread -o "$out/service" "$here/src/service.c"
+$CC $flags -pthread -o "$out/attachsvc" "$here/src/attachsvc.c" -ldl
+# Static: record -p cannot inject into it (no loader), and says so. (ld
+# warns that a static program's dlopen needs the same glibc at run time.)
+$CC $flags -static -pthread -o "$out/attachsvc-static" "$here/src/attachsvc.c" -ldl 2>/dev/null
 echo "$out"

@@ -196,6 +196,7 @@ type recordMethod struct {
 	libc      string
 	shimWait  time.Duration
 	shimClock string
+	attach    string // -p: attachUprobe or attachInject
 }
 
 // recordStacks: which events carry stacks.
@@ -318,6 +319,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.shimClock, "shim-clock", "auto", "in-process: how the shim stamps calls: `C` = tsc (the CPU's time-stamp counter, converted to CLOCK_MONOTONIC), monotonic (clock_gettime for every call), or auto (tsc where the kernel's clock is read from a constant-rate TSC)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
 	fs.MarkHidden("cpuprofile")
+	fs.StringVar(&o.attach, "attach", attachUprobe, "with -p, how record reaches the running process: `A` = uprobe (a uprobe on every allocator call, a trap each), or inject (experimental: ptrace makes the process load the shim, which records in-process and is undone when record ends; where it cannot, record says why in one line and uses uprobes)")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVar(&o.noBuildIDCache, "no-buildid-cache", false, "do not copy the recorded binaries into perf's build-id cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR), which lets analyze name frames after they are rebuilt or upgraded")
 	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")
@@ -355,6 +357,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: --stack-mmap-pages %d: want a power of two such as 1024", o.stackPages)
 	case o.output == "":
 		return nil, usageError("record: -o wants a file name")
+	case o.attach != attachUprobe && o.attach != attachInject:
+		return nil, usageError("record: --attach %q: want uprobe or inject", o.attach)
 	case o.method != methodAuto && o.method != methodInproc && o.method != methodUprobes:
 		return nil, usageError("record: --method %q: want inproc, uprobe or auto", o.method)
 	case o.shimClock != "auto" && o.shimClock != "tsc" && o.shimClock != "monotonic":
@@ -422,9 +426,20 @@ func (r *recorder) record() error {
 		}
 		cmdPath = p
 	}
+	refused := false // --attach inject could not: record said why
+	if o.pid > 0 && o.attach == attachInject && o.method != methodUprobes {
+		done, err := r.recordAttached()
+		if done {
+			return err
+		}
+		refused = true
+	}
 	method, why, err := r.chooseMethod(cmdPath)
 	if err != nil {
 		return err
+	}
+	if refused {
+		why = ""
 	}
 	if method == methodInproc {
 		return r.recordInproc(cmdPath)

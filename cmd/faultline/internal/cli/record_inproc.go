@@ -68,8 +68,37 @@ func (r *recorder) describeAllocator(lib string) string {
 	return lib
 }
 
-// recordInproc records CMD with the allocator shim preloaded: no probes,
-// no tracefs; the kernel's events are its page faults and its mappings.
+// How record reaches a running process (--attach).
+const (
+	attachUprobe = "uprobe"
+	attachInject = "inject"
+)
+
+// recordAttached records -p's process in-process, the shim injected
+// (rec.AttachSource). done is false when the process cannot be attached
+// to: record has said why in one line, changed nothing, and records it
+// with uprobes.
+func (r *recorder) recordAttached() (done bool, err error) {
+	refused := func(reason string) (bool, error) {
+		r.logf("cannot attach in-process (%s): recording with uprobes", reason)
+		return false, nil
+	}
+	if err := rec.CheckAttach(r.opts.pid); err != nil {
+		if reason, ok := rec.IsRefused(err); ok {
+			return refused(reason)
+		}
+		return true, &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
+	}
+	err = r.recordInproc("")
+	if reason, ok := rec.IsRefused(err); ok {
+		return refused(reason)
+	}
+	return true, err
+}
+
+// recordInproc records CMD with the allocator shim preloaded, or with -p
+// the running process with the shim injected: no probes, no tracefs; the
+// kernel's events are its page faults and its mappings.
 func (r *recorder) recordInproc(cmdPath string) error {
 	o := r.opts
 	if !o.stackPagesSet {
@@ -114,6 +143,17 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	if r.alloc != nil {
 		src.Family = r.alloc.Family
 	}
+	what := shellQuote(o.cmd[:min(1, len(o.cmd))])
+	if o.pid > 0 {
+		cfg.Source = &rec.AttachSource{InProcessSource: *src}
+		cfg.Target = rec.Target{Pid: o.pid, Duration: o.duration, Signals: sigs, Following: r.following,
+			Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr}
+		cfg.SnapshotOptions.ExitSnapshots = false
+		what = fmt.Sprintf("process %d", o.pid)
+		if o.duration == 0 {
+			r.logf("recording; press Ctrl-C to stop")
+		}
+	}
 	if out.Stdout {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
@@ -129,11 +169,18 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	} else {
 		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})
 	}
-	r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", shellQuote(o.cmd[:1]), alloc)
+	how := "a preloaded shim"
+	if o.pid > 0 {
+		how = "a shim injected until record ends"
+	}
+	r.logf("recording %s in-process: the calls of its allocator, %s, through %s, its page faults with perf events", what, alloc, how)
 	res, err := rec.Record(cfg, out.W)
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {
 			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)
+		}
+		if _, ok := rec.IsRefused(err); ok {
+			return &ExitError{Code: ExitFailure, Err: err}
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}

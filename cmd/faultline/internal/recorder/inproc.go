@@ -89,25 +89,37 @@ func (o *InProcessSource) start(s *session) (source, error) {
 	if cfg.Cmd == "" || cfg.All {
 		return nil, errors.New("the in-process method records a command it starts (not -p or -a)")
 	}
-	region, err := shim.NewRegion(shim.Options{
+	region, err := shim.NewRegion(o.regionOptions(cfg))
+	if err != nil {
+		return nil, err
+	}
+	ip := newInproc(s, region, o)
+	ip.tr.launcher, ip.tr.env = region.Launcher(), region.Env(os.Getenv("LD_PRELOAD"))
+	ip.shimCopy = publicShim(region.Launcher())
+	ip.tr.env = withPublicShim(ip.tr.env, region.Launcher(), ip.shimCopy)
+	return ip, nil
+}
+
+// regionOptions are the shim region's options for o in a session of cfg.
+func (o *InProcessSource) regionOptions(cfg *Config) shim.Options {
+	return shim.Options{
 		Slots: o.Slots, RingBytes: o.RingBytes,
 		StackSize: cfg.StackSize, StackEvery: uint32(min(cfg.StackEvery, math.MaxUint32)), StackMin: cfg.StackMin,
 		Words: o.TopWords, Glibc: o.Glibc, WaitNs: uint64(cmp.Or(o.Wait, shimWait)),
 		TSC: o.TSC, MapCalls: o.MapCalls, Family: o.Family,
-	})
-	if err != nil {
-		return nil, err
 	}
+}
+
+// newInproc is the in-process method at work in session s, draining
+// region.
+func newInproc(s *session, region *shim.Region, o *InProcessSource) *inproc {
 	ip := &inproc{s: s, tr: inprocTraits, region: region, words: o.TopWords, family: o.Family,
 		ringWatch: ringWatch{busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{}},
 		maps:      map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}}
-	ip.tr.launcher, ip.tr.env = region.Launcher(), region.Env(os.Getenv("LD_PRELOAD"))
-	ip.shimCopy = publicShim(region.Launcher())
-	ip.tr.env = withPublicShim(ip.tr.env, region.Launcher(), ip.shimCopy)
 	if o.MapCalls {
 		ip.sys = &inprocSys{}
 	}
-	return ip, nil
+	return ip
 }
 
 // inproc is the in-process method at work in a session.

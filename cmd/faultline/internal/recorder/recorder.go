@@ -596,6 +596,7 @@ func (s *session) open(tids []int) error {
 	}
 	for _, cpu := range s.cpus {
 		leaders := map[kind]int{}
+	threads:
 		for ti, tid := range tids {
 			rangeOf := map[source]uint64{} // this CPU's and thread's range events
 			for _, sp := range s.specs {
@@ -623,6 +624,11 @@ func (s *session) open(tids []int) error {
 					attr.Flags &^= perfdata.AttrBuildID
 					s.res.NoMmapBuildIDs = true
 					fd, err = openRaw(&attr, tid, cpu)
+				}
+				if errors.Is(err, unix.ESRCH) && ti > 0 {
+					// A thread of -p's process that exited since it
+					// was listed (the first, its leader, owns the rings).
+					continue threads
 				}
 				if err != nil {
 					return fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)

@@ -53,14 +53,12 @@ func threadsOf(pid int) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	var tids []int
+	// The leader first: it lives as long as the process.
+	tids := []int{pid}
 	for _, e := range ents {
-		if t, err := strconv.Atoi(e.Name()); err == nil {
+		if t, err := strconv.Atoi(e.Name()); err == nil && t != pid {
 			tids = append(tids, t)
 		}
-	}
-	if len(tids) == 0 {
-		return nil, fmt.Errorf("process %d has no threads (exited?)", pid)
 	}
 	return tids, nil
 }

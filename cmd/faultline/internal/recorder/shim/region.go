@@ -51,21 +51,34 @@ type Region struct {
 
 // NewRegion creates a region.
 func NewRegion(o Options) (*Region, error) {
-	switch {
-	case o.Slots <= 0 || o.Slots > MaxSlots:
-		return nil, fmt.Errorf("shim: %d rings: want 1 to %d", o.Slots, MaxSlots)
-	case o.RingBytes < 256<<10 || o.RingBytes&(o.RingBytes-1) != 0:
-		return nil, fmt.Errorf("shim: ring of %d bytes: want a power of two of at least 256 KiB", o.RingBytes)
-	case o.Words < 0 || o.Words > MaxWords:
-		return nil, fmt.Errorf("shim: %d top-of-stack words: want at most %d", o.Words, MaxWords)
-	case o.StackSize > MaxStack || o.StackSize%8 != 0:
-		return nil, fmt.Errorf("shim: stack size %d: want a multiple of 8 up to %d", o.StackSize, MaxStack)
+	if err := checkOptions(o); err != nil {
+		return nil, err
 	}
 	size := CtrlBytes + o.Slots*(RingHeader+o.RingBytes)
 	rings, err := memfd("faultline-rings", size)
 	if err != nil {
 		return nil, err
 	}
+	return newRegion(o, rings, size)
+}
+
+// AttachRegion makes a region of the memfd rings, which a running
+// program made for it (csrc/attach.c: faultline_attach_prepare); the
+// region takes the file.
+func AttachRegion(o Options, rings *os.File) (*Region, error) {
+	if err := checkOptions(o); err != nil {
+		rings.Close()
+		return nil, err
+	}
+	size := CtrlBytes + o.Slots*(RingHeader+o.RingBytes)
+	if err := rings.Truncate(int64(size)); err != nil {
+		rings.Close()
+		return nil, fmt.Errorf("shim: sizing the rings: %w", err)
+	}
+	return newRegion(o, rings, size)
+}
+
+func newRegion(o Options, rings *os.File, size int) (*Region, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(rings.Fd()), &st); err != nil {
 		rings.Close()
@@ -112,6 +125,20 @@ func NewRegion(o Options) (*Region, error) {
 	ne.PutUint32(mem[offSleeping:], 1)
 	atomic.StoreUint32(r.u32(offMagic), Magic)
 	return r, nil
+}
+
+func checkOptions(o Options) error {
+	switch {
+	case o.Slots <= 0 || o.Slots > MaxSlots:
+		return fmt.Errorf("shim: %d rings: want 1 to %d", o.Slots, MaxSlots)
+	case o.RingBytes < 256<<10 || o.RingBytes&(o.RingBytes-1) != 0:
+		return fmt.Errorf("shim: ring of %d bytes: want a power of two of at least 256 KiB", o.RingBytes)
+	case o.Words < 0 || o.Words > MaxWords:
+		return fmt.Errorf("shim: %d top-of-stack words: want at most %d", o.Words, MaxWords)
+	case o.StackSize > MaxStack || o.StackSize%8 != 0:
+		return fmt.Errorf("shim: stack size %d: want a multiple of 8 up to %d", o.StackSize, MaxStack)
+	}
+	return nil
 }
 
 func memfd(name string, size int) (*os.File, error) {

@@ -1,0 +1,236 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// service runs testdata/record/src/attachsvc.c (prog) with args and keeps
+// the lines it prints.
+type service struct {
+	cmd   *exec.Cmd
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+func startService(t *testing.T, prog string, args ...string) *service {
+	t.Helper()
+	s := &service{cmd: exec.Command(prog, args...), done: make(chan struct{})}
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(s.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		s.cmd.Wait()
+	})
+	// Its first line: running, its threads started.
+	for deadline := time.Now().Add(5 * time.Second); len(s.snapshot()) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the service printed nothing in 5 s")
+		}
+	}
+	return s
+}
+
+func (s *service) snapshot() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.lines...)
+}
+
+// serviceLine is one of the service's lines: "sec N calls C total T usr1
+// U burst B cpu S".
+type serviceLine struct {
+	calls, usr1, burst uint64
+	cpu                float64
+}
+
+func parseServiceLine(t *testing.T, l string) serviceLine {
+	t.Helper()
+	f := strings.Fields(l)
+	if len(f) != 12 || f[0] != "sec" || f[2] != "calls" || f[6] != "usr1" || f[8] != "burst" || f[10] != "cpu" {
+		t.Fatalf("the service printed %q", l)
+	}
+	var v serviceLine
+	v.calls, _ = strconv.ParseUint(f[3], 10, 64)
+	v.usr1, _ = strconv.ParseUint(f[7], 10, 64)
+	v.burst, _ = strconv.ParseUint(f[9], 10, 64)
+	v.cpu, _ = strconv.ParseFloat(f[11], 64)
+	return v
+}
+
+// last waits for the service's next line and returns it.
+func (s *service) next(t *testing.T) serviceLine {
+	t.Helper()
+	n := len(s.snapshot())
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if l := s.snapshot(); len(l) > n {
+			return parseServiceLine(t, l[len(l)-1])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the service stopped printing")
+		}
+	}
+}
+
+// attachCycles is how many attach/detach cycles TestRecordAttachLive
+// makes (FAULTLINE_ATTACH_CYCLES overrides: 50 for the acceptance run).
+func attachCycles() int {
+	if n, err := strconv.Atoi(os.Getenv("FAULTLINE_ATTACH_CYCLES")); err == nil && n > 0 {
+		return n
+	}
+	return 3
+}
+
+// TestRecordAttachLive attaches to the running service (200k allocator
+// calls a second, plus threads in the loader, threads created and
+// joined, one asleep in read) with --attach inject for 1 s, several
+// times: each recording is in-process and holds exactly the 1000 mallocs
+// of 12345 bytes the service made on the SIGUSR1 sent during it (its own
+// count, "burst"), the signal counted once ("usr1"); after each detach
+// the service runs on, printing as before, with no watcher thread and
+// none of the rings mapped.
+func TestRecordAttachLive(t *testing.T) {
+	progs := requireInproc(t)
+	svc := startService(t, filepath.Join(progs, "attachsvc"), "2", "200000")
+	pid := svc.cmd.Process.Pid
+	dir := t.TempDir()
+	for i := 0; i < attachCycles(); i++ {
+		before := svc.next(t)
+		out := filepath.Join(dir, fmt.Sprintf("attach%d.data", i))
+		go func() {
+			time.Sleep(400 * time.Millisecond) // attached by then
+			syscall.Kill(pid, syscall.SIGUSR1)
+		}()
+		code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
+		if code != ExitOK || !strings.Contains(stderr, "in-process") {
+			t.Fatalf("cycle %d: exit %d, not in-process:\n%s", i, code, stderr)
+		}
+		svc.next(t)
+		after := svc.next(t)
+		if after.usr1 != before.usr1+1 || after.burst != before.burst+1 {
+			t.Errorf("cycle %d: the service counted %d signals and %d bursts, want %d and %d", i, after.usr1, after.burst, before.usr1+1, before.burst+1)
+		}
+		_, sizes, _ := callCounts(t, out)
+		var burst uint64
+		for _, n := range sizes[12345] {
+			burst += n
+		}
+		if burst != 1000 {
+			t.Errorf("cycle %d: %d mallocs of 12345 bytes recorded, the service made 1000", i, burst)
+		}
+		t.Logf("cycle %d: %d calls/s (%.0f per CPU second) before, %d (%.0f) after", i,
+			before.calls, float64(before.calls)/before.cpu, after.calls, float64(after.calls)/after.cpu)
+		if err := svc.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			t.Fatalf("cycle %d: the service is gone: %v", i, err)
+		}
+		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+		if bytes.Contains(maps, []byte("faultline-rings")) {
+			t.Errorf("cycle %d: the rings are still mapped in the service after record ended", i)
+		}
+		if threadNamed(pid, "faultline-watch") {
+			t.Errorf("cycle %d: the shim's watcher thread outlived record", i)
+		}
+	}
+}
+
+// threadNamed reports whether a thread of pid has the name comm.
+func threadNamed(pid int, comm string) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/comm", pid))
+	for _, f := range tasks {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == comm {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRecordAttachLiveRefused: where injection is impossible — a static
+// service (no loader to load the shim), a service already traced (by
+// strace: ptrace refuses a second tracer) — record says why in one line
+// and records with uprobes.
+func TestRecordAttachLiveRefused(t *testing.T) {
+	progs := requireInproc(t)
+	if _, err := exec.LookPath("strace"); err != nil {
+		t.Skip("no strace to trace the service")
+	}
+	cases := []struct {
+		name string
+		argv []string
+		why  string
+	}{
+		{"static", []string{filepath.Join(progs, "attachsvc-static"), "1", "20000"}, "a static program"},
+		// --seccomp-bpf and no syscalls traced: strace stops the service
+		// at none of its system calls.
+		{"traced", []string{"strace", "-f", "--seccomp-bpf", "-e", "trace=none", "-o", "/dev/null", filepath.Join(progs, "attachsvc"), "1", "20000"}, "already traced"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			svc := startService(t, c.argv[0], c.argv[1:]...)
+			pid := svc.cmd.Process.Pid
+			if c.name == "traced" {
+				pid = childOf(t, pid)
+			}
+			out := filepath.Join(t.TempDir(), "refused.data")
+			code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
+			t.Logf("%s", stderr)
+			if code != ExitOK {
+				t.Fatalf("exit %d", code)
+			}
+			var lines []string
+			for _, l := range strings.Split(stderr, "\n") {
+				if strings.Contains(l, "cannot attach in-process") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) != 1 || !strings.Contains(lines[0], c.why) || !strings.Contains(lines[0], "recording with uprobes") {
+				t.Errorf("want one line saying %q and that record uses uprobes, got %q", c.why, lines)
+			}
+			calls, _, _ := callCounts(t, out)
+			if calls["malloc"] == 0 {
+				t.Errorf("the uprobe recording holds no malloc calls")
+			}
+			svc.next(t)
+		})
+	}
+}
+
+// childOf returns the only child of pid (strace's tracee), waiting for it.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if err == nil {
+			if f := strings.Fields(string(b)); len(f) > 0 {
+				c, _ := strconv.Atoi(f[0])
+				return c
+			}
+		}
+	}
+	t.Fatalf("process %d started no child", pid)
+	return 0
+}
