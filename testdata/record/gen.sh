@@ -35,4 +35,5 @@ $CC $flags -pthread -o "$out/attachsvc" "$here/src/attachsvc.c" -ldl
 # Static: record -p cannot inject into it (no loader), and says so. (ld
 # warns that a static program's dlopen needs the same glibc at run time.)
 $CC $flags -static -pthread -o "$out/attachsvc-static" "$here/src/attachsvc.c" -ldl 2>/dev/null
+$CC $flags -pthread -o "$out/deep" "$here/src/deep.c"
 echo "$out"

@@ -59,13 +59,14 @@ same fields):
     entries also carry the top of the stack (fields sp, bp and s0..s15, the
     16 words from the stack pointer up: 144 bytes a call), enough to step
     through operator new and its variants to the line that allocated;
-  - a DWARF stack (user registers and --stack-size bytes of stack) for every
-    allocation of at least --stack-min bytes (they own whole pages, so their
-    stacks are exact) and for 1 in --stack-every of the smaller ones, in
-    rings of their own (--stack-mmap-pages): losing a stack never loses a
-    call. These are second instances of the entry probes, named
-    EVENT/stack-big/ and EVENT/stack-1inN/ (as faultline info, perf script
-    and perf report show them). analyze gives an allocation without a stack
+  - a DWARF stack (user registers and the stack up to its root frame, at
+    most --stack-size bytes) for every allocation of at least --stack-min
+    bytes (they own whole pages, so their stacks are exact) and for 1 in
+    --stack-every of the smaller ones, in rings of their own
+    (--stack-mmap-pages): losing a stack never loses a call. These are
+    second instances of the entry probes, named EVENT/stack-big/ and
+    EVENT/stack-1inN/ (as faultline info, perf script and perf report show
+    them). analyze gives an allocation without a stack
     its exact leaf (the first caller in the program's own code, found from
     those top words; where they do not reach past the allocator's wrappers,
     the address the allocator returned to) and callers inferred from the
@@ -164,6 +165,19 @@ Flags:
 // between two or four call sites cannot hide one of them from a
 // power-of-two period.
 const defaultStackEvery = 61
+
+// defaultStackCap is the in-process shim's most stack bytes per sample
+// without --stack-size: the kernel's largest copy. The shim copies from
+// the stack pointer to the top of the thread's stack, so a shallow stack
+// costs only its own bytes and a deep one reaches its root frame.
+const defaultStackCap = 65528
+
+// defaultKernelStackSize is the kernel's stack copy without --stack-size:
+// the kernel copies that many bytes at every stack sample, however
+// shallow the stack, so the default is not its largest. 32 KiB holds
+// sqlite3's stacks (12 KiB at the deepest, 5000 INSERTs) and a 200-frame
+// recursion of 112-byte frames (23 KiB), with room to spare.
+const defaultKernelStackSize = 32768
 
 // defaultResidentEvery is how often record reads the processes' page
 // tables while they run.
@@ -301,7 +315,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.BoolVarP(&o.all, "all-cpus", "a", false, "record every process (system-wide)")
 	fs.DurationVar(&o.duration, "duration", 0, "stop after `D` (e.g. 30s, 2m); CMD is then sent SIGINT; without it -p and -a run until Ctrl-C and CMD until it exits")
 	fs.StringSliceVar(&probes, "probe", []string{"all"}, "probe only the allocator functions in `LIST`, comma-separated, of malloc, calloc, realloc, reallocarray, free, memalign, aligned_alloc, posix_memalign, valloc, pvalloc, an allocator family's own (op_new, mallocx, tc_new, mi_zalloc, ...), or all (malloc is always probed; calloc as __libc_calloc; a family's own only where the allocator is of that family)")
-	fs.IntVar(&o.stackSize, "stack-size", 8192, "user stack `BYTES` copied per stack sample, at most 65528; smaller is cheaper but unwinds less deep")
+	fs.IntVar(&o.stackSize, "stack-size", 0, fmt.Sprintf("the user stack `BYTES` a stack sample carries, at most 65528: in-process the shim copies from the stack pointer to the top of the thread's stack, at most this (default %d); the kernel's stack samples (--method uprobe, --fault-stacks) always copy this many (default %d); smaller is cheaper but may not reach the root frame", defaultStackCap, defaultKernelStackSize))
 	fs.Uint64Var(&o.stackMin, "stack-min", 4096, "every allocation of at least `BYTES` gets a stack")
 	fs.Uint64Var(&o.stackEvery, "stack-every", defaultStackEvery, "1 in `N` smaller allocations gets a stack (1 = all: costly)")
 	fs.BoolVar(&o.faultStacks, "fault-stacks", false, "also take a stack at 1 in --stack-every page faults (for analyze --by touch)")
@@ -347,7 +361,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 		return nil, usageError("record: nothing to record: give a command after --, -p PID or -a; run 'faultline record --help'")
 	case o.duration < 0:
 		return nil, usageError("record: --duration must be positive")
-	case o.stackSize < 8 || o.stackSize > 65528 || o.stackSize%8 != 0:
+	case fs.Changed("stack-size") && (o.stackSize < 8 || o.stackSize > 65528 || o.stackSize%8 != 0):
 		return nil, usageError("record: --stack-size %d: want a multiple of 8 between 8 and 65528 (the kernel's limit)", o.stackSize)
 	case o.stackEvery == 0:
 		return nil, usageError("record: --stack-every wants 1 or more")

@@ -54,10 +54,16 @@ func (r *recorder) chooseMethod(cmdPath string) (method, why string, err error) 
 	return method, why, nil
 }
 
-// stackOptions are the recording's stack options, from the flags.
+// stackOptions are the recording's stack options, from the flags: without
+// --stack-size the shim's cap and the kernel's copy have defaults of their
+// own (defaultStackCap, defaultKernelStackSize), with it both are its.
 func (r *recorder) stackOptions() rec.StackOptions {
 	o := r.opts
-	return rec.StackOptions{StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize), FaultStacks: o.faultStacks}
+	so := rec.StackOptions{StackMin: o.stackMin, StackEvery: o.stackEvery, StackSize: uint32(o.stackSize), FaultStacks: o.faultStacks}
+	if o.stackSize == 0 {
+		so.StackSize, so.KernelStackSize = defaultStackCap, defaultKernelStackSize
+	}
+	return so
 }
 
 // describeAllocator names the allocator in lib for record's log.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -226,7 +227,7 @@ func TestRecordFlags(t *testing.T) {
 	// found is of that family).
 	all := "malloc,calloc,realloc,reallocarray,free,memalign,aligned_alloc,posix_memalign,valloc,pvalloc,op_new,"
 	probes := strings.Join(o.probes, ",")
-	if o.output != "faultline.data" || o.stackSize != 8192 || o.mmapPages != 4096 || o.stackPages != 1024 || o.noTHP || o.residentEvery != defaultResidentEvery || o.noExitSnapshots || !o.compress ||
+	if o.output != "faultline.data" || o.stackSize != 0 || o.mmapPages != 4096 || o.stackPages != 1024 || o.noTHP || o.residentEvery != defaultResidentEvery || o.noExitSnapshots || !o.compress ||
 		o.stackMin != 4096 || o.stackEvery != defaultStackEvery || o.faultStacks ||
 		strings.Join(o.cmd, " ") != "sort -n file" || !strings.HasPrefix(probes, all) ||
 		!strings.Contains(probes, ",mallocx,") || !strings.Contains(probes, ",tc_new,") || !strings.Contains(probes, ",mi_zalloc,") {
@@ -257,6 +258,7 @@ func TestRecordFlags(t *testing.T) {
 		{[]string{"-p", "-3"}, "process id"},
 		{[]string{"--stack-size", "100", "ls"}, "multiple of 8"},
 		{[]string{"--stack-size", "65536", "ls"}, "65528"},
+		{[]string{"--stack-size", "0", "ls"}, "between 8 and 65528"},
 		{[]string{"-m", "1000", "ls"}, "power of two"},
 		{[]string{"--stack-mmap-pages", "3", "ls"}, "power of two"},
 		{[]string{"--stack-every", "0", "ls"}, "1 or more"},
@@ -844,6 +846,31 @@ func TestRecordSummaryCost(t *testing.T) {
 	} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// TestRecordStackSizes checks the stack copies record asks for: without
+// --stack-size the shim's cap is the kernel's largest copy (it copies only
+// up to the top of the thread's stack) and the kernel's fixed copy is
+// smaller; --stack-size sets both.
+func TestRecordStackSizes(t *testing.T) {
+	env := &Env{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}}
+	for _, tc := range []struct {
+		args         []string
+		shim, kernel uint32
+	}{
+		{[]string{"ls"}, 65528, 32768},
+		{[]string{"--stack-size", "8192", "ls"}, 8192, 8192},
+		{[]string{"--stack-size", "65528", "ls"}, 65528, 65528},
+	} {
+		o, err := parseRecordFlags(env, tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		so := (&recorder{opts: o}).stackOptions()
+		if so.StackSize != tc.shim || cmp.Or(so.KernelStackSize, so.StackSize) != tc.kernel {
+			t.Errorf("%v: shim %d, kernel %d (%+v); want %d, %d", tc.args, so.StackSize, so.KernelStackSize, so, tc.shim, tc.kernel)
 		}
 	}
 }

@@ -13,6 +13,7 @@
 package recorder
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -93,10 +94,24 @@ type SnapshotOptions struct {
 
 // StackOptions say which events carry a user stack.
 type StackOptions struct {
-	StackMin    uint64 // every allocation of at least this many bytes gets a stack
-	StackEvery  uint64 // 1 in this many of the smaller ones does
-	StackSize   uint32 // user stack bytes copied per stack sample
-	FaultStacks bool   // also sample page faults with stacks, 1 in StackEvery
+	StackMin   uint64 // every allocation of at least this many bytes gets a stack
+	StackEvery uint64 // 1 in this many of the smaller ones does
+	// StackSize is the most user stack bytes a stack sample carries. The
+	// in-process shim copies from the stack pointer to the top of the
+	// thread's stack, at most this; the kernel copies KernelStackSize.
+	StackSize uint32
+	// KernelStackSize is the user stack bytes the kernel copies per stack
+	// sample it takes (uprobe entries, faults, sys_enter_mmap): always
+	// that many, whatever the stack's depth (perf_event_attr's
+	// sample_stack_user). 0: StackSize.
+	KernelStackSize uint32
+	FaultStacks     bool // also sample page faults with stacks, 1 in StackEvery
+}
+
+// kernelStackSize is the user stack bytes the kernel copies per stack
+// sample.
+func (o *StackOptions) kernelStackSize() uint32 {
+	return cmp.Or(o.KernelStackSize, o.StackSize)
 }
 
 // RingOptions size the kernel's rings.
@@ -414,7 +429,7 @@ func waitClosed() { closing.Wait() }
 // faultline:rss last.
 func (s *session) buildSpecs() []*spec {
 	cfg := s.cfg
-	l := &specList{flags: perfdata.AttrSampleIDAll, stackSize: cfg.StackSize}
+	l := &specList{flags: perfdata.AttrSampleIDAll, stackSize: cfg.kernelStackSize()}
 	snaps := !cfg.All && (cfg.Cmd != "" || cfg.Pid > 0) && (cfg.ResidentEvery > 0 || cfg.ExitSnapshots && cfg.Cmd != "")
 	if s.src.traits().clock || snaps {
 		// One clock for the kernel's records and the source's; the
@@ -530,7 +545,7 @@ func (s *session) mapCallSpecs(add func(*spec), flags perfdata.AttrFlags, clock 
 			a.SampleType |= perfdata.SampleCallchain | perfdata.SampleRegsUser | perfdata.SampleStackUser
 			a.Flags |= perfdata.AttrExcludeCallchainUser
 			a.SampleRegsUser = userRegsMask
-			a.SampleStackUser = s.cfg.StackSize
+			a.SampleStackUser = s.cfg.kernelStackSize()
 		}
 		add(&spec{name: schema.SyscallSystem + ":" + p.Event, kind: kindRange, stack: p.Stack && s.cfg.StackSize > 0, attr: a})
 	}

@@ -24,7 +24,7 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 CC=${CC:-gcc}
 # The parts, in a fixed order (the order is part of the bytes).
-common="boot.c clock.c resolve.c ring.c writer.c alloc.c mapcalls.c launch.c attach.c"
+common="boot.c clock.c resolve.c ring.c stack.c writer.c alloc.c mapcalls.c launch.c attach.c"
 families="jemalloc tcmalloc mimalloc"
 # build OUT SONAME [FAMILY]
 build() {

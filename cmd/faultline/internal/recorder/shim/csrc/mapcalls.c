@@ -15,6 +15,7 @@
  * kernel's MMAP2 records still show the mappings those make.
  */
 #include "writer.h"
+#include "stack.h"
 
 #include <sys/mman.h>
 
@@ -42,12 +43,8 @@ static void sys_record(struct fl_ring *r, int fn, const uint64_t a[5],
 	uint64_t stack = 0, sp = 0;
 	if (s && ctrl->stack_size) {
 		sp = entry_sp(s);
-		if (sp >= ts.stack_lo && sp < ts.copy_hi) {
-			stack = ts.copy_hi - sp;
-			if (stack > ctrl->stack_size)
-				stack = ctrl->stack_size;
-		}
-		size += sizeof(struct fl_regs) + 8 + (uint32_t)((stack + 7) & ~7ull);
+		stack = stack_room(sp);
+		size += stack_bytes(stack);
 	} else {
 		s = NULL;
 	}
@@ -61,18 +58,8 @@ static void sys_record(struct fl_ring *r, int fn, const uint64_t a[5],
 	memcpy(x->args, a, sizeof x->args);
 	x->ret = ret;
 	if (s) {
-		struct fl_regs *g = (struct fl_regs *)(x + 1);
-		g->bx = s->rbx;
-		g->bp = s->rbp;
-		g->sp = sp;
-		g->ip = (uint64_t)ip;
-		g->r12 = s->r12;
-		g->r13 = s->r13;
-		g->r14 = s->r14;
-		g->r15 = s->r15;
-		uint64_t *n = (uint64_t *)(g + 1);
-		*n = stack;
-		memcpy(n + 1, (void *)sp, stack);
+		uint64_t got = put_stack((struct fl_regs *)(x + 1), s, sp, ip, stack);
+		rec->size -= stack_bytes(stack) - stack_bytes(got);
 	}
 	commit(r, rec);
 }

@@ -1,9 +1,10 @@
 /*
  * ring.c — the ring protocol: attaching the recorder's region, claiming a
- * ring for a thread, finding its stack, and waiting for room (ring.h has
+ * ring for a thread (finding its stack: stack.c), and waiting for room (ring.h has
  * the fast path).
  */
 #include "ring.h"
+#include "stack.h"
 
 __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 struct fl_ctrl *ctrl;
@@ -182,67 +183,6 @@ static struct fl_ring *claim(void)
 	}
 	__atomic_add_fetch(&ctrl->slots_full, 1, __ATOMIC_RELAXED);
 	return NULL;
-}
-
-/* stack_bounds finds the mapping that holds this thread's stack in
- * /proc/self/maps, read with a small buffer on the stack: nothing is
- * allocated (an allocation here would move the program's own heap). */
-extern void *__libc_stack_end EXPORT; /* the C library's */
-
-static void stack_bounds(void)
-{
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	char buf[512];
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		char *line = buf, *end = buf + have;
-		for (;;) {
-			char *nl = memchr(line, '\n', (size_t)(end - line));
-			if (!nl)
-				break;
-			/* "lo-hi perms ..." in hex */
-			uintptr_t v[2] = {0, 0};
-			char *p = line;
-			for (int i = 0; i < 2; i++, p++) {
-				for (;; p++) {
-					unsigned d;
-					if (*p >= '0' && *p <= '9')
-						d = (unsigned)(*p - '0');
-					else if (*p >= 'a' && *p <= 'f')
-						d = (unsigned)(*p - 'a' + 10);
-					else
-						break;
-					v[i] = v[i] << 4 | d;
-				}
-			}
-			if (sp >= v[0] && sp < v[1]) {
-				ts.stack_lo = v[0];
-				ts.stack_hi = ts.copy_hi = v[1];
-				/* The main thread's stack holds argv, the environment
-				 * and the auxiliary vector above _start's frame, which
-				 * no unwinding reads: copies stop a little above where
-				 * the loader left the stack pointer. */
-				uintptr_t end = (uintptr_t)__libc_stack_end + 256;
-				if (end > sp && end < v[1])
-					ts.copy_hi = end;
-				close(fd);
-				return;
-			}
-			line = nl + 1;
-		}
-		have = (size_t)(end - line);
-		memmove(buf, line, have);
-		if (have == sizeof buf - 1)
-			have = 0; /* a line longer than the buffer: skip it */
-	}
-	close(fd);
 }
 
 /* ring_claim claims a ring for this thread in generation g of the

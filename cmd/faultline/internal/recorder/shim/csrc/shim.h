@@ -39,6 +39,8 @@
  *   resolve.c         finding the allocator the program would have called
  *   ring.c, ring.h    the ring protocol: attaching the region, claiming a
  *                     ring, making room, begin and commit
+ *   stack.c, stack.h  the stack a sampled call carries, and where each
+ *                     thread's stack lies
  *   writer.c          the records a call is written as
  *   alloc.c           the C allocator's entry points
  *   new.c             operator new, where libstdc++'s is the next (the
@@ -75,6 +77,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -4,6 +4,7 @@
  * return, or the whole call at its return (abi.h).
  */
 #include "writer.h"
+#include "stack.h"
 #ifdef FL_FAMILY
 #include "entrypoints.h"
 
@@ -44,11 +45,8 @@ void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 			ts.count = 0;
 			flags = FL_F_STACK_SMALL;
 		}
-		if (flags && sp >= ts.stack_lo && sp < ts.copy_hi) {
-			stack = ts.copy_hi - sp;
-			if (stack > ctrl->stack_size)
-				stack = ctrl->stack_size;
-		}
+		if (flags)
+			stack = stack_room(sp);
 	}
 	if (!flags && fn != FL_FN_FREE && own_code(*(const uint64_t *)sp)) {
 		if (whole(fn)) {
@@ -74,7 +72,7 @@ void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 	uint32_t size_ = sizeof(struct fl_rec) + sizeof(struct fl_entry) +
 			 8 * nwords;
 	if (flags & (FL_F_STACK_BIG | FL_F_STACK_SMALL))
-		size_ += sizeof(struct fl_regs) + 8 + (uint32_t)((stack + 7) & ~7ull);
+		size_ += stack_bytes(stack);
 	struct fl_rec *rec = begin(r, size_);
 	if (!rec)
 		return;
@@ -92,18 +90,9 @@ void entry(struct fl_ring *r, int fn, void *ip, uint64_t a0,
 	memcpy(w, (void *)sp, 8 * words);
 	memset(w + words, 0, 8 * (nwords - words));
 	if (flags & (FL_F_STACK_BIG | FL_F_STACK_SMALL)) {
-		struct fl_regs *g = (struct fl_regs *)(w + nwords);
-		g->bx = s->rbx;
-		g->bp = s->rbp;
-		g->sp = sp;
-		g->ip = (uint64_t)ip;
-		g->r12 = s->r12;
-		g->r13 = s->r13;
-		g->r14 = s->r14;
-		g->r15 = s->r15;
-		uint64_t *n = (uint64_t *)(g + 1);
-		*n = stack;
-		memcpy(n + 1, (void *)sp, stack);
+		/* The record shrinks to the bytes copied (still uncommitted). */
+		uint64_t got = put_stack((struct fl_regs *)(w + nwords), s, sp, ip, stack);
+		rec->size -= stack_bytes(stack) - stack_bytes(got);
 	}
 	commit(r, rec);
 }
