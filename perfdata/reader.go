@@ -73,6 +73,12 @@ type Event struct {
 	LostBuffer uint64
 
 	named bool // Name came from the file, not synthesized
+
+	// packed: 1 if this is schema.PackedEvent (its samples are expanded),
+	// -1 if not, 0 until its format is known. packing, layout: how samples
+	// of this event are packed (packedLayout).
+	packed, packing int8
+	layout          *packedLayout
 }
 
 // Order selects how records are delivered.
@@ -128,8 +134,11 @@ type Stats struct {
 	QueueFlushes uint64
 	QueuePeak    uint64 // most bytes the time-order queue held: at most Options.QueueSize and one record
 	BadRecords   uint64 // records whose contents did not parse (delivered as *Raw)
-	FirstSample  uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
-	LastSample   uint64
+	// Packed counts packed samples (schema.PackedEvent): each is delivered
+	// as the samples it holds, counted in Samples and Records.
+	Packed      uint64
+	FirstSample uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
+	LastSample  uint64
 }
 
 // RecordCounts yields the number of records delivered per record type, in
@@ -225,6 +234,11 @@ type Reader struct {
 	warnings  []error
 	nwarnings int
 	stats     Stats
+
+	// packPrev holds a packed sample's previous field values while it is
+	// expanded, packFields the fields of all packable events so far.
+	packPrev   []uint64
+	packFields int
 }
 
 // idLookup finds the event a record's id names.
@@ -803,6 +817,17 @@ func (r *Reader) Next() bool {
 				return true
 			}
 			continue
+		}
+		if typ == RecordSample {
+			if ev := r.sampleEvent(rec.data[8:]); ev != nil && r.isPacked(ev) {
+				r.expandPacked(ev, rec)
+				if rec.ch != nil {
+					r.src.arena.release(rec.ch)
+				} else {
+					r.src.res.touch(rec.off, len(rec.data))
+				}
+				continue
+			}
 		}
 		if r.opts.Order == TimeOrder {
 			if t, ok := r.recordTime(rec.data); ok {

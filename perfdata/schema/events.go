@@ -55,3 +55,21 @@ const (
 
 // TopStackWord is the field name of the i-th word above the stack pointer.
 func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
+
+// PackedEvent names faultline record's event faultline:packed: one sample
+// holds a batch of samples of one thread, each one of faultline's own
+// tracepoint-shaped events, delta-encoded (perfdata's Packer writes it,
+// its Reader expands it into the samples it holds, which analysis reads
+// as if they had been written one by one). Its raw payload after the
+// common fields: u32 count (samples in the batch), then a __data_loc u8[]
+// samples field whose bytes are, for each sample, unsigned LEB128 varints
+// of zigzag-encoded differences: its IDENTIFIER from the previous
+// sample's (the first: from the batch's own), its TIME from the previous
+// sample's (the first: from the batch's), then each field of its event's
+// format after the common fields, in order, from that field's value in the
+// previous sample of the same event in the batch (the first: from 0).
+// Every sample shares the batch's TID; its common fields are its event's
+// type and the thread, and its raw payload is padded with zeros as the
+// kernel pads it. The events so packed have sample type IDENTIFIER, TID,
+// TIME, RAW and fields of 1, 2, 4 or 8 bytes laid out without gaps.
+const PackedEvent = "packed"

@@ -1,0 +1,424 @@
+package perfdata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/faultline/faultline/perfdata/schema"
+)
+
+// Packed samples (schema.PackedEvent). A packed sample carries a batch of
+// samples of one thread, each of an event whose sample type is packedType
+// and whose raw payload is its tracepoint format's fields, laid out
+// without gaps after the common fields. Each sample becomes a few varints:
+// differences from the previous sample of the batch (identifier, time) and
+// from the previous sample of the same event (each field), so a stream of
+// similar calls costs a few bytes a call instead of a sample header, the
+// common fields and whole words. The Reader expands a packed sample into
+// the samples it holds, byte for byte as they would have been written one
+// by one; the Packer writes them.
+
+// packedType is the sample type of a packed sample and of the samples it
+// holds.
+const packedType = SampleIdentifier | SampleTID | SampleTime | SampleRaw
+
+// The packed event's raw payload: the common fields, the count, the
+// samples' __data_loc word, then the samples' bytes.
+const (
+	packedCountAt = 8
+	packedLocAt   = 12
+	packedDataAt  = 16
+)
+
+// packedHead is a sample of packedType up to its raw payload: IDENTIFIER,
+// pid and tid, TIME, the raw size.
+const packedHead = 8 + 8 + 8 + 4
+
+// packedLayout is how a packable event's raw payload is laid out.
+type packedLayout struct {
+	typ    uint16  // the tracepoint id: common_type
+	sizes  []uint8 // the fields after the common fields, in order
+	raw    int     // the raw payload's size, padded as the kernel pads it
+	fields int     // the payload's fields end here
+	base   int     // first of this event's previous values in a batch's
+}
+
+// layoutOf finds how an event's samples are packed: nil if they cannot be
+// (not a tracepoint with a format, another sample type, fields that are
+// not plain integers laid out one after the other).
+func layoutOf(attr *Attr, f *TraceFormat) *packedLayout {
+	if f == nil || attr.Type != TypeTracepoint || attr.SampleType != packedType || f.ID > 0xffff {
+		return nil
+	}
+	l := &packedLayout{typ: uint16(f.ID), fields: 8}
+	for _, fd := range f.Fields {
+		if fd.Common {
+			continue
+		}
+		if fd.Dynamic || fd.ArrayLen != 0 || fd.Offset != l.fields || fd.bigEndian ||
+			(fd.Size != 1 && fd.Size != 2 && fd.Size != 4 && fd.Size != 8) {
+			return nil
+		}
+		l.sizes = append(l.sizes, uint8(fd.Size))
+		l.fields += fd.Size
+	}
+	l.raw = (4+l.fields+7)&^7 - 4
+	return l
+}
+
+// isPacked reports whether ev's samples are packed samples, deciding
+// once its format is known.
+func (r *Reader) isPacked(ev *Event) bool {
+	if ev.packed == 0 && ev.Format != nil {
+		ev.packed = -1
+		if isPackedEvent(ev) {
+			ev.packed = 1
+		}
+	}
+	return ev.packed > 0
+}
+
+// isPackedEvent reports whether ev is schema.PackedEvent with the layout
+// this package reads.
+func isPackedEvent(ev *Event) bool {
+	f := ev.Format
+	if f == nil || f.System != schema.System || f.Name != schema.PackedEvent || ev.Attr.SampleType != packedType {
+		return false
+	}
+	n, d := f.Field("count"), f.Field("samples")
+	return n != nil && n.Offset == packedCountAt && n.Size == 4 && d != nil && d.Dynamic && d.Offset == packedLocAt
+}
+
+// zigzag maps a difference to an unsigned varint's value, small either way.
+func zigzag(d uint64) uint64 { return d<<1 ^ uint64(int64(d)>>63) }
+
+func unzigzag(v uint64) uint64 { return v>>1 ^ -(v & 1) }
+
+// readField reads a field of size n at p, little-endian, zero-extended.
+func readField(p []byte, n uint8) uint64 {
+	switch n {
+	case 1:
+		return uint64(p[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(p))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(p))
+	}
+	return binary.LittleEndian.Uint64(p)
+}
+
+func putField(p []byte, n uint8, v uint64) {
+	switch n {
+	case 1:
+		p[0] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(p, uint16(v))
+	case 4:
+		binary.LittleEndian.PutUint32(p, uint32(v))
+	default:
+		binary.LittleEndian.PutUint64(p, v)
+	}
+}
+
+// errPacked is the cause of a packed sample's FormatError.
+var errPacked = errors.New("bad packed sample")
+
+// expandPacked queues (or, in file order, readies) the samples a packed
+// sample holds, each built in the arena as the sample it stands for. A
+// packed sample whose bytes do not parse yields the samples before the
+// bad one and a warning.
+func (r *Reader) expandPacked(ev *Event, rec rawRec) {
+	ev.Samples++
+	r.stats.Packed++
+	if r.opts.Order != TimeOrder {
+		// Next hands out the ready records before reading another.
+		r.q.ready, r.q.readyPos = r.q.ready[:0], 0
+	}
+	body := rec.data[8:]
+	misc := r.bo.Uint16(rec.data[4:])
+	if len(body) < packedHead+packedDataAt || r.bo != binary.ByteOrder(binary.LittleEndian) {
+		r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("packed sample of %d bytes", len(rec.data)), Err: errPacked})
+		return
+	}
+	id, tids, t := r.bo.Uint64(body), body[8:16], r.bo.Uint64(body[16:])
+	raw := body[packedHead:]
+	if n := int(r.bo.Uint32(body[24:])); n <= len(raw) {
+		raw = raw[:n]
+	}
+	count := r.bo.Uint32(raw[packedCountAt:])
+	loc := r.bo.Uint32(raw[packedLocAt:])
+	off, n := int(loc&0xffff), int(loc>>16)
+	if off+n > len(raw) || uint64(count) > uint64(n) {
+		r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("packed sample's %d samples at %d+%d do not fit its %d-byte payload", count, off, n, len(raw)), Err: errPacked})
+		return
+	}
+	p := raw[off : off+n]
+	tid := r.bo.Uint32(tids[4:])
+	prev := r.packPrev[:0]
+	pos := 0
+	// varint reads the next difference; ok is false past the end.
+	varint := func() (uint64, bool) {
+		v, k := binary.Uvarint(p[pos:])
+		if k <= 0 {
+			return 0, false
+		}
+		pos += k
+		return unzigzag(v), true
+	}
+	for i := uint32(0); i < count; i++ {
+		start := pos
+		did, ok1 := varint()
+		dt, ok2 := varint()
+		id += did
+		t += dt
+		sev := r.lookupID(id)
+		var l *packedLayout
+		if sev != nil {
+			l = r.packedLayout(sev)
+		}
+		if !ok1 || !ok2 || l == nil {
+			r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("packed sample's sample %d of %d (byte %d of its data) has an id (%#x) of no packable event or ends early; the rest of it skipped", i, count, start, id), Err: errPacked})
+			break
+		}
+		if need := l.base + len(l.sizes); need > len(prev) {
+			prev = append(prev, make([]uint64, need-len(prev))...)
+		}
+		size := 8 + packedHead + l.raw
+		out, ch := r.src.arena.alloc(size)
+		r.bo.PutUint32(out, uint32(RecordSample))
+		r.bo.PutUint16(out[4:], misc)
+		r.bo.PutUint16(out[6:], uint16(size))
+		r.bo.PutUint64(out[8:], id)
+		copy(out[16:24], tids)
+		r.bo.PutUint64(out[24:], t)
+		r.bo.PutUint32(out[32:], uint32(l.raw))
+		w := out[8+packedHead:]
+		r.bo.PutUint16(w, l.typ)
+		w[2], w[3] = 0, 0
+		r.bo.PutUint32(w[4:], tid)
+		at := 8
+		for k, sz := range l.sizes {
+			d, ok := varint()
+			if !ok {
+				break
+			}
+			v := &prev[l.base+k]
+			*v += d
+			putField(w[at:], sz, *v)
+			at += int(sz)
+		}
+		if at != l.fields {
+			r.src.arena.release(ch)
+			r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("packed sample's sample %d of %d ends early; the rest of it skipped", i, count), Err: errPacked})
+			break
+		}
+		clear(w[at:])
+		x := rawRec{data: out, off: rec.off, ch: ch}
+		if r.opts.Order == TimeOrder {
+			r.queue(t, x)
+		} else {
+			r.q.ready = append(r.q.ready, qent{time: t, rec: x})
+		}
+	}
+	clear(prev)
+	r.packPrev = prev
+}
+
+// packedLayout returns ev's layout, found once per event; nil: its
+// samples cannot be packed.
+func (r *Reader) packedLayout(ev *Event) *packedLayout {
+	if ev.packing == 0 {
+		ev.packing = -1
+		if l := layoutOf(&ev.Attr, ev.Format); l != nil {
+			l.base = r.packFields
+			r.packFields += len(l.sizes)
+			ev.layout, ev.packing = l, 1
+		}
+	}
+	return ev.layout
+}
+
+// MaxPackedBytes bounds a packed sample's data: the record's u16 size
+// holds it with room to spare, and a reader expands one batch at a time
+// into at most a few hundred KiB.
+const MaxPackedBytes = 16 << 10
+
+// Packer writes samples of packable events (sample type IDENTIFIER, TID,
+// TIME, RAW; tracepoint formats of plain integer fields) as packed
+// samples of schema.PackedEvent, one batch per thread, flushed when
+// MaxPackedBytes are reached and by Flush. Add takes the sample the
+// caller would have written; the Reader gives back exactly that. Samples
+// of a thread keep their order; different threads' batches interleave by
+// time only once read (records are ordered by time between two
+// FINISHED_ROUND records, so a caller flushes before each). A Packer
+// allocates nothing once its batches have grown.
+type Packer struct {
+	id      uint64 // the packed event's sample id
+	typ     uint16 // its tracepoint id
+	layouts map[uint64]*packedLayout
+	fields  int
+	batches map[uint32]*packBatch
+	order   []*packBatch // batches with samples, in the order they began
+	last    *packBatch
+}
+
+// packBatch is one thread's samples not yet written.
+type packBatch struct {
+	pidTid [8]byte
+	tid    uint32
+	id, t  uint64 // the batch's own (its first sample's time)
+	lastID uint64
+	lastT  uint64
+	count  uint32
+	data   []byte
+	prev   []uint64
+	misc   uint16
+}
+
+// NewPacker returns a Packer that writes samples of the packed event with
+// sample id id and tracepoint id typ.
+func NewPacker(id uint64, typ uint16) *Packer {
+	return &Packer{id: id, typ: typ, layouts: map[uint64]*packedLayout{}, batches: map[uint32]*packBatch{}}
+}
+
+// AddEvent lets the Packer pack samples with id, of an event with attr and
+// format f; false: they cannot be packed (Add writes them as they are).
+func (p *Packer) AddEvent(id uint64, attr *Attr, f *TraceFormat) bool {
+	l := layoutOf(attr, f)
+	if l == nil {
+		return false
+	}
+	l.base = p.fields
+	p.fields += len(l.sizes)
+	p.layouts[id] = l
+	return true
+}
+
+// Add packs a sample's body (the record after its 8-byte header, misc
+// being the header's): into its thread's batch when its event was added
+// and its payload is as the Reader would rebuild it, else written to w as
+// it is.
+func (p *Packer) Add(w *Writer, misc uint16, body []byte) error {
+	l, b := p.fit(body)
+	if l == nil {
+		return w.WriteRecordParts(uint32(RecordSample), misc, body)
+	}
+	if b != nil && (b.misc != misc || [8]byte(body[8:16]) != b.pidTid || len(b.data) > MaxPackedBytes-packedMaxSample) {
+		if err := p.write(w, b); err != nil {
+			return err
+		}
+	}
+	if b == nil {
+		tid := binary.LittleEndian.Uint32(body[12:])
+		b = p.batches[tid]
+		if b == nil {
+			b = &packBatch{tid: tid}
+			p.batches[tid] = b
+		}
+		p.last = b
+	}
+	id, t := binary.LittleEndian.Uint64(body), binary.LittleEndian.Uint64(body[16:])
+	if b.count == 0 {
+		b.pidTid, b.misc, b.id, b.t, b.lastID, b.lastT = [8]byte(body[8:16]), misc, p.id, t, p.id, t
+		if len(b.prev) < p.fields {
+			b.prev = make([]uint64, p.fields)
+		}
+		clear(b.prev)
+		p.order = append(p.order, b)
+	}
+	d := binary.AppendUvarint(b.data, zigzag(id-b.lastID))
+	d = binary.AppendUvarint(d, zigzag(t-b.lastT))
+	b.lastID, b.lastT = id, t
+	at := packedHead + 8
+	for k, sz := range l.sizes {
+		v := readField(body[at:], sz)
+		pv := &b.prev[l.base+k]
+		d = binary.AppendUvarint(d, zigzag(v-*pv))
+		*pv = v
+		at += int(sz)
+	}
+	b.data = d
+	b.count++
+	return nil
+}
+
+// packedMaxSample bounds what one sample adds to a batch: an id, a time
+// and 128 fields as varints of at most 10 bytes.
+const packedMaxSample = 10 * 130
+
+// fit returns the layout a sample body is packed by (nil: it cannot be)
+// and the last batch used if it is this sample's thread's.
+func (p *Packer) fit(body []byte) (*packedLayout, *packBatch) {
+	if len(body) < packedHead+8 {
+		return nil, nil
+	}
+	l := p.layouts[binary.LittleEndian.Uint64(body)]
+	if l == nil || len(body) != packedHead+l.raw || binary.LittleEndian.Uint32(body[24:]) != uint32(l.raw) {
+		return nil, nil
+	}
+	raw := body[packedHead:]
+	tid := binary.LittleEndian.Uint32(body[12:])
+	if binary.LittleEndian.Uint16(raw) != l.typ || raw[2] != 0 || raw[3] != 0 || binary.LittleEndian.Uint32(raw[4:]) != tid {
+		return nil, nil
+	}
+	for _, c := range raw[l.fields:] {
+		if c != 0 {
+			return nil, nil
+		}
+	}
+	if p.last != nil && p.last.tid == tid {
+		return l, p.last
+	}
+	return l, nil
+}
+
+// Flush writes every thread's batch. (A batch written when it filled up
+// and begun again is listed twice; its second listing finds it written.)
+func (p *Packer) Flush(w *Writer) error {
+	for _, b := range p.order {
+		if err := p.write(w, b); err != nil {
+			return err
+		}
+	}
+	p.order = p.order[:0]
+	return nil
+}
+
+// write writes b as one packed sample and empties it.
+func (p *Packer) write(w *Writer, b *packBatch) error {
+	if b.count == 0 {
+		return nil
+	}
+	le := binary.LittleEndian
+	raw := packedDataAt + len(b.data)
+	raw = (4+raw+7)&^7 - 4
+	n := 8 + packedHead + raw
+	rec := w.RecordBuffer(n)[:n]
+	clear(rec)
+	le.PutUint64(rec[8:], b.id)
+	copy(rec[16:24], b.pidTid[:])
+	le.PutUint64(rec[24:], b.t)
+	le.PutUint32(rec[32:], uint32(raw))
+	pl := rec[8+packedHead:]
+	le.PutUint16(pl, p.typ)
+	le.PutUint32(pl[4:], b.tid)
+	le.PutUint32(pl[packedCountAt:], b.count)
+	le.PutUint32(pl[packedLocAt:], uint32(len(b.data))<<16|packedDataAt)
+	copy(pl[packedDataAt:], b.data)
+	b.count, b.data = 0, b.data[:0]
+	return w.CommitRecord(uint32(RecordSample), b.misc, rec)
+}
+
+// PackedFormat is the tracefs-style format of schema.PackedEvent with
+// tracepoint id id, as the file's tracing data describes it.
+func PackedFormat(id uint64) []byte {
+	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+
+		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"+
+		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"+
+		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"+
+		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"+
+		"\tfield:u32 count;\toffset:%d;\tsize:4;\tsigned:0;\n"+
+		"\tfield:__data_loc u8[] samples;\toffset:%d;\tsize:4;\tsigned:0;\n\n"+
+		"print fmt: \"count=%%u\", REC->count\n", schema.PackedEvent, id, packedCountAt, packedLocAt)
+}

@@ -1,0 +1,271 @@
+package perfdata
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/faultline/faultline/perfdata/perftest"
+	"github.com/faultline/faultline/perfdata/schema"
+)
+
+// packTestFormats: a whole call (five words), a free (one word) and an
+// event with a signed 4-byte field (raw payload padded), as the in-process
+// recorder describes its events.
+var packTestFormats = []string{
+	"name: malloc__call\nID: 65280\nformat:\n" + traceCommonFields +
+		"\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n" +
+		"\tfield:u64 size;\toffset:16;\tsize:8;\tsigned:0;\n" +
+		"\tfield:unsigned long __probe_ret_ip;\toffset:24;\tsize:8;\tsigned:0;\n" +
+		"\tfield:u64 ptr;\toffset:32;\tsize:8;\tsigned:0;\n" +
+		"\tfield:u64 hdr;\toffset:40;\tsize:8;\tsigned:0;\n\nprint fmt: \"size=%Lu\", REC->size\n",
+	"name: free\nID: 65281\nformat:\n" + traceCommonFields +
+		"\tfield:u64 ptr;\toffset:8;\tsize:8;\tsigned:0;\n\nprint fmt: \"ptr=%Lu\", REC->ptr\n",
+	"name: posix_memalign__return\nID: 65282\nformat:\n" + traceCommonFields +
+		"\tfield:u64 ptr;\toffset:8;\tsize:8;\tsigned:0;\n" +
+		"\tfield:s32 ret;\toffset:16;\tsize:4;\tsigned:1;\n\nprint fmt: \"ret=%d\", REC->ret\n",
+}
+
+const packTestPackedID, packTestPackedType = 1<<56 + 3, 65283
+
+// packTestSample is one sample of the test's events: event index, thread,
+// time, field values.
+type packTestSample struct {
+	ev     int
+	tid    uint32
+	t      uint64
+	fields []uint64
+}
+
+// packTestSamples makes n samples of two threads of one process with
+// allocator-like values (sizes, pointers and sites that repeat or step),
+// some far apart, and page faults between them.
+func packTestSamples(n int) []packTestSample {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var out []packTestSample
+	t := uint64(1_000_000)
+	for i := 0; i < n; i++ {
+		t += 40 + rng.Uint64N(200)
+		tid := uint32(100 + i%2)
+		switch k := rng.IntN(10); {
+		case k < 5:
+			size := 16 + rng.Uint64N(500)
+			ptr := 0x5555_0000_0000 + rng.Uint64N(1<<20)*16
+			out = append(out, packTestSample{0, tid, t, []uint64{0x7f00_0001_2340, size, 0x5555_5555_1000 + rng.Uint64N(3)*0x40, ptr, (size+23)&^15 | 1}})
+		case k < 9:
+			out = append(out, packTestSample{1, tid, t, []uint64{0x5555_0000_0000 + rng.Uint64N(1<<20)*16}})
+		default:
+			out = append(out, packTestSample{2, tid, t, []uint64{rng.Uint64() &^ 63, uint64(rng.Int32N(30)) - 15}})
+		}
+		if k := rng.IntN(7); k == 0 {
+			t += 3
+			out = append(out, packTestSample{3, tid, t, []uint64{0x5555_0000_0000 + rng.Uint64N(1<<20)*4096}})
+		}
+	}
+	return out
+}
+
+// writePackTest writes the samples one by one or through a Packer, with a
+// FINISHED_ROUND every round samples.
+func writePackTest(t *testing.T, samples []packTestSample, packed, compress bool, round int) string {
+	t.Helper()
+	f, path := perftest.Create(t, "p.data")
+	flags := AttrSampleIDAll | AttrDisabled
+	events := []WriterEvent{{Name: "page-faults", IDs: []uint64{10},
+		Attr: Attr{Type: TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: wrFaultType, Flags: flags | AttrMmap | AttrComm | AttrMmap2}}}
+	var formats [][]byte
+	var tfs []*TraceFormat
+	for i, ft := range append(packTestFormats, string(PackedFormat(packTestPackedType))) {
+		name := ft[len("name: "):strings.IndexByte(ft, '\n')]
+		events = append(events, WriterEvent{Name: schema.System + ":" + name, IDs: []uint64{1<<56 + uint64(i)},
+			Attr: Attr{Type: TypeTracepoint, Config: 65280 + uint64(i), SamplePeriod: 1, SampleType: packedType, Flags: flags}})
+		formats = append(formats, []byte(ft))
+		tf, err := ParseTraceFormat(schema.System, []byte(ft))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tfs = append(tfs, tf)
+	}
+	td := BuildTracingData(4096, []byte(writerHeaderPage), []byte(writerHeaderEvent), []TraceSystem{{Name: schema.System, Formats: formats}})
+	w, err := NewWriter(f, events, &WriterOptions{Compress: compress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := NewPacker(packTestPackedID, packTestPackedType)
+	for i := range packTestFormats {
+		if !pk.AddEvent(1<<56+uint64(i), &events[1+i].Attr, tfs[i]) {
+			t.Fatalf("event %d cannot be packed", i)
+		}
+	}
+	le := binary.LittleEndian
+	const pid = 4242
+	for i, s := range samples {
+		if s.ev == 3 {
+			if err := w.WriteRecordParts(uint32(RecordSample), MiscUser, writerFaultSample(10, 0x401000, pid, s.tid, s.t, s.fields[0], 0)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		raw := le.AppendUint16(nil, uint16(65280+s.ev))
+		raw = append(raw, 0, 0)
+		raw = le.AppendUint32(raw, s.tid)
+		for k, v := range s.fields {
+			if tfs[s.ev].Fields[4+k].Size == 4 {
+				raw = le.AppendUint32(raw, uint32(v))
+			} else {
+				raw = le.AppendUint64(raw, v)
+			}
+		}
+		n := len(raw)
+		for (4+n)%8 != 0 {
+			n++
+		}
+		body := leBytes(uint64(1<<56+s.ev), uint32(pid), s.tid, s.t, uint32(n))
+		body = append(append(body, raw...), make([]byte, n-len(raw))...)
+		if packed {
+			err = pk.Add(w, MiscUser, body)
+		} else {
+			err = w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%round == round-1 {
+			if err := pk.Flush(w); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.WriteRecordParts(uint32(RecordFinishedRound), 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := pk.Flush(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(&WriterFeatures{TracingData: td}); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// readPackTest lists every record a reader delivers: type, and for a
+// sample its event, thread, time and raw payload.
+func readPackTest(t *testing.T, path string) ([]string, *Reader) {
+	t.Helper()
+	rd, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rd.Close() })
+	var out []string
+	for rd.Next() {
+		switch rec := rd.Record().(type) {
+		case *Sample:
+			out = append(out, fmt.Sprintf("%s %d/%d %d %x %x", rec.Event.Name, rec.Pid, rec.Tid, rec.Time, rec.Raw, rec.Addr))
+		default:
+			out = append(out, rec.Common().Type.String())
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out, rd
+}
+
+// TestPackedRoundTrip: samples written through a Packer read back exactly
+// as the same samples written one by one (event, thread, time, raw payload
+// byte for byte, in the same order among the page faults), in a fraction
+// of the bytes.
+func TestPackedRoundTrip(t *testing.T) {
+	samples := packTestSamples(20000)
+	for _, compress := range []bool{false, true} {
+		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
+			plain, _ := readPackTest(t, writePackTest(t, samples, false, compress, 3000))
+			ppath := writePackTest(t, samples, true, compress, 3000)
+			packed, rd := readPackTest(t, ppath)
+			if len(rd.Warnings()) > 0 {
+				t.Errorf("warnings: %v", rd.Warnings())
+			}
+			if len(plain) != len(packed) {
+				t.Fatalf("%d records one by one, %d packed", len(plain), len(packed))
+			}
+			for i := range plain {
+				if plain[i] != packed[i] {
+					t.Fatalf("record %d:\none by one %s\npacked     %s", i, plain[i], packed[i])
+				}
+			}
+			if rd.Stats().Packed == 0 {
+				t.Error("no packed sample read")
+			}
+		})
+	}
+	// The bytes: a whole call is 88 bytes one by one (header 8, id, tid,
+	// time 24, raw size 4, common fields 8, five words 40, padding 4).
+	one, pk := fileSize(t, writePackTest(t, samples, false, false, 3000)), fileSize(t, writePackTest(t, samples, true, false, 3000))
+	t.Logf("%d bytes one by one, %d packed (%d samples)", one, pk, len(samples))
+	if pk*3 > one {
+		t.Errorf("packed file %d bytes, not a third of %d", pk, one)
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// TestPackedPerfReads: perf reads a file with packed samples: report
+// --stats counts them under faultline:packed and script prints them.
+func TestPackedPerfReads(t *testing.T) {
+	perf := perftest.LookPerf(t, "packed samples")
+	path := writePackTest(t, packTestSamples(2000), true, true, 500)
+	_, rd := readPackTest(t, path)
+	var packed uint64
+	for _, ev := range rd.Events() {
+		if ev.Name == schema.System+":"+schema.PackedEvent {
+			packed = ev.Samples
+		}
+	}
+	stats, _ := perftest.RunPerf(t, perf, "", "report", "--stats", "-i", path)
+	flat := strings.Join(strings.Fields(stats), " ")
+	if want := fmt.Sprintf("%s:%s stats: SAMPLE events: %d", schema.System, schema.PackedEvent, packed); packed == 0 || !strings.Contains(flat, want) {
+		t.Errorf("perf report --stats does not say %q:\n%s", want, stats)
+	}
+	script, _ := perftest.RunPerf(t, perf, "", "script", "-F", "tid,time,event,trace", "-i", path)
+	if n := strings.Count(script, "faultline:packed:"); uint64(n) != packed || !strings.Contains(script, "count=") {
+		t.Errorf("perf script printed %d packed samples of %d:\n%s", n, packed, firstLines(script, 5))
+	}
+}
+
+// TestPackedCorrupt: a packed sample whose bytes are cut or changed yields
+// the samples before the damage and a warning, never a panic.
+func TestPackedCorrupt(t *testing.T) {
+	path := writePackTest(t, packTestSamples(300), true, false, 1000)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 300; i++ {
+		b := bytes.Clone(data)
+		for k := 0; k < 1+i%4; k++ {
+			b[rng.IntN(len(b))] = byte(rng.Uint32())
+		}
+		rd, err := New(bytes.NewReader(b), int64(len(b)), nil)
+		if err != nil {
+			continue
+		}
+		for rd.Next() {
+			_ = fmt.Sprint(rd.Record())
+		}
+		rd.Close()
+	}
+}
