@@ -215,6 +215,7 @@ func (r *Reader) expandPacked(ev *Event, rec rawRec) {
 		}
 		clear(w[at:])
 		x := rawRec{data: out, off: rec.off, ch: ch}
+		r.stats.Unpacked++
 		if r.opts.Order == TimeOrder {
 			r.queue(t, x)
 		} else {
@@ -261,7 +262,11 @@ type Packer struct {
 	batches map[uint32]*packBatch
 	order   []*packBatch // batches with samples, in the order they began
 	last    *packBatch
+	written uint64
 }
+
+// Written returns the packed samples written so far.
+func (p *Packer) Written() uint64 { return p.written }
 
 // packBatch is one thread's samples not yet written.
 type packBatch struct {
@@ -407,6 +412,7 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 	le.PutUint32(pl[packedLocAt:], uint32(len(b.data))<<16|packedDataAt)
 	copy(pl[packedDataAt:], b.data)
 	b.count, b.data = 0, b.data[:0]
+	p.written++
 	return w.CommitRecord(uint32(RecordSample), b.misc, rec)
 }
 

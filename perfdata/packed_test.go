@@ -72,7 +72,7 @@ func packTestSamples(n int) []packTestSample {
 
 // writePackTest writes the samples one by one or through a Packer, with a
 // FINISHED_ROUND every round samples.
-func writePackTest(t *testing.T, samples []packTestSample, packed, compress bool, round int) string {
+func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool, round int) string {
 	t.Helper()
 	f, path := perftest.Create(t, "p.data")
 	flags := AttrSampleIDAll | AttrDisabled
@@ -267,5 +267,110 @@ func TestPackedCorrupt(t *testing.T) {
 			_ = fmt.Sprint(rd.Record())
 		}
 		rd.Close()
+	}
+}
+
+// TestPackedAllocsDoNotGrow: reading packed samples allocates nothing per
+// sample (the expanded samples live in the reader's arena), and neither
+// does packing them.
+func TestPackedAllocsDoNotGrow(t *testing.T) {
+	small := writePackTest(t, packTestSamples(5000), true, false, 1000)
+	big := writePackTest(t, packTestSamples(50000), true, false, 1000)
+	a, b := decodeAllocs(t, small, TimeOrder, false), decodeAllocs(t, big, TimeOrder, false)
+	t.Logf("reading: %.0f allocations for 5000 samples, %.0f for 50000", a, b)
+	if b > 2*a+50 {
+		t.Errorf("reading packed samples: %.0f allocations for 5000 samples, %.0f for 50000", a, b)
+	}
+	w, pk, bodies := packBenchSetup(t)
+	for _, body := range bodies {
+		if err := pk.Add(w, MiscUser, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(20000, func() {
+		if err := pk.Add(w, MiscUser, bodies[i%len(bodies)]); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	if allocs > 0 {
+		t.Errorf("Packer.Add: %v allocations per sample", allocs)
+	}
+}
+
+// packBenchSetup returns a writer to a file, a Packer knowing the test's
+// events, and sample bodies of them (one by one, as a recorder makes them).
+func packBenchSetup(tb testing.TB) (*Writer, *Packer, [][]byte) {
+	path := writePackTest(tb, packTestSamples(4000), false, false, 1<<30)
+	rd, err := Open(path, &Options{Order: FileOrder})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer rd.Close()
+	pk := NewPacker(packTestPackedID, packTestPackedType)
+	var bodies [][]byte
+	for rd.Next() {
+		s, ok := rd.Record().(*Sample)
+		if !ok || s.Event.Attr.Type != TypeTracepoint {
+			continue
+		}
+		if pk.layouts[s.ID] == nil && !pk.AddEvent(s.ID, &s.Event.Attr, s.Event.Format) {
+			tb.Fatalf("%s cannot be packed", s.Event.Name)
+		}
+		n := len(s.Raw)
+		body := leBytes(s.ID, s.Pid, s.Tid, s.Time, uint32(n))
+		bodies = append(bodies, append(body, s.Raw...))
+	}
+	f, _ := perftest.Create(tb, "bench.data")
+	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1}, Attr: Attr{Type: TypeSoftware, SampleType: packedType}}}, &WriterOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w, pk, bodies
+}
+
+// BenchmarkPackerAdd: what packing costs a sample, against writing it
+// one by one (uncompressed, to a file).
+func BenchmarkPackerAdd(b *testing.B) {
+	for _, packed := range []bool{true, false} {
+		b.Run("packed="+strconv.FormatBool(packed), func(b *testing.B) {
+			w, pk, bodies := packBenchSetup(b)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				body := bodies[i%len(bodies)]
+				var err error
+				if packed {
+					err = pk.Add(w, MiscUser, body)
+				} else {
+					err = w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadPacked: reading packed samples against reading the same
+// samples one by one, per sample.
+func BenchmarkReadPacked(b *testing.B) {
+	samples := packTestSamples(20000)
+	for _, packed := range []bool{true, false} {
+		b.Run("packed="+strconv.FormatBool(packed), func(b *testing.B) {
+			path := writePackTest(b, samples, packed, false, 3000)
+			b.ReportAllocs()
+			for b.Loop() {
+				rd, err := Open(path, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for rd.Next() {
+				}
+				rd.Close()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(samples)), "ns/sample")
+		})
 	}
 }

@@ -134,11 +134,12 @@ type Stats struct {
 	QueueFlushes uint64
 	QueuePeak    uint64 // most bytes the time-order queue held: at most Options.QueueSize and one record
 	BadRecords   uint64 // records whose contents did not parse (delivered as *Raw)
-	// Packed counts packed samples (schema.PackedEvent): each is delivered
-	// as the samples it holds, counted in Samples and Records.
-	Packed      uint64
-	FirstSample uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
-	LastSample  uint64
+	// Packed counts packed samples (schema.PackedEvent), Unpacked the
+	// samples they held: each packed sample is delivered as those, which
+	// Samples and Records count (perf counts the packed ones).
+	Packed, Unpacked uint64
+	FirstSample      uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
+	LastSample       uint64
 }
 
 // RecordCounts yields the number of records delivered per record type, in

@@ -37,7 +37,11 @@ How allocator calls are seen (--method):
           allocator call into a shared-memory ring per thread, with no trap
           into the kernel; record adds no probes. Events: faultline:malloc,
           malloc__return, free and the compact malloc_short and
-          malloc__call (a whole call in one sample), with the fields below.
+          malloc__call (a whole call in one sample), with the fields below;
+          each thread's calls are stored packed, a few hundred to a
+          faultline:packed sample (perf script prints count=N), which
+          analyze and faultline script expand (--per-call-samples: one
+          sample a call).
   uprobe  a uprobe on every allocator entry and return: a trap per call.
           Used for -p, -a, --libc, statically linked or setuid programs
           and ones that define malloc themselves (a statically linked
@@ -234,6 +238,7 @@ type recordRings struct {
 type recordMemory struct {
 	noTHP           bool
 	noMapCalls      bool
+	perCall         bool
 	residentEvery   time.Duration
 	noExitSnapshots bool
 }
@@ -330,6 +335,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.libc, "libc", "", "probe the allocator in `PATH` (a library, or a program that links one) instead of the one malloc binds to (implies --method uprobe)")
 	fs.DurationVar(&o.shimWait, "shim-wait", 10*time.Second, "in-process: the longest a thread waits for room in its ring before the program runs on unrecorded")
 	fs.MarkHidden("shim-wait")
+	fs.BoolVar(&o.perCall, "per-call-samples", false, "in-process: write each allocator call as a perf sample of its own, not each thread's calls packed into faultline:packed samples that analyze and script expand (about five times the bytes before compression; for tools that read perf.data but not faultline:packed)")
 	fs.StringVar(&o.shimClock, "shim-clock", "auto", "in-process: how the shim stamps calls: `C` = tsc (the CPU's time-stamp counter, converted to CLOCK_MONOTONIC), monotonic (clock_gettime for every call), or auto (tsc where the kernel's clock is read from a constant-rate TSC)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
 	fs.MarkHidden("cpuprofile")

@@ -135,7 +135,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	src := &rec.InProcessSource{RingBytes: shimRingBytes, Slots: shimSlots, Glibc: r.alloc == nil || r.alloc.Family.HasChunkHeader(),
 		TopWords: rec.TopStackWords, Wait: o.shimWait,
 		// The shim records the memory-map calls: no tracefs.
-		MapCalls: !o.noMapCalls}
+		MapCalls: !o.noMapCalls, PerCall: o.perCall}
 	cfg := &rec.Config{
 		Source: src,
 		Target: rec.Target{Cmd: cmdPath, Argv: o.cmd, NoTHP: o.noTHP, Duration: o.duration,

@@ -82,6 +82,9 @@ type InProcessSource struct {
 	// preloaded records that family's own entry points too
 	// (inproc_family.go).
 	Family schema.Family
+	// PerCall writes each call as a sample of its own, not packed
+	// (inproc_pack.go).
+	PerCall bool
 }
 
 func (o *InProcessSource) start(s *session) (source, error) {
@@ -113,7 +116,7 @@ func (o *InProcessSource) regionOptions(cfg *Config) shim.Options {
 // newInproc is the in-process method at work in session s, draining
 // region.
 func newInproc(s *session, region *shim.Region, o *InProcessSource) *inproc {
-	ip := &inproc{s: s, tr: inprocTraits, region: region, words: o.TopWords, family: o.Family,
+	ip := &inproc{s: s, tr: inprocTraits, region: region, words: o.TopWords, family: o.Family, perCall: o.PerCall,
 		ringWatch: ringWatch{busySince: map[*shim.Ring]busyMark{}, idleAt: map[*shim.Ring]uint64{}},
 		maps:      map[uint32]*procMaps{}, faults: map[uint32][]uint64{}, faultsSorted: map[uint32]bool{}}
 	if o.MapCalls {
@@ -154,6 +157,8 @@ type inproc struct {
 	// shimCopy is the copy of the object LD_PRELOAD names (nil: the
 	// memfd's /proc entry).
 	shimCopy *shimCopy
+	perCall  bool // calls not packed (InProcessSource.PerCall)
+	packing
 }
 
 // shimEvents are the in-process events by function. entry, ret: the
@@ -228,6 +233,9 @@ func (ip *inproc) drain(final bool) (int, error) {
 					ip.faultIDs[id] = true
 				}
 			}
+		}
+		if _, err := ip.packer(); err != nil {
+			return 0, err
 		}
 	}
 	if !final {
@@ -373,6 +381,8 @@ func (ip *inproc) events(l *specList) {
 		ip.ret[fn] = event(fn.String()+schema.ReturnSuffix, returnFields(fn))
 		ip.call[fn] = event(fn.String()+schema.CallSuffix, append(entryFields(fn, 0, false), returnFields(fn)[1:]...))
 	}
+	ip.packEvent(l, tp(next, shimSampleType, 1))
+	next++
 	if s.cfg.StackSize > 0 {
 		ip.stackEvents(l)
 	}
@@ -622,6 +632,9 @@ func (ip *inproc) drainInproc() (int, error) {
 		ip.reapRings(rings)
 	}
 	if total > 0 {
+		if err := ip.flushPacked(); err != nil {
+			return total, err
+		}
 		if err := s.w.WriteRecordParts(uint32(perfdata.RecordFinishedRound), 0, nil); err != nil {
 			return total, err
 		}
@@ -951,7 +964,6 @@ const (
 
 // writeCall writes a call, or a part of it, as one sample.
 func (ip *inproc) writeCall(g owner, c *call, part callPart) (int, error) {
-	s := ip.s
 	t0, t, sp := c.t0, c.t, ip.call[c.fn]
 	switch part {
 	case callEntry:
@@ -976,7 +988,7 @@ func (ip *inproc) writeCall(g owner, c *call, part callPart) (int, error) {
 	}
 	b = finishRaw(b, rawAt)
 	*sp.count++
-	return len(b) - 8, s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+	return len(b) - 8, ip.commitCall(b)
 }
 
 // appendShortEntryFields appends a short entry's fields after its
@@ -1009,14 +1021,6 @@ func appendReturnFields(b []byte, fn shim.Func, retIP, ptr, hdr, stat uint64) []
 // (12), and at most ip, three arguments, sp, bp, MaxWords words and the
 // return's five fields, padded.
 const shimSampleMax = 8 + 24 + 12 + 8*(6+shim.MaxWords+5) + 8
-
-// recordBuffer starts a sample in the writer's own buffer
-// (perfdata.Writer.RecordBuffer): its header's 8 bytes, filled in by
-// CommitRecord.
-func (ip *inproc) recordBuffer() []byte {
-	s := ip.s
-	return append(s.w.RecordBuffer(shimSampleMax), 0, 0, 0, 0, 0, 0, 0, 0)
-}
 
 // owner is the thread a shim record comes from.
 type owner struct{ pid, tid uint32 }
@@ -1068,11 +1072,11 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 	}
 	b = finishRaw(b, rawAt)
 	*sp.count++
-	if err := s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b); err != nil {
+	if err := ip.commitCall(b); err != nil {
 		return 0, err
 	}
 	n := len(b) - 8
-	b = b[8:] // the body, still in the writer's buffer until the next write
+	b = b[8:] // the body, still where it was built until the next write
 	if rec.Kind == shim.KindEntry && rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) != 0 {
 		st := ip.big[rec.Func]
 		if rec.Flags&shim.FlagStackSmall != 0 {

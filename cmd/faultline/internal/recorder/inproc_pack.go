@@ -1,0 +1,94 @@
+package recorder
+
+import (
+	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
+	"github.com/faultline/faultline/perfdata"
+	"github.com/faultline/faultline/perfdata/schema"
+)
+
+// Packing. By default the in-process method writes its calls as packed
+// samples (schema.PackedEvent, perfdata.Packer): each thread's calls of a
+// round in samples of a few hundred calls, delta-encoded, a few bytes a
+// call instead of about eighty. perf counts and prints the packed samples;
+// perfdata's Reader expands them into the samples they stand for, so
+// analysis reads the calls as if written one by one. A call that carries a
+// stack stays a sample of its own, beside its entry (packed): the stack
+// needs the sample's REGS_USER and STACK_USER.
+
+// packing is the in-process method's packer: the packed event, and the
+// buffer calls are built in while packing (the Packer writes the writer's
+// buffer itself).
+type packing struct {
+	spec *spec
+	pk   *perfdata.Packer
+	buf  []byte
+}
+
+// packEvent adds the packed event to l (nothing when calls are written
+// one by one).
+func (ip *inproc) packEvent(l *specList, attr perfdata.Attr) {
+	if ip.perCall {
+		return
+	}
+	sp := &spec{name: schema.System + ":" + schema.PackedEvent, kind: kindRange, synthetic: true, attr: attr}
+	sp.format = perfdata.PackedFormat(attr.Config)
+	l.add(sp)
+	ip.packing.spec = sp
+}
+
+// packer returns the Packer, made at the first drain (the events' sample
+// ids are known then), or nil when calls are written one by one.
+func (ip *inproc) packer() (*perfdata.Packer, error) {
+	p := &ip.packing
+	if p.spec == nil || p.pk != nil {
+		return p.pk, nil
+	}
+	pk := perfdata.NewPacker(p.spec.synthID, uint16(p.spec.attr.Config))
+	for _, evs := range [][shim.NumFuncs]*spec{ip.entry, ip.short, ip.ret, ip.call} {
+		for _, sp := range evs {
+			if sp == nil {
+				continue
+			}
+			f, err := perfdata.ParseTraceFormat(schema.System, sp.format)
+			if err != nil {
+				return nil, err
+			}
+			pk.AddEvent(sp.synthID, &sp.attr, f)
+		}
+	}
+	p.pk = pk
+	return pk, nil
+}
+
+// recordBuffer starts a sample: in the writer's own buffer
+// (perfdata.Writer.RecordBuffer) when calls are written one by one, its
+// header's 8 bytes filled in by CommitRecord; in the packing buffer when
+// they are packed (commitCall).
+func (ip *inproc) recordBuffer() []byte {
+	if ip.packing.pk != nil {
+		return append(ip.packing.buf[:0], 0, 0, 0, 0, 0, 0, 0, 0)
+	}
+	return append(ip.s.w.RecordBuffer(shimSampleMax), 0, 0, 0, 0, 0, 0, 0, 0)
+}
+
+// commitCall writes a call's sample b, built in recordBuffer: into its
+// thread's packed sample, or as it is.
+func (ip *inproc) commitCall(b []byte) error {
+	if pk := ip.packing.pk; pk != nil {
+		ip.packing.buf = b[:0]
+		return pk.Add(ip.s.w, perfdata.MiscUser, b[8:])
+	}
+	return ip.s.w.CommitRecord(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+}
+
+// flushPacked writes every thread's packed sample: before each
+// FINISHED_ROUND, whose promise covers them.
+func (ip *inproc) flushPacked() error {
+	p := &ip.packing
+	if p.pk == nil {
+		return nil
+	}
+	err := p.pk.Flush(ip.s.w)
+	*p.spec.count = p.pk.Written()
+	return err
+}
