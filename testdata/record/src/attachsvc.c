@@ -2,7 +2,9 @@
  * record -p's attach tests. Every second it prints its allocator calls in
  * that second and in all ("sec N calls C total T usr1 U burst B").
  *
- *   attachsvc [WORKERS [CALLS_PER_SEC]]   (CALLS_PER_SEC 0: as fast as it can)
+ *   attachsvc [WORKERS [CALLS_PER_SEC [busy]]]   (CALLS_PER_SEC 0: as fast as
+ *                                                it can; busy: the main
+ *                                                thread allocates too)
  *
  * Besides the workers (each round frees one of its 256 live blocks and
  * mallocs 16..4111 bytes in its place: two calls), threads keep the awkward states an attach must meet: one
@@ -148,6 +150,7 @@ int main(int argc, char **argv)
 {
 	int workers = argc > 1 ? atoi(argv[1]) : 4;
 	long total = argc > 2 ? atol(argv[2]) : 0;
+	int busy = argc > 3 && strcmp(argv[3], "busy") == 0;
 	rate = workers > 0 ? total / workers : 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGUSR1, on_usr1);
@@ -160,8 +163,23 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, burster, NULL);
 	unsigned long last = 0;
 	double cpu0 = cputime();
-	for (int sec = 1;; sec++) {
-		sleep(1);
+	void *live[LIVE] = {0};
+	unsigned seed = 7;
+	double next = now() + 1;
+	for (int sec = 1;; sec++, next += 1) {
+		if (!busy) {
+			sleep(1);
+		} else {
+			/* The main thread allocates too: every thread is in the
+			 * allocator most of the time. */
+			for (unsigned long k = 0; k % 1024 || now() < next; k++) {
+				unsigned r = rand_r(&seed);
+				void **slot = &live[r % LIVE];
+				free(*slot);
+				*slot = malloc(16 + r / LIVE % 4096);
+				atomic_fetch_add_explicit(&calls, 2, memory_order_relaxed);
+			}
+		}
 		unsigned long c = atomic_load(&calls);
 		double cpu = cputime();
 		printf("sec %d calls %lu total %lu usr1 %lu burst %lu cpu %.3f\n", sec, c - last, c,

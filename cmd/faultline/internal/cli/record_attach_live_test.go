@@ -234,3 +234,29 @@ func childOf(t *testing.T, pid int) int {
 	t.Fatalf("process %d started no child", pid)
 	return 0
 }
+
+// TestRecordAttachLiveBusy attaches to the service with every thread,
+// the main one too, in the allocator nearly all the time (as fast as it
+// can), three times back to back: each attach finds a thread at a safe
+// point and records in-process (a detach still under way in the service
+// is waited for, not taken for another record attached), and the service
+// runs on.
+func TestRecordAttachLiveBusy(t *testing.T) {
+	progs := requireInproc(t)
+	svc := startService(t, filepath.Join(progs, "attachsvc"), "2", "0", "busy")
+	pid := svc.cmd.Process.Pid
+	for i := 0; i < 3; i++ {
+		out := filepath.Join(t.TempDir(), "busy.data")
+		code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
+		if code != ExitOK || !strings.Contains(stderr, "in-process") || strings.Contains(stderr, "cannot attach") {
+			t.Fatalf("attach %d: exit %d, not in-process:\n%s", i, code, stderr)
+		}
+		if calls, _, _ := callCounts(t, out); calls["malloc"] == 0 {
+			t.Errorf("attach %d: no malloc calls recorded", i)
+		}
+	}
+	svc.next(t)
+	if err := svc.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the service is gone: %v", err)
+	}
+}

@@ -47,6 +47,7 @@ static int nredirects;
 static uint64_t dropped; /* entries not rewritten: the table was full */
 
 static int attached;       /* between faultline_attach and the watcher's restore */
+static int detaching;      /* the watcher is restoring, or about to */
 static int pipe_r = -1;    /* the watcher's end of record's pipe */
 static uint64_t seen_adds; /* the loader's count of loads at the last scan */
 static size_t mapped_bytes;
@@ -296,10 +297,19 @@ static int own_names(struct dl_phdr_info *info, size_t size, void *data)
 static void after_fork_child(void)
 {
 	/* The child is not recorded: it has no watcher to restore its
-	 * entries, so its calls pass through the dormant shim. */
+	 * entries, so its calls pass through the dormant shim. It lets go
+	 * of the region (its only thread is in fork, not in the shim) and
+	 * of the watcher's pipe. */
 	if (__atomic_load_n(&attached, __ATOMIC_ACQUIRE)) {
+		dormant.ring_bytes = ctrl->ring_bytes;
 		__atomic_store_n(&ctrl, &dormant, __ATOMIC_RELEASE);
 		__atomic_store_n(&attached, 0, __ATOMIC_RELEASE);
+		raw_mmap(mapped, mapped_bytes, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1);
+	}
+	if (pipe_r >= 0) {
+		close(pipe_r);
+		pipe_r = -1;
 	}
 }
 
@@ -333,8 +343,11 @@ static void *watch(void *arg)
 		int n = poll(&p, 1, watch_ms);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n != 0)
-			break; /* EOF, or an error: record is gone */
+		if (n != 0) {
+			/* EOF, or an error: record is gone */
+			__atomic_store_n(&detaching, 1, __ATOMIC_RELEASE);
+			break;
+		}
 		uint64_t a = loads();
 		if (a != seen_adds) {
 			seen_adds = a;
@@ -344,6 +357,7 @@ static void *watch(void *arg)
 	detach();
 	close(pipe_r);
 	pipe_r = -1;
+	__atomic_store_n(&detaching, 0, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -354,6 +368,12 @@ static int where_am_i;
  * keeps: it returns the memfd | the write end << 32, or -errno. */
 EXPORT long faultline_attach_prepare(void)
 {
+	/* A detach under way (the watcher saw the last record end) is
+	 * waited for; a record still attached is not. */
+	for (int i = 0; i < 50 && __atomic_load_n(&detaching, __ATOMIC_ACQUIRE); i++) {
+		struct timespec ten_ms = {0, 10 * 1000 * 1000};
+		nanosleep(&ten_ms, NULL);
+	}
 	if (__atomic_load_n(&attached, __ATOMIC_ACQUIRE) || pipe_r >= 0)
 		return -EBUSY;
 	int fd = (int)syscall(SYS_memfd_create, "faultline-rings", MFD_CLOEXEC);
