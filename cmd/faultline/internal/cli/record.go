@@ -707,7 +707,7 @@ func (r *recorder) findLibc(cmdPath string) (string, error) {
 // to, with the environment CMD inherits from record.
 func (r *recorder) allocator(path string) (*libc.Allocator, error) {
 	if r.alloc == nil {
-		_, a, err := rec.FindAllocator(r.sys, rec.AllocatorRequest{Cmd: path})
+		_, a, err := rec.FindAllocator(r.sys, rec.AllocatorRequest{Cmd: path, Pid: r.opts.pid})
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,7 @@ func refused(format string, a ...any) error {
 // Target is a process examined for injection.
 type Target struct {
 	pid                      int
+	libc                     *object
 	dlopen, dlerror, errnoAt uint64
 	// avoidPC: a thread stopped with its pc there may hold a lock the
 	// calls take; avoidStack: a return address there on its stack says
@@ -95,7 +96,7 @@ func Examine(pid int) (*Target, error) {
 		}
 		return nil, refused("no GNU C library (libc.so.6) is mapped")
 	}
-	t := &Target{pid: pid, dlopen: libc.symbol("dlopen"), dlerror: libc.symbol("dlerror"), errnoAt: libc.symbol("__errno_location")}
+	t := &Target{pid: pid, libc: libc, dlopen: libc.symbol("dlopen"), dlerror: libc.symbol("dlerror"), errnoAt: libc.symbol("__errno_location")}
 	if t.dlopen == 0 && libdl != nil {
 		t.dlopen, t.dlerror = libdl.symbol("dlopen"), libdl.symbol("dlerror")
 	}
@@ -109,7 +110,9 @@ func Examine(pid int) (*Target, error) {
 	locks := []addrRange{
 		libc.region("malloc", "free", "calloc", "realloc", "memalign", "valloc", "pvalloc", "posix_memalign",
 			"aligned_alloc", "reallocarray", "malloc_trim", "malloc_usable_size", "mallopt", "malloc_stats",
-			"malloc_info", "mallinfo", "mallinfo2", "__libc_malloc", "__libc_free"),
+			"malloc_info", "mallinfo", "mallinfo2", "__libc_malloc", "__libc_free", "__libc_calloc",
+			"__libc_realloc", "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__libc_mallopt",
+			"__libc_mallinfo", "__default_morecore"),
 		libc.region("dl_iterate_phdr"),
 	}
 	t.avoidPC = append(t.avoidPC, locks...)

@@ -1,0 +1,122 @@
+package inject
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startSleep starts sleep(1) for d, a dynamically linked program of the
+// C library, and waits until it sleeps.
+func startSleep(t *testing.T, d time.Duration) *exec.Cmd {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("stops a live process with ptrace; skipped with -short")
+	}
+	path, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep program")
+	}
+	c := exec.Command(path, strconv.FormatFloat(d.Seconds(), 'f', 3, 64))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/stat"); err == nil && bytes.Contains(b, []byte(") S ")) {
+			return c
+		}
+	}
+	t.Fatal("sleep did not start sleeping")
+	return nil
+}
+
+// TestCallRestoresThread stops sleep in its nanosleep, makes it call the
+// C library's getpid, and lets it go: getpid returns its pid, and sleep
+// ends as it would have (status 0, no earlier than asked): the system
+// call the stop broke off was restarted with what was left of it.
+func TestCallRestoresThread(t *testing.T) {
+	const d = 1500 * time.Millisecond
+	start := time.Now()
+	c := startSleep(t, d)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tg, err := Examine(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := tg.Stop()
+	if err != nil {
+		if _, ok := err.(*RefusedError); ok {
+			t.Skipf("cannot ptrace here: %v", err)
+		}
+		t.Fatal(err)
+	}
+	got, err := st.Call(tg.libc.symbol("getpid"))
+	if rerr := st.Release(); rerr != nil {
+		t.Error(rerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int(got) != c.Process.Pid {
+		t.Errorf("getpid in the stopped thread returned %d, want %d", got, c.Process.Pid)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("sleep ended with %v, want status 0", err)
+	}
+	if took := time.Since(start); took < d {
+		t.Errorf("sleep %v ended after %v: its interrupted nanosleep was not restarted", d, took)
+	}
+}
+
+// TestMallocRegion checks the code a thread must not be stopped in
+// against the C library's full symbol table (libc6-dbg's debug file, read
+// with nm): malloc's static functions lie in the region found from the
+// exported ones.
+func TestMallocRegion(t *testing.T) {
+	c := startSleep(t, 5*time.Second)
+	tg, err := Examine(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := exec.Command("sh", "-c", "readelf -n "+tg.libc.path+" | awk '/Build ID/ {print $3}'").Output()
+	if err != nil || len(bytes.TrimSpace(id)) < 3 {
+		t.Skip("no readelf to read the C library's build ID")
+	}
+	s := strings.TrimSpace(string(id))
+	debug := filepath.Join("/usr/lib/debug/.build-id", s[:2], s[2:]+".debug")
+	out, err := exec.Command("nm", debug).Output()
+	if err != nil {
+		t.Skipf("no debug symbols for the C library (%s: install libc6-dbg)", debug)
+	}
+	internal := map[string]bool{"_int_malloc": true, "_int_free": true, "sysmalloc": true, "malloc_consolidate": true, "_int_realloc": true, "_int_memalign": true}
+	found := 0
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 3 || !internal[f[2]] {
+			continue
+		}
+		v, _ := strconv.ParseUint(f[0], 16, 64)
+		addr := tg.libc.bias + v
+		in := false
+		for _, r := range tg.avoidStack {
+			in = in || r.contains(addr)
+		}
+		if !in {
+			t.Errorf("%s at %#x is outside the code a stopped thread is kept out of", f[2], addr)
+		}
+		found++
+	}
+	if found < len(internal) {
+		t.Skipf("the debug file names %d of %d of malloc's static functions", found, len(internal))
+	}
+}
