@@ -63,6 +63,9 @@ func layoutOf(attr *Attr, f *TraceFormat) *packedLayout {
 		l.sizes = append(l.sizes, uint8(fd.Size))
 		l.fields += fd.Size
 	}
+	if len(l.sizes) > packedMaxFields {
+		return nil
+	}
 	l.raw = (4+l.fields+7)&^7 - 4
 	return l
 }
@@ -255,14 +258,17 @@ const MaxPackedBytes = 16 << 10
 // FINISHED_ROUND records, so a caller flushes before each). A Packer
 // allocates nothing once its batches have grown.
 type Packer struct {
-	id      uint64 // the packed event's sample id
-	typ     uint16 // its tracepoint id
-	layouts map[uint64]*packedLayout
+	id  uint64 // the packed event's sample id
+	typ uint16 // its tracepoint id
+	// dense holds the layouts of the events added, by sample id from lo.
+	lo      uint64
+	dense   []*packedLayout
 	fields  int
 	batches map[uint32]*packBatch
 	order   []*packBatch // batches with samples, in the order they began
 	last    *packBatch
 	written uint64
+	vals    [packedMaxFields]uint64 // Add's field values
 }
 
 // Written returns the packed samples written so far.
@@ -270,33 +276,51 @@ func (p *Packer) Written() uint64 { return p.written }
 
 // packBatch is one thread's samples not yet written.
 type packBatch struct {
-	pidTid [8]byte
-	tid    uint32
-	id, t  uint64 // the batch's own (its first sample's time)
-	lastID uint64
-	lastT  uint64
-	count  uint32
-	data   []byte
-	prev   []uint64
-	misc   uint16
+	pid, tid uint32
+	t        uint64 // the batch's (its first sample's time)
+	lastID   uint64
+	lastT    uint64
+	count    uint32
+	data     []byte
+	prev     []uint64
+	misc     uint16
+	listed   bool // in the Packer's order
 }
 
 // NewPacker returns a Packer that writes samples of the packed event with
 // sample id id and tracepoint id typ.
 func NewPacker(id uint64, typ uint16) *Packer {
-	return &Packer{id: id, typ: typ, layouts: map[uint64]*packedLayout{}, batches: map[uint32]*packBatch{}}
+	return &Packer{id: id, typ: typ, batches: map[uint32]*packBatch{}}
 }
 
+// maxPackedEvents bounds the sample ids a Packer packs: from the first
+// added, as many as a recorder numbers its own events.
+const maxPackedEvents = 4096
+
 // AddEvent lets the Packer pack samples with id, of an event with attr and
-// format f; false: they cannot be packed (Add writes them as they are).
+// format f; false: they cannot be packed (Add writes them as they are),
+// also when the ids added would span maxPackedEvents or more.
 func (p *Packer) AddEvent(id uint64, attr *Attr, f *TraceFormat) bool {
 	l := layoutOf(attr, f)
 	if l == nil {
 		return false
 	}
+	switch {
+	case len(p.dense) == 0:
+		p.lo = id
+	case id < p.lo && p.lo-id < maxPackedEvents-uint64(len(p.dense)):
+		p.dense = append(make([]*packedLayout, p.lo-id), p.dense...)
+		p.lo = id
+	}
+	if id < p.lo || id-p.lo >= maxPackedEvents {
+		return false
+	}
+	if i := int(id - p.lo); i >= len(p.dense) {
+		p.dense = append(p.dense, make([]*packedLayout, i+1-len(p.dense))...)
+	}
 	l.base = p.fields
 	p.fields += len(l.sizes)
-	p.layouts[id] = l
+	p.dense[id-p.lo] = l
 	return true
 }
 
@@ -305,17 +329,37 @@ func (p *Packer) AddEvent(id uint64, attr *Attr, f *TraceFormat) bool {
 // and its payload is as the Reader would rebuild it, else written to w as
 // it is.
 func (p *Packer) Add(w *Writer, misc uint16, body []byte) error {
-	l, b := p.fit(body)
+	l := p.fit(body)
 	if l == nil {
 		return w.WriteRecordParts(uint32(RecordSample), misc, body)
 	}
-	if b != nil && (b.misc != misc || [8]byte(body[8:16]) != b.pidTid || len(b.data) > MaxPackedBytes-packedMaxSample) {
-		if err := p.write(w, b); err != nil {
-			return err
-		}
+	vals := p.vals[:len(l.sizes)]
+	at := packedHead + 8
+	for k, sz := range l.sizes {
+		vals[k] = readField(body[at:], sz)
+		at += int(sz)
 	}
-	if b == nil {
-		tid := binary.LittleEndian.Uint32(body[12:])
+	le := binary.LittleEndian
+	return p.add(w, misc, l, le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:]), le.Uint64(body[16:]), vals)
+}
+
+// AddFields packs the sample Add would be given for an event added with
+// id: thread pid/tid, time t, and the values of its format's fields after
+// the common ones, each cut to its width (a recorder that knows its
+// values saves building the sample).
+func (p *Packer) AddFields(w *Writer, misc uint16, id uint64, pid, tid uint32, t uint64, vals []uint64) error {
+	l := p.layout(id)
+	if l == nil || len(vals) != len(l.sizes) {
+		return fmt.Errorf("perfdata: packing sample id %#x with %d values: not an event added with as many fields", id, len(vals))
+	}
+	return p.add(w, misc, l, id, pid, tid, t, vals)
+}
+
+// add appends a sample to its thread's batch, writing the batch first
+// when it is full or of another process.
+func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, tid uint32, t uint64, vals []uint64) error {
+	b := p.last
+	if b == nil || b.tid != tid {
 		b = p.batches[tid]
 		if b == nil {
 			b = &packBatch{tid: tid}
@@ -323,68 +367,83 @@ func (p *Packer) Add(w *Writer, misc uint16, body []byte) error {
 		}
 		p.last = b
 	}
-	id, t := binary.LittleEndian.Uint64(body), binary.LittleEndian.Uint64(body[16:])
+	if b.count > 0 && (b.misc != misc || b.pid != pid || len(b.data) > MaxPackedBytes-packedMaxSample) {
+		if err := p.write(w, b); err != nil {
+			return err
+		}
+	}
 	if b.count == 0 {
-		b.pidTid, b.misc, b.id, b.t, b.lastID, b.lastT = [8]byte(body[8:16]), misc, p.id, t, p.id, t
+		b.pid, b.misc, b.t, b.lastID, b.lastT = pid, misc, t, p.id, t
 		if len(b.prev) < p.fields {
 			b.prev = make([]uint64, p.fields)
 		}
 		clear(b.prev)
-		p.order = append(p.order, b)
+		if !b.listed {
+			p.order = append(p.order, b)
+			b.listed = true
+		}
 	}
 	d := binary.AppendUvarint(b.data, zigzag(id-b.lastID))
 	d = binary.AppendUvarint(d, zigzag(t-b.lastT))
 	b.lastID, b.lastT = id, t
-	at := packedHead + 8
+	prev := b.prev[l.base : l.base+len(l.sizes)]
 	for k, sz := range l.sizes {
-		v := readField(body[at:], sz)
-		pv := &b.prev[l.base+k]
-		d = binary.AppendUvarint(d, zigzag(v-*pv))
-		*pv = v
-		at += int(sz)
+		v := vals[k]
+		if sz < 8 {
+			v &= 1<<(8*sz) - 1
+		}
+		d = binary.AppendUvarint(d, zigzag(v-prev[k]))
+		prev[k] = v
 	}
 	b.data = d
 	b.count++
 	return nil
 }
 
-// packedMaxSample bounds what one sample adds to a batch: an id, a time
-// and 128 fields as varints of at most 10 bytes.
-const packedMaxSample = 10 * 130
+// packedMaxFields bounds the fields of a packable event, packedMaxSample
+// what one sample adds to a batch: an id, a time and the fields as varints
+// of at most 10 bytes.
+const (
+	packedMaxFields = 256
+	packedMaxSample = 10 * (2 + packedMaxFields)
+)
 
-// fit returns the layout a sample body is packed by (nil: it cannot be)
-// and the last batch used if it is this sample's thread's.
-func (p *Packer) fit(body []byte) (*packedLayout, *packBatch) {
-	if len(body) < packedHead+8 {
-		return nil, nil
+// layout returns the layout of the event added with id, or nil.
+func (p *Packer) layout(id uint64) *packedLayout {
+	if i := id - p.lo; i < uint64(len(p.dense)) {
+		return p.dense[i]
 	}
-	l := p.layouts[binary.LittleEndian.Uint64(body)]
+	return nil
+}
+
+// fit returns the layout a sample body is packed by; nil: it cannot be.
+func (p *Packer) fit(body []byte) *packedLayout {
+	if len(body) < packedHead+8 {
+		return nil
+	}
+	l := p.layout(binary.LittleEndian.Uint64(body))
 	if l == nil || len(body) != packedHead+l.raw || binary.LittleEndian.Uint32(body[24:]) != uint32(l.raw) {
-		return nil, nil
+		return nil
 	}
 	raw := body[packedHead:]
-	tid := binary.LittleEndian.Uint32(body[12:])
-	if binary.LittleEndian.Uint16(raw) != l.typ || raw[2] != 0 || raw[3] != 0 || binary.LittleEndian.Uint32(raw[4:]) != tid {
-		return nil, nil
+	if binary.LittleEndian.Uint16(raw) != l.typ || raw[2] != 0 || raw[3] != 0 || binary.LittleEndian.Uint32(raw[4:]) != binary.LittleEndian.Uint32(body[12:]) {
+		return nil
 	}
 	for _, c := range raw[l.fields:] {
 		if c != 0 {
-			return nil, nil
+			return nil
 		}
 	}
-	if p.last != nil && p.last.tid == tid {
-		return l, p.last
-	}
-	return l, nil
+	return l
 }
 
-// Flush writes every thread's batch. (A batch written when it filled up
-// and begun again is listed twice; its second listing finds it written.)
+// Flush writes every thread's batch.
 func (p *Packer) Flush(w *Writer) error {
 	for _, b := range p.order {
 		if err := p.write(w, b); err != nil {
 			return err
 		}
+		b.listed = false
 	}
 	p.order = p.order[:0]
 	return nil
@@ -401,8 +460,9 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 	n := 8 + packedHead + raw
 	rec := w.RecordBuffer(n)[:n]
 	clear(rec)
-	le.PutUint64(rec[8:], b.id)
-	copy(rec[16:24], b.pidTid[:])
+	le.PutUint64(rec[8:], p.id)
+	le.PutUint32(rec[16:], b.pid)
+	le.PutUint32(rec[20:], b.tid)
 	le.PutUint64(rec[24:], b.t)
 	le.PutUint32(rec[32:], uint32(raw))
 	pl := rec[8+packedHead:]

@@ -127,9 +127,14 @@ func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool
 		}
 		body := leBytes(uint64(1<<56+s.ev), uint32(pid), s.tid, s.t, uint32(n))
 		body = append(append(body, raw...), make([]byte, n-len(raw))...)
-		if packed {
+		switch {
+		case packed && i%2 == 1:
+			// What a recorder that knows the values calls: the same
+			// sample without building it.
+			err = pk.AddFields(w, MiscUser, uint64(1<<56+s.ev), pid, s.tid, s.t, s.fields)
+		case packed:
 			err = pk.Add(w, MiscUser, body)
-		} else {
+		default:
 			err = w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
 		}
 		if err != nil {
@@ -177,8 +182,9 @@ func readPackTest(t *testing.T, path string) ([]string, *Reader) {
 	return out, rd
 }
 
-// TestPackedRoundTrip: samples written through a Packer read back exactly
-// as the same samples written one by one (event, thread, time, raw payload
+// TestPackedRoundTrip: samples written through a Packer (as built
+// samples, Add, and as values, AddFields) read back exactly as the same
+// samples written one by one (event, thread, time, raw payload
 // byte for byte, in the same order among the page faults), in a fraction
 // of the bytes.
 func TestPackedRoundTrip(t *testing.T) {
@@ -315,7 +321,7 @@ func packBenchSetup(tb testing.TB) (*Writer, *Packer, [][]byte) {
 		if !ok || s.Event.Attr.Type != TypeTracepoint {
 			continue
 		}
-		if pk.layouts[s.ID] == nil && !pk.AddEvent(s.ID, &s.Event.Attr, s.Event.Format) {
+		if pk.fit(append(leBytes(s.ID, s.Pid, s.Tid, s.Time, uint32(len(s.Raw))), s.Raw...)) == nil && !pk.AddEvent(s.ID, &s.Event.Attr, s.Event.Format) {
 			tb.Fatalf("%s cannot be packed", s.Event.Name)
 		}
 		n := len(s.Raw)

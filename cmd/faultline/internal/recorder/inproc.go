@@ -972,6 +972,18 @@ func (ip *inproc) writeCall(g owner, c *call, part callPart) (int, error) {
 		t0, sp = c.t, ip.ret[c.fn]
 	}
 	ip.seen(t0, t)
+	if part == wholeCall {
+		v := append(ip.packing.vals[:0], c.ip)
+		v = append(v, c.args[:len(c.fn.Args())]...)
+		v = append(v, c.retIP, c.ptr, c.hdr)
+		if c.fn.Status() {
+			v = append(v, c.stat)
+		}
+		ip.packing.vals = v
+		if n, ok, err := ip.packValues(sp, g, t, v, c.fn.Status()); ok {
+			return n, err
+		}
+	}
 	ne := binary.NativeEndian
 	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, t)
 	b = ne.AppendUint64(b, c.ip)
@@ -1044,6 +1056,12 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 	}
 	if sp == nil {
 		return 0, fmt.Errorf("%w: record of kind %d for function %v", shim.ErrCorrupt, rec.Kind, rec.Func)
+	}
+	if rec.Kind == shim.KindFree {
+		ip.packing.vals = append(ip.packing.vals[:0], rec.Ptr())
+		if n, ok, err := ip.packValues(sp, g, rec.Time, ip.packing.vals, false); ok {
+			return n, err
+		}
 	}
 	ne := binary.NativeEndian
 	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, rec.Time)

@@ -22,6 +22,7 @@ type packing struct {
 	spec *spec
 	pk   *perfdata.Packer
 	buf  []byte
+	vals []uint64 // a call's field values (packValues)
 }
 
 // packEvent adds the packed event to l (nothing when calls are written
@@ -91,4 +92,25 @@ func (ip *inproc) flushPacked() error {
 	err := p.pk.Flush(ip.s.w)
 	*p.spec.count = p.pk.Written()
 	return err
+}
+
+// packValues packs a sample of sp stamped t whose raw payload's fields
+// after the common ones are vals, each 8 bytes but a status's 4 (the
+// calls' formats: entryFields, returnFields), without building it; it
+// returns the bytes the sample would have had one by one (writeCall's
+// count). ok is false when calls are written one by one.
+func (ip *inproc) packValues(sp *spec, g owner, t uint64, vals []uint64, status bool) (n int, ok bool, err error) {
+	p := &ip.packing
+	if p.pk == nil {
+		return 0, false, nil
+	}
+	fields := 8 * len(vals)
+	if status {
+		fields -= 4
+	}
+	*sp.count++
+	// IDENTIFIER, TID, TIME, the raw size, then the payload (common
+	// fields, the fields) padded as finishRaw pads it.
+	return sampleHeadBytes + 4 + (4+8+fields+7)&^7 - 4, true,
+		p.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
 }
