@@ -127,7 +127,7 @@ func TestRecordAttachLive(t *testing.T) {
 			syscall.Kill(pid, syscall.SIGUSR1)
 		}()
 		code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
-		if code != ExitOK || !strings.Contains(stderr, "in-process") {
+		if code != ExitOK || !strings.Contains(stderr, "in-process") || strings.Contains(stderr, "cannot attach") {
 			t.Fatalf("cycle %d: exit %d, not in-process:\n%s", i, code, stderr)
 		}
 		svc.next(t)

@@ -175,11 +175,13 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	} else {
 		r.notes.add(&detailNote{fmt.Errorf("the shim stamps calls with clock_gettime: %s", why)})
 	}
-	how := "a preloaded shim"
 	if o.pid > 0 {
-		how = "a shim injected until record ends"
+		// Said before the attach, which may yet fall back to uprobes
+		// (recordAttached says so).
+		r.logf("attaching to %s in-process: the calls of its allocator, %s, through a shim injected until record ends, its page faults with perf events", what, alloc)
+	} else {
+		r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", what, alloc)
 	}
-	r.logf("recording %s in-process: the calls of its allocator, %s, through %s, its page faults with perf events", what, alloc, how)
 	res, err := rec.Record(cfg, out.W)
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {
