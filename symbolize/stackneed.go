@@ -14,7 +14,10 @@ import (
 // before any walk of the thread was complete, the end of the mapping that
 // holds the stack (the [stack] mapping, into which the main thread's stack
 // grows down; a thread's own mapping), which over-estimates by what lies
-// above the root frame (arguments, environment, thread control block).
+// above the root frame (arguments, environment, thread control block). The
+// thread's root counts only when it lies in the mapping that holds the SP:
+// a walk from a signal handler's alternate stack or a coroutine's needed
+// the copy up to the end of that stack's mapping.
 
 // needBucket is the width of StackNeed's histogram buckets.
 const needBucket = 1024
@@ -36,6 +39,11 @@ type StackNeed struct {
 	Estimated uint64
 	// Unknown counts the walks whose need could not be told.
 	Unknown uint64
+	// AtTop counts the walks that stopped at the end of a copy that
+	// already reached the top of their stack (a stack with no root frame
+	// marked, such as a coroutine's): not in Walks, since a larger copy
+	// would not have reached further.
+	AtTop uint64
 	// hist counts walks by need: bucket i holds needs in
 	// ((i)·needBucket, (i+1)·needBucket]; the last one everything beyond.
 	hist [needBuckets]uint64
@@ -104,12 +112,29 @@ func (s *Session) noteDepth(w *Walk) {
 		t.top = max(t.top, w.endSP)
 	case w.stop == unwind.StopStackEnd:
 		n := &s.need
-		n.Walks++
-		top := uint64(0)
-		if t := s.tops[threadKey(w.Pid, w.Tid)]; t != nil && t.top > w.sp {
+		// The mapping holding the SP, or the [stack] mapping a stack
+		// grown since it was recorded lies below.
+		m := s.Maps.above(w.Pid, w.sp)
+		if m != nil && m.Start > w.sp && !strings.HasPrefix(m.File, "[stack") {
+			m = nil
+		}
+		top, estimated := uint64(0), false
+		if t := s.tops[threadKey(w.Pid, w.Tid)]; t != nil && t.top > w.sp && (m == nil || t.top <= m.End) {
 			top = t.top
-		} else if m := s.Maps.above(w.Pid, w.sp); m != nil && (m.Start <= w.sp || strings.HasPrefix(m.File, "[stack")) {
-			top = m.End
+		} else if m != nil {
+			// No complete walk of the thread yet, or its root lies on
+			// another stack than this SP (a signal handler's alternate
+			// stack, a coroutine's).
+			top, estimated = m.End, true
+		}
+		if top > w.sp && top-w.sp <= uint64(len(w.stack)) {
+			// The copy reached the top of its stack: a larger one would
+			// not have gone further.
+			n.AtTop++
+			return
+		}
+		n.Walks++
+		if estimated {
 			n.Estimated++
 		}
 		if top <= w.sp {

@@ -29,9 +29,18 @@ func TestStackNeed(t *testing.T) {
 	s.noteDepth(&Walk{Pid: 7, Tid: 7, hasRegs: true, sp: 0x1000, stop: unwind.StopStackEnd})
 	walk(1, 0x7ffd_0001_0000, 0, unwind.StopNoCFI) // not cut short: not counted
 
+	// Thread 1 on a signal or coroutine stack of its own (an anonymous
+	// mapping below): its root's SP lies on another stack, so the need is
+	// up to this mapping's end; and a copy that already reached that end
+	// could not have gone further (AtTop, not counted).
+	const alt = 0x7f00_0001_0000
+	s.Maps.Add(1, &Mapping{Start: alt, End: alt + 0x4000, File: "//anon"})
+	s.noteDepth(&Walk{Pid: 1, Tid: 1, hasRegs: true, sp: alt + 0x3000, stop: unwind.StopStackEnd, stack: make([]byte, 0x800)}) // needs 0x1000 = 4096
+	s.noteDepth(&Walk{Pid: 1, Tid: 1, hasRegs: true, sp: alt + 0x3000, stop: unwind.StopStackEnd, stack: make([]byte, 0x1000)})
+
 	n := s.Stats().Need
-	if n.Walks != 5 || n.Estimated != 2 || n.Unknown != 1 || n.Max != 0x21100 {
-		t.Fatalf("need %+v: want 5 walks, 2 estimated, 1 unknown, max 135424", n)
+	if n.Walks != 6 || n.Estimated != 3 || n.Unknown != 1 || n.AtTop != 1 || n.Max != 0x21100 {
+		t.Fatalf("need %+v: want 6 walks, 3 estimated, 1 unknown, 1 at the top, max 135424", n)
 	}
 	for _, c := range []struct {
 		frac    float64
@@ -39,17 +48,18 @@ func TestStackNeed(t *testing.T) {
 		covered uint64
 		ok      bool
 	}{
-		{0.25, 10240, 1, true}, // 10240 is a whole bucket
-		{0.5, 32768, 2, true},
-		{0.75, 65536, 3, true}, // 65536: the bucket (64512, 65536]
-		{1, 0, 3, false},       // the deepest is beyond any copy
+		{0.2, 4096, 1, true},
+		{0.4, 10240, 2, true}, // 10240 is a whole bucket
+		{0.6, 32768, 3, true},
+		{0.8, 65536, 4, true}, // 65536: the bucket (64512, 65536]
+		{1, 0, 4, false},      // the deepest is beyond any copy
 	} {
 		size, covered, ok := n.Reaching(c.frac)
 		if size != c.size || covered != c.covered || ok != c.ok {
 			t.Errorf("Reaching(%v) = %d, %d, %v; want %d, %d, %v", c.frac, size, covered, ok, c.size, c.covered, c.ok)
 		}
 	}
-	if w := n.Within(65528); w != 2 {
-		t.Errorf("Within(65528) = %d, want 2 (the 65536-byte need is not)", w)
+	if w := n.Within(65528); w != 3 {
+		t.Errorf("Within(65528) = %d, want 3 (the 65536-byte need is not)", w)
 	}
 }

@@ -13,30 +13,30 @@ import (
 	"github.com/faultline/faultline/symbolize"
 )
 
-// deepStack is one sampled allocation of testdata/record/src/deep.c as
-// faultline script prints it: its thread, its size and its frames'
-// functions, innermost first.
-type deepStack struct {
-	main  bool // the main thread (tid = pid)
-	size  uint64
-	funcs []string
+// scriptStack is one sampled allocation's stack as faultline script
+// prints it: its thread, its size and its frames, innermost first.
+type scriptStack struct {
+	main   bool // the main thread (tid = pid)
+	size   uint64
+	funcs  []string
+	inLibc bool // the outermost frame is in the C library
 }
 
-var deepHeader = regexp.MustCompile(`^\s*deep\s+(\d+)/(\d+)\s.* [^ ]+:malloc/stack-[^:]*: .* size=(\d+) `)
+var scriptStackHeader = regexp.MustCompile(`^\s*(\S+)\s+(\d+)/(\d+)\s.* [^ ]+:malloc/stack-[^:]*: .* size=(\d+) `)
 
-// deepStacks reads the stack samples of deep's mallocs from faultline
+// scriptStacks reads the stack samples of comm's mallocs from faultline
 // script's output.
-func deepStacks(t *testing.T, out []byte) []deepStack {
+func scriptStacks(t *testing.T, out []byte, comm string) []scriptStack {
 	t.Helper()
-	var all []deepStack
-	var cur *deepStack
+	var all []scriptStack
+	var cur *scriptStack
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if m := deepHeader.FindStringSubmatch(line); m != nil {
-			size, _ := strconv.ParseUint(m[3], 10, 64)
-			all = append(all, deepStack{main: m[1] == m[2], size: size})
+		if m := scriptStackHeader.FindStringSubmatch(line); m != nil && m[1] == comm {
+			size, _ := strconv.ParseUint(m[4], 10, 64)
+			all = append(all, scriptStack{main: m[2] == m[3], size: size})
 			cur = &all[len(all)-1]
 			continue
 		}
@@ -48,6 +48,7 @@ func deepStacks(t *testing.T, out []byte) []deepStack {
 		f := strings.Fields(line)
 		if len(f) >= 2 {
 			cur.funcs = append(cur.funcs, f[1])
+			cur.inLibc = strings.Contains(f[len(f)-1], "/libc.so")
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -56,12 +57,27 @@ func deepStacks(t *testing.T, out []byte) []deepStack {
 	return all
 }
 
+// recordAndScript records prog with the defaults and method, and returns
+// the recording's path and faultline script's output.
+func recordAndScript(t *testing.T, method, prog string, args ...string) (string, []byte) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(prog)+".data")
+	if code, stderr := runRecordMain(append([]string{"-q", "--method", method, "-o", out, "--", prog}, args...)...); code != ExitOK {
+		t.Fatalf("record exited %d: %s", code, stderr)
+	}
+	var script bytes.Buffer
+	if code := Main([]string{"script", out}, &Env{Stdout: &script, Stderr: io.Discard}); code != 0 {
+		t.Fatalf("script exited %d", code)
+	}
+	return out, script.Bytes()
+}
+
 // complete reports whether s is what deep's structure says its stack is:
 // malloc, then as many frames of descend as the size says (64 + 8·d bytes
 // at depth d; the bottom's big block adds 65536), then worker, then main
 // and the C library's start-up up to _start in the main thread, or
 // start_thread and clone3 in the other.
-func (s deepStack) complete() bool {
+func deepComplete(s scriptStack) bool {
 	d := int((s.size%65536 - 64) / 8)
 	f := s.funcs
 	if len(f) < 1+d+2 || f[0] != "malloc" {
@@ -93,18 +109,11 @@ func TestRecordLiveDeepStacks(t *testing.T) {
 	progs := requireInproc(t)
 	for _, method := range []string{"inproc", "uprobe"} {
 		t.Run(method, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "deep.data")
-			if code, stderr := runRecordMain("-q", "--method", method, "-o", out, "--", filepath.Join(progs, "deep"), "200", "100"); code != ExitOK {
-				t.Fatalf("record exited %d: %s", code, stderr)
-			}
-			var script bytes.Buffer
-			if code := Main([]string{"script", out}, &Env{Stdout: &script, Stderr: io.Discard}); code != 0 {
-				t.Fatalf("script exited %d", code)
-			}
-			stacks := deepStacks(t, script.Bytes())
+			out, script := recordAndScript(t, method, filepath.Join(progs, "deep"), "200", "100")
+			stacks := scriptStacks(t, script, "deep")
 			var whole, mainThread int
 			for _, s := range stacks {
-				if s.complete() {
+				if deepComplete(s) {
 					whole++
 				}
 				if s.main {
@@ -129,5 +138,43 @@ func TestRecordLiveDeepStacks(t *testing.T) {
 				t.Errorf("analyze: %d of %d stacks reached the root (stopped early: %v); want at least 99%%", u.Complete, u.Samples, u.ByStop)
 			}
 		})
+	}
+}
+
+// TestRecordInprocLiveOtherStacks records testdata/record/src/otherstacks.c
+// in-process: allocations on a coroutine's stack and on a signal
+// handler's alternate stack, outside the thread's own stack, whose copies
+// the shim reads up to its cap as far as the memory goes. Every
+// allocation is big enough to take a stack, and its size says where it
+// was made (the program's comment): a coroutine's at depth d has exactly
+// d frames of climb and then the coroutine's start in the C library; a
+// handler's has on_signal and the signal frame (__restore_rt) above
+// malloc. A recorder that copied nothing there would give malloc alone.
+func TestRecordInprocLiveOtherStacks(t *testing.T) {
+	progs := requireInproc(t)
+	const depth, signals = 20, 20
+	_, script := recordAndScript(t, "inproc", filepath.Join(progs, "otherstacks"), strconv.Itoa(depth), strconv.Itoa(signals))
+	var coro, handler int
+	for _, s := range scriptStacks(t, script, "otherstacks") {
+		switch {
+		case s.size >= 8192+8 && s.size <= 8192+8*depth:
+			d := int(s.size-8192) / 8
+			ok := len(s.funcs) == d+2 && s.funcs[0] == "malloc" && s.inLibc
+			for _, fn := range s.funcs[1:min(len(s.funcs), d+1)] {
+				ok = ok && fn == "climb"
+			}
+			if !ok {
+				t.Errorf("coroutine, depth %d: stack %v; want malloc, %d × climb, the coroutine's start in libc", d, s.funcs, d)
+			}
+			coro++
+		case s.size >= 16384+8 && s.size <= 16384+8*signals:
+			if len(s.funcs) < 3 || s.funcs[0] != "malloc" || s.funcs[1] != "on_signal" || s.funcs[2] != "__restore_rt" {
+				t.Errorf("signal handler: stack %v; want malloc, on_signal, __restore_rt", s.funcs)
+			}
+			handler++
+		}
+	}
+	if coro != depth || handler != signals {
+		t.Errorf("%d coroutine stacks and %d handler stacks; want %d and %d", coro, handler, depth, signals)
 	}
 }
