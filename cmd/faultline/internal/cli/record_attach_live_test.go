@@ -260,3 +260,51 @@ func TestRecordAttachLiveBusy(t *testing.T) {
 		t.Fatalf("the service is gone: %v", err)
 	}
 }
+
+// sigrtmin is glibc's SIGRTMIN (the kernel's 32 and 33 are its own).
+const sigrtmin = syscall.Signal(34)
+
+// TestRecordAttachLiveSignals sends the service a queued real-time
+// signal every millisecond while record attaches and detaches three
+// times: the service counts every one sent, none lost to the thread
+// stopped for the injection (a signal that arrives while it is stopped
+// or calling is delivered, not swallowed).
+func TestRecordAttachLiveSignals(t *testing.T) {
+	progs := requireInproc(t)
+	svc := startService(t, filepath.Join(progs, "attachsvc"), "2", "200000")
+	pid := svc.cmd.Process.Pid
+	start := svc.next(t).usr1
+	stop := make(chan struct{})
+	sent := make(chan uint64)
+	go func() {
+		var n uint64
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				sent <- n
+				return
+			case <-tick.C:
+				if syscall.Kill(pid, sigrtmin) == nil {
+					n++
+				}
+			}
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		out := filepath.Join(t.TempDir(), "signals.data")
+		code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
+		if code != ExitOK || strings.Contains(stderr, "cannot attach") {
+			t.Fatalf("attach %d: exit %d:\n%s", i, code, stderr)
+		}
+	}
+	close(stop)
+	n := <-sent
+	svc.next(t)
+	got := svc.next(t).usr1 - start
+	t.Logf("%d signals sent, %d received", n, got)
+	if got != n {
+		t.Errorf("the service received %d of the %d signals sent", got, n)
+	}
+}
