@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/faultline/faultline/perfdata/schema"
 )
@@ -383,8 +384,14 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 			b.listed = true
 		}
 	}
-	d := binary.AppendUvarint(b.data, zigzag(id-b.lastID))
-	d = binary.AppendUvarint(d, zigzag(t-b.lastT))
+	// The batch has room for a whole sample (packedMaxSample): the
+	// varints go in without a check of room each.
+	if cap(b.data)-len(b.data) < packedMaxSample {
+		b.data = slices.Grow(b.data, MaxPackedBytes)
+	}
+	d := b.data[len(b.data):cap(b.data)]
+	n := putUvarint(d, zigzag(id-b.lastID))
+	n += putUvarint(d[n:], zigzag(t-b.lastT))
 	b.lastID, b.lastT = id, t
 	prev := b.prev[l.base : l.base+len(l.sizes)]
 	for k, sz := range l.sizes {
@@ -392,12 +399,22 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 		if sz < 8 {
 			v &= 1<<(8*sz) - 1
 		}
-		d = binary.AppendUvarint(d, zigzag(v-prev[k]))
+		n += putUvarint(d[n:], zigzag(v-prev[k]))
 		prev[k] = v
 	}
-	b.data = d
+	b.data = b.data[:len(b.data)+n]
 	b.count++
 	return nil
+}
+
+// putUvarint is binary.PutUvarint with the one-byte case, most of a
+// packed sample's differences, first.
+func putUvarint(d []byte, v uint64) int {
+	if v < 0x80 {
+		d[0] = byte(v)
+		return 1
+	}
+	return binary.PutUvarint(d, v)
 }
 
 // packedMaxFields bounds the fields of a packable event, packedMaxSample

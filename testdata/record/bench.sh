@@ -22,11 +22,22 @@
 #               without the page-table reads, for what they cost (and the
 #               CPU time record says they took); SNAP=0 skips it
 # with the ratios faultline/heaptrack and program/native, the recording's
-# size and bytes per allocator call, and the time of `faultline record --
-# true` (setup and teardown alone), back to back and a second apart.
+# size and bytes per allocator call (compressed, and once more recorded
+# with --no-compress: before compression), and the time of `faultline
+# record -- true` (setup and teardown alone), back to back and a second
+# apart. It ends with the targets the in-process method is held to, each
+# with its measured value and whether it holds.
+#
+# BREAKDOWN=1 also records each workload PROFILES times (default 3) with
+# record's Go CPU profile (--cpuprofile) and splits record's CPU per call
+# into the drain (reading the shim's rings, making samples), packing
+# (perfdata.Packer), compression (zstd) and writing (the write system
+# calls), beside the shim's own cost: the program's CPU under record less
+# its native CPU, per call. The profile samples 100 times a second: only
+# churn 2000000's split has enough samples to go by.
 #
 # Environment: FAULTLINE (binary; default: go build ./cmd/faultline into
-# OUTDIR), RUNS, UPROBE, SNAP, GAP.
+# OUTDIR), RUNS, UPROBE, SNAP, GAP, BREAKDOWN, PROFILES.
 set -euo pipefail
 export LC_ALL=C
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,6 +47,8 @@ mkdir -p "$out"
 RUNS=${RUNS:-5}
 UPROBE=${UPROBE:-1}
 SNAP=${SNAP:-1}
+BREAKDOWN=${BREAKDOWN:-0}
+PROFILES=${PROFILES:-3}
 [ "$(id -u)" = 0 ] || { echo "bench.sh: run as root (the uprobe method adds uprobes)" >&2; exit 1; }
 command -v heaptrack >/dev/null || { echo "bench.sh: heaptrack not installed (apt-get install heaptrack)" >&2; exit 1; }
 FAULTLINE=${FAULTLINE:-}
@@ -93,9 +106,51 @@ bench() {
 		printf '\n%-15s page-table reads: faultline %.3f s with them, %.3f s without (%+.1f%%); their CPU %.1f ms (%.1f%% of faultline)' "" \
 			"$f" "$ns" "$(echo "100 * ($f - $ns) / $ns" | bc -l)" "$sc" "$(echo "$sc / 10 / $f" | bc -l)"
 	fi
-	printf '\n%-15s faultline/heaptrack %.2fx  program/native %.2fx  %.1f MB, %.1f bytes per call (%d calls), %d events with losses\n' "" \
+	"$FAULTLINE" record -q --no-compress -o "$out/$name.raw.data" -- "$@" >/dev/null 2>&1
+	raw=$(stat -c %s "$out/$name.raw.data")
+	printf '\n%-15s faultline/heaptrack %.2fx  program/native %.2fx  %.1f MB, %.1f bytes per call (%d calls; %.1f before compression), %d events with losses\n' "" \
 		"$(echo "$f / $h" | bc -l)" "$(echo "$p / $n" | bc -l)" "$(echo "$size / 1000000" | bc -l)" \
-		"$(echo "$size / $calls" | bc -l)" "$calls" "$lost"
+		"$(echo "$size / $calls" | bc -l)" "$calls" "$(echo "$raw / $calls" | bc -l)" "$lost"
+	# For the targets at the end.
+	echo "$(echo "$f / $h" | bc -l) $(echo "$p / $n" | bc -l) $size $(echo "$raw / $calls" | bc -l)" >"$out/$name.result"
+	if [ "$BREAKDOWN" = 1 ]; then breakdown "$name" "$@"; fi
+}
+
+# cpu PROFILE [FOCUS]: the CPU seconds of record's profile, or of the
+# samples whose stack matches the regular expression FOCUS.
+cpu() {
+	go tool pprof -top -nodecount=100000 ${2:+-focus="$2"} "$1" 2>/dev/null |
+		awk '/^Showing nodes accounting for/ { v = $5; sub(/,$/, "", v); u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+			print (u == "ms" ? v / 1000 : u == "us" ? v / 1e6 : v); found = 1; exit }
+			END { if (!found) print 0 }'
+}
+
+# breakdown NAME PROG ARGS...: where record's CPU goes per allocator call
+# (medians of PROFILES profiled runs), and the shim's cost: the program's
+# user+sys CPU under record less its native user+sys, per call.
+breakdown() {
+	name=$1; shift
+	for k in drain pack zstd write total shim; do : >"$out/$name.bd.$k"; done
+	for i in $(seq "$PROFILES"); do
+		sleep "$GAP"
+		nat=$( { TIMEFORMAT='%3U %3S'; time "$@" >/dev/null 2>&1; } 2>&1 | awk '{print $1 + $2}')
+		sleep "$GAP"
+		"$FAULTLINE" record --cpuprofile "$out/$name.prof" -o "$out/$name.bd.data" -- "$@" >/dev/null 2>"$out/$name.bd.log"
+		read -r calls ucpu scpu < <(sed -n 's/.* ran [0-9.]* s (user \([0-9.]*\) s, sys \([0-9.]*\) s) with \([0-9]*\) allocator calls.*/\3 \1 \2/p' "$out/$name.bd.log")
+		prof=$out/$name.prof
+		pk=$(cpu "$prof" 'perfdata\.\(\*Packer\)')
+		dr=$(cpu "$prof" 'recorder\.\(\*inproc\)\.drain$')
+		echo "($dr - $pk) * 1000000000 / $calls" | bc -l >>"$out/$name.bd.drain"
+		echo "$pk * 1000000000 / $calls" | bc -l >>"$out/$name.bd.pack"
+		echo "$(cpu "$prof" 'klauspost/compress/zstd') * 1000000000 / $calls" | bc -l >>"$out/$name.bd.zstd"
+		echo "$(cpu "$prof" 'syscall\.write$|unix\.write$|os\.\(\*File\)\.Write$') * 1000000000 / $calls" | bc -l >>"$out/$name.bd.write"
+		echo "$(cpu "$prof") * 1000000000 / $calls" | bc -l >>"$out/$name.bd.total"
+		echo "($ucpu + $scpu - $nat) * 1000000000 / $calls" | bc -l >>"$out/$name.bd.shim"
+	done
+	printf '%-15s ns per call: shim %.0f (the program'"'"'s CPU over native); record %.0f: drain %.0f, packing %.0f, zstd %.0f, write %.0f, the rest %.0f\n' "" \
+		"$(median <"$out/$name.bd.shim")" "$(median <"$out/$name.bd.total")" "$(median <"$out/$name.bd.drain")" \
+		"$(median <"$out/$name.bd.pack")" "$(median <"$out/$name.bd.zstd")" "$(median <"$out/$name.bd.write")" \
+		"$(echo "$(median <"$out/$name.bd.total") - $(median <"$out/$name.bd.drain") - $(median <"$out/$name.bd.pack") - $(median <"$out/$name.bd.zstd") - $(median <"$out/$name.bd.write")" | bc -l)"
 }
 
 bench churn200k "$out/churn" 200000
@@ -111,3 +166,20 @@ for i in $(seq "$RUNS"); do elapsed "$FAULTLINE" record -q -o "$out/true.data" -
 # tracepoints takes): measured both ways.
 for i in $(seq "$RUNS"); do sleep 1; elapsed "$FAULTLINE" record -q -o "$out/true.data" -- true >>"$out/true.apart"; done
 printf '%-15s faultline record -- true %.3f s back to back, %.3f s a second apart\n' "true" "$(median <"$out/true")" "$(median <"$out/true.apart")"
+
+# target WHAT VALUE OP BOUND: one line of the targets, and whether it holds.
+target() {
+	if [ "$(echo "$2 $3 $4" | bc -l)" = 1 ]; then ok=holds; else ok="NOT MET"; fi
+	printf '  %-52s %8.3f  (%s %g)  %s\n' "$1" "$2" "$3" "$4" "$ok"
+}
+read -r r200 _ _ _ <"$out/churn200k.result"
+read -r r2m _ _ b2m <"$out/churn2M.result"
+read -r rc pc sc _ <"$out/containers.result"
+echo "targets (medians above; CONTAINERS_BYTES: the containers recording's size to stay within):"
+target "churn 2000000: whole record / heaptrack" "$r2m" "<=" 0.5
+target "churn 200000: whole record / heaptrack" "$r200" "<=" 0.2
+target "containers: whole record / heaptrack" "$rc" "<=" 0.2
+target "containers: program under record / native" "$pc" "<=" 2
+target "record -- true, a second apart (s)" "$(median <"$out/true.apart")" "<=" 0.1
+target "churn 2000000: bytes per call before compression" "$b2m" "<=" 24
+if [ -n "${CONTAINERS_BYTES:-}" ]; then target "containers: recording (MB)" "$(echo "$sc / 1000000" | bc -l)" "<=" "$(echo "$CONTAINERS_BYTES / 1000000" | bc -l)"; fi
