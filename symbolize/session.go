@@ -39,6 +39,11 @@ type Config struct {
 	DebuginfodProgress func(url string, done, total int64)
 	// Locator overrides the file search entirely (tests); nil builds one from the fields above.
 	Locator *binfile.Locator
+	// InputBytes, when positive, is the size of the recording: the DWARF
+	// and symbol tables loaded are bounded in proportion
+	// (binfile.DWARFForInput, SymbolsForInput), so a small or crafted file
+	// cannot make symbolizing cost more than reading it.
+	InputBytes int64
 }
 
 // UnwindStats counts how walks ended.
@@ -137,6 +142,9 @@ func NewSession(cfg Config, meta *perfdata.Meta) (*Session, error) {
 			d.Progress = cfg.DebuginfodProgress
 		}
 		loc.AllowMismatch = cfg.AllowMismatch
+	}
+	if cfg.InputBytes > 0 && loc.DWARF == nil {
+		loc.DWARF = &binfile.DWARFBudget{Total: binfile.DWARFForInput(cfg.InputBytes), Symbols: binfile.SymbolsForInput(cfg.InputBytes), Input: cfg.InputBytes}
 	}
 	s := &Session{
 		Procs:      newProcs(),

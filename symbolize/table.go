@@ -182,7 +182,11 @@ func (s *Table) mapInfo(m *Mapping) *mapInfo {
 	if t, ok := s.tables[b]; ok {
 		mi.table = t
 	} else if _, failed := s.tableErr[b]; !failed {
-		t, err := cfi.Load(b.ELF(), b.DebugELF())
+		err := b.ReserveUnwindTables()
+		var t *cfi.Table
+		if err == nil {
+			t, err = cfi.Load(b.ELF(), b.DebugELF())
+		}
 		if err != nil {
 			s.tableErr[b] = err
 			s.warn("cfi "+m.File, fmt.Errorf("%s: no usable unwind info (%w); its frames are walked by frame pointers", m.File, err))

@@ -62,6 +62,29 @@ type Binary struct {
 
 	budget    *DWARFBudget // where dwarfCost is reserved, released by Close
 	dwarfCost int64
+	tables    *DWARFBudget // where the symbol and unwind tables are charged
+}
+
+// ReserveUnwindTables charges the binary's unwind tables (.eh_frame,
+// .eh_frame_hdr, .debug_frame) against the budget of tables read, before
+// they are read; an error says the recording is too small for them.
+func (b *Binary) ReserveUnwindTables() error {
+	var n int64
+	files := []*elfFile{b.bin}
+	if b.dbg != b.bin {
+		files = append(files, b.dbg)
+	}
+	for _, f := range files {
+		if f == nil {
+			continue
+		}
+		for _, name := range []string{".eh_frame", ".eh_frame_hdr", ".debug_frame"} {
+			if s := f.ef.Section(name); s != nil && s.Type != elf.SHT_NOBITS {
+				n += int64(min(s.Size, 1<<40))
+			}
+		}
+	}
+	return b.tables.reserveTables(n, "unwind tables", "")
 }
 
 // newBinary indexes an opened binary and/or debug file.
@@ -73,7 +96,7 @@ type Binary struct {
 // Symbolize waits for them. DWARF that cannot be indexed at all is found
 // out here, so Warnings are complete when newBinary returns.
 func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, budget *DWARFBudget) (*Binary, error) {
-	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns}
+	b := &Binary{Path: recPath, bin: bin, dbg: dbg, Warnings: warns, tables: budget}
 	main := bin
 	if main == nil {
 		main = dbg
@@ -99,8 +122,14 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 			b.syms = loadSymbols(bin, bin)
 		}
 	}
-	background.add(func() { b.symsOnce.Do(b.loadSyms) })
+	if err := budget.reserveSymbols(symbolCost(bin, dbg)); err != nil {
+		b.Warnings = append(b.Warnings, fmt.Errorf("%s: symbols not read: %w", main.path, err))
+		b.loadSyms = func() {}
+	} else {
+		background.add(func() { b.symsOnce.Do(b.loadSyms) })
+	}
 	if dbg != nil && dbg.hasDWARF() {
+		budget := budget.forFile(dbg != bin)
 		x, cost, err := openDWARF(dbg, budget)
 		if err != nil {
 			b.Warnings = append(b.Warnings, fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err))

@@ -17,6 +17,16 @@ import (
 type DWARFBudget struct {
 	PerBinary int64 // 0: DefaultDWARFPerBinary
 	Total     int64 // 0: DefaultDWARFTotal
+	// Input, when set, is the size of the recording Total was sized for
+	// (DWARFForInput): the refusal then says so.
+	Input int64
+	// Symbols, when positive, bounds the symbol tables read (symbol and
+	// string sections, and SymbolOpenCost per binary) in all
+	// (SymbolsForInput); 0 reads every one.
+	Symbols int64
+
+	symUsed int64
+	own     *DWARFBudget // forFile's pool for DWARF inside the binaries themselves
 
 	mu   sync.Mutex
 	used int64
@@ -29,6 +39,111 @@ const (
 	DefaultDWARFTotal     = 2 << 30
 )
 
+// DWARFPerInputByte is how many bytes of DWARF may be loaded per byte of
+// the recording being analyzed (DWARFForInput): inflating and indexing
+// DWARF costs about 12 ns a byte (ld.so's and libc's debug files here), so
+// that is under half a microsecond of CPU per input byte, a quarter of
+// what analysis may spend in all (2 s per MB). A recording too small for
+// a library's separate debug file has that library's frames named from its
+// symbol table, without lines (libc's 8 MB need a recording of 260 KB);
+// DWARF inside the binary itself is not bounded by the recording (forFile).
+const DWARFPerInputByte = 32
+
+// MinInputDWARF is the least DWARFForInput allows: a small program's own
+// debug info, whatever the recording's size.
+const MinInputDWARF = 64 << 10
+
+// DWARFForInput is the DWARF budget for analyzing a recording of n bytes.
+func DWARFForInput(n int64) int64 {
+	if n <= 0 || n > DefaultDWARFTotal/DWARFPerInputByte {
+		return DefaultDWARFTotal
+	}
+	return max(MinInputDWARF, n*DWARFPerInputByte)
+}
+
+// SymbolsPerInputByte is how many bytes of symbol tables and unwind tables
+// may be read per byte of the recording being analyzed (SymbolsForInput),
+// and SymbolOpenCost what opening a binary is charged besides: reading 512
+// shared libraries' tables (16 MB in 245 files) cost about 25 ns a byte
+// here, opening each one included, so that is under half a microsecond
+// of CPU per input byte. A binary past the budget has its frames named
+// by file and offset, or walked by frame pointers.
+const (
+	SymbolsPerInputByte = 16
+	SymbolOpenCost      = 64 << 10
+	MinInputSymbols     = 1 << 20
+)
+
+// SymbolsForInput is the symbol-table budget for a recording of n bytes.
+func SymbolsForInput(n int64) int64 {
+	if n <= 0 || n > (1<<40)/SymbolsPerInputByte {
+		return 0
+	}
+	return max(MinInputSymbols, n*SymbolsPerInputByte)
+}
+
+// BudgetError is a binary's debug info or tables left unread because the
+// recording is too small for them (DWARFForInput, SymbolsForInput): what
+// would have been read, Need bytes of it, past Limit for an Input-byte
+// recording (PerByte bytes per byte of it), and what follows (Then).
+type BudgetError struct {
+	What               string
+	Need, Limit, Input int64
+	PerByte            int
+	Then               string
+}
+
+func (e *BudgetError) Error() string {
+	msg := fmt.Sprintf("its %s (%.1f MiB) would take what is read past %.1f MiB, the most for a %d-byte recording (%d bytes per byte of it, so that analysis time follows the recording's size)", e.What, float64(e.Need)/(1<<20), float64(e.Limit)/(1<<20), e.Input, e.PerByte)
+	if e.Then != "" {
+		msg += ": " + e.Then
+	}
+	return msg
+}
+
+// reserveSymbols charges a binary's symbol tables (n bytes, and
+// SymbolOpenCost), or says why it cannot.
+func (d *DWARFBudget) reserveSymbols(n int64) error {
+	return d.reserveTables(n+SymbolOpenCost, "symbol table", "frames named by file and offset")
+}
+
+// reserveTables charges n bytes of a binary's tables (what) to Symbols,
+// or says why it cannot and what follows (then).
+func (d *DWARFBudget) reserveTables(n int64, what, then string) error {
+	if d == nil || d.Symbols <= 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.symUsed+n > d.Symbols {
+		return &BudgetError{What: what, Need: n, Limit: d.Symbols, Input: d.Input, PerByte: SymbolsPerInputByte, Then: then}
+	}
+	d.symUsed += n
+	return nil
+}
+
+// symbolCost is what loadSymbols reads of files: the first symbol
+// section found (.symtab, else .dynsym) with its string table.
+func symbolCost(files ...*elfFile) int64 {
+	for _, want := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		for _, f := range files {
+			if f == nil {
+				continue
+			}
+			s := f.ef.SectionByType(want)
+			if s == nil || s.Type == elf.SHT_NOBITS || s.Size == 0 {
+				continue
+			}
+			n := int64(min(s.Size, 1<<40))
+			if int(s.Link) < len(f.ef.Sections) {
+				n += int64(min(f.ef.Sections[s.Link].Size, 1<<40))
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // maxInflateRatio bounds how much a compressed debug section may claim to
 // expand. zlib shrinks real DWARF 3-6×; a bomb claims up to 1032×.
 const maxInflateRatio = 100
@@ -38,6 +153,24 @@ func (d *DWARFBudget) perBinary() int64 {
 		return DefaultDWARFPerBinary
 	}
 	return d.PerBinary
+}
+
+// forFile is the budget a file's DWARF is charged to: a separate debug
+// file's (the system's libraries', from /usr/lib/debug, a build-id cache
+// or debuginfod) to d, bounded by the recording's size when Input is set;
+// DWARF inside the binary itself (the program's own build, which names
+// its sites) to a pool of d's with the default bounds, whatever the
+// recording's size.
+func (d *DWARFBudget) forFile(separate bool) *DWARFBudget {
+	if d == nil || separate || d.Input == 0 {
+		return d
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.own == nil {
+		d.own = &DWARFBudget{PerBinary: d.PerBinary}
+	}
+	return d.own
 }
 
 // reserve charges n bytes against the total, or says why it cannot.
@@ -52,6 +185,9 @@ func (d *DWARFBudget) reserve(n int64) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.used+n > total {
+		if d.Input > 0 {
+			return &BudgetError{What: "DWARF", Need: n, Limit: total, Input: d.Input, PerByte: DWARFPerInputByte, Then: "frames named from the symbol table, without lines"}
+		}
 		return fmt.Errorf("its %d MiB of DWARF would take the DWARF of all binaries past %d MiB", n>>20, total>>20)
 	}
 	d.used += n

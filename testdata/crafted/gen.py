@@ -135,6 +135,27 @@ def escape():
     write("escape.data", bytes(out))
 
 
+def manybins():
+    """manybins.data: pipe mode, an MMAP2 of each of the shared libraries
+    this machine had in /usr/lib/x86_64-linux-gnu when it was made (sorted,
+    the first 512; the recording names them, analyze finds them on the host
+    it runs on) and a page fault whose ip and callchain lie in it: analyze
+    opens every one it finds to name the frame."""
+    st = S_IP | S_TID | S_TIME | S_ADDR | S_CALLCHAIN
+    out = bytearray(pipe_header(st, flags=ATTR_SAMPLE_ID_ALL))
+    lib = "/usr/lib/x86_64-linux-gnu"
+    names = sorted(n for n in os.listdir(lib) if ".so" in n and os.path.isfile(os.path.join(lib, n)))[:512]
+    for i, n in enumerate(names):
+        start = 0x100000000 + i * 0x10000000
+        name = (lib + "/" + n).encode() + b"\0"
+        body = struct.pack("<IIQQQIIQQII", 1, 1, start, 0x10000000, 0, 8, 1, 1000 + i, 0, 5, 2) + name
+        body += b"\0" * (-len(body) % 8) + struct.pack("<IIQ", 1, 1, 500 + i)
+        out += rec(REC_MMAP2, body)
+        ip = start + 0x2000 + 16 * i
+        out += rec(REC_SAMPLE, struct.pack("<QIIQQQQQ", ip, 1, 1, 1000 + i, 0x7F0000000000 + i * 4096, 2, CONTEXT_USER, ip))
+    write("manybins.data", bytes(out))
+
+
 def sametime():
     """sametime.data: pipe mode, 16 Mi page-fault samples all at time 1 ms
     (zstd-compressed, as perf -z writes them), then a LOST record at the
@@ -278,7 +299,7 @@ def dwarfbomb(src):
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["zbomb", "roundbomb", "endless", "escape", "sametime", "diffs"]
+    which = sys.argv[1:] or ["zbomb", "roundbomb", "endless", "escape", "sametime", "manybins", "diffs"]
     if which[0] == "dwarfbomb":
         dwarfbomb(which[1])
         sys.exit(0)

@@ -312,6 +312,9 @@ func analyzeFile(env *Env, name string, opts analyze.Options, cfg symbolize.Conf
 	}
 	defer r.Close()
 	cfg.DebuginfodProgress = debuginfodProgress(env, quiet)
+	if fi, err := os.Stat(name); name != "-" && err == nil && fi.Mode().IsRegular() {
+		cfg.InputBytes = fi.Size()
+	}
 	sess, err := symbolize.NewSession(cfg, r.Meta())
 	if err != nil {
 		return nil, &ExitError{Code: ExitFailure, Err: err}

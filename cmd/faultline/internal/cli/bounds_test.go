@@ -154,24 +154,63 @@ func TestSymfsEscape(t *testing.T) {
 }
 
 // TestAnalyzeCPUPerInputByte: analyze spends at most 2 s of CPU per MB of
-// input on each crafted file, beyond what analyzing the smallest one
-// (escape.data, 360 bytes: the process's own start and end) costs.
-// roundbomb.data, 90 KB expanding to a GiB of FINISHED_ROUND records,
-// took 32 s when the reader went through all of them.
+// input on each crafted file and on each file of the recording decoder's
+// fuzz corpus (FuzzReader's seeds: the first 8 KB of every recording in
+// testdata/perf, and the first 16 KB too), beyond what analyzing the
+// smallest one (escape.data, 360 bytes: the process's own start and end)
+// costs. roundbomb.data, 90 KB expanding to a GiB of FINISHED_ROUND
+// records, took 32 s when the reader went through all of them; a 16 KB
+// prefix of a -z recording took 0.1 s loading libc's debug info, and
+// manybins.data (105 KB naming 512 of the host's shared libraries; with
+// --allow-mismatch, so that the files found are used whatever their
+// identity) 0.3 s reading their symbol tables: the debug info and symbol
+// tables loaded are bounded by the input's size (binfile.DWARFForInput,
+// SymbolsForInput). CPU time on a shared machine varies: a file over the
+// bound is run twice more and its least CPU counts.
 func TestAnalyzeCPUPerInputByte(t *testing.T) {
-	prof := filepath.Join(t.TempDir(), "p.pb.gz")
-	base := runBounded(t, "analyze", "-q", "-o", prof, perftest.Testdata(t, "crafted", "escape.data")).cpu
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.pb.gz")
+	cpu := func(extra []string, path string) (time.Duration, int) {
+		r := runBounded(t, append(append([]string{"analyze", "-q", "-o", prof}, extra...), path)...)
+		return r.cpu, r.code
+	}
+	base, _ := cpu(nil, perftest.Testdata(t, "crafted", "escape.data"))
+	type input struct {
+		path  string
+		extra []string
+	}
+	var inputs []input
 	for _, name := range []string{"zbomb.data", "roundbomb.data", "sametime.data", "endless.data"} {
-		path := perftest.Testdata(t, "crafted", name)
-		fi, err := os.Stat(path)
+		inputs = append(inputs, input{perftest.Testdata(t, "crafted", name), nil})
+	}
+	inputs = append(inputs, input{perftest.Testdata(t, "crafted", "manybins.data"), []string{"--allow-mismatch"}})
+	for _, path := range perftest.Glob(t, "perf/*.data") {
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := runBounded(t, "analyze", "-q", "-o", prof, path)
+		for _, n := range []int{8 << 10, 16 << 10} {
+			prefix := filepath.Join(dir, fmt.Sprintf("%dk-%s", n>>10, filepath.Base(path)))
+			if err := os.WriteFile(prefix, data[:min(n, len(data))], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			inputs = append(inputs, input{prefix, nil})
+		}
+	}
+	for _, in := range inputs {
+		fi, err := os.Stat(in.path)
+		if err != nil {
+			t.Fatal(err)
+		}
 		allowed := base + time.Duration(float64(fi.Size())/1e6*2*float64(time.Second))
-		t.Logf("%s: %d bytes, exit %d, %v of CPU (allowed %v)", name, fi.Size(), r.code, r.cpu, allowed)
-		if r.cpu > allowed {
-			t.Errorf("%s: %v of CPU for %d bytes, more than 2 s/MB past the %v a minimal run takes", name, r.cpu, fi.Size(), base)
+		took, code := cpu(in.extra, in.path)
+		for i := 0; i < 2 && took > allowed; i++ {
+			again, _ := cpu(in.extra, in.path)
+			took = min(took, again)
+		}
+		t.Logf("%s: %d bytes, exit %d, %v of CPU (allowed %v)", filepath.Base(in.path), fi.Size(), code, took, allowed)
+		if took > allowed {
+			t.Errorf("%s: %v of CPU for %d bytes, more than 2 s/MB past the %v a minimal run takes", filepath.Base(in.path), took, fi.Size(), base)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 type notes struct {
 	seen     map[string]bool
 	noDebug  []*binfile.NoDebugInfoError
+	budget   []error // *binfile.BudgetError within: summarized in one line unless -v
 	details  []error // *detailNote, *recorder.DetailNote: said only with -v
 	warnings []error
 	dropped  int // warnings a library counted but did not keep
@@ -55,6 +56,11 @@ func (n *notes) add(errs ...error) {
 			n.details = append(n.details, err)
 			continue
 		}
+		var be *binfile.BudgetError
+		if errors.As(err, &be) {
+			n.budget = append(n.budget, err)
+			continue
+		}
 		var nd *binfile.NoDebugInfoError
 		if errors.As(err, &nd) {
 			// One per binary, however it was wrapped on the way.
@@ -81,7 +87,16 @@ func (n *notes) write(w io.Writer, verbose bool) {
 		for _, nd := range n.noDebug {
 			fmt.Fprintf(w, "faultline: note: %s\n", withAdvice(nd))
 		}
+		for _, b := range n.budget {
+			fmt.Fprintf(w, "faultline: note: %s\n", b)
+		}
 	} else {
+		if len(n.budget) > 0 {
+			var be *binfile.BudgetError
+			errors.As(n.budget[0], &be)
+			fmt.Fprintf(w, "faultline: note: debug info or tables of %d binaries not read: the recording (%d bytes) is too small for them (what analyze reads follows the recording's size); frames there are named from symbol tables or by offset; -v lists them\n",
+				len(n.budget), be.Input)
+		}
 		var system, own []*binfile.NoDebugInfoError
 		for _, nd := range n.noDebug {
 			if nd.System() {
