@@ -12,7 +12,7 @@ import (
 // FuzzReader checks that any input gives an error, or records that format
 // without panicking, in both orders and through the stream path.
 // Seeds: the start of each fixture recording and synthetic files covering
-// every sample field, pipe mode, big endian and zstd.
+// every sample field, pipe mode, big endian, zstd and packed samples.
 func FuzzReader(f *testing.F) {
 	for _, path := range perftest.Glob(f, "perf/*.data") {
 		p, err := os.ReadFile(path)
@@ -40,6 +40,12 @@ func FuzzReader(f *testing.F) {
 	z2 := newSynthDWARF(2)
 	z2.compress(nil, true)
 	f.Add(z2.file())
+	// Packed samples (packed_test.go's events), stored plain.
+	packed, err := os.ReadFile(writePackTest(f, packTestSamples(40), true, false, 20))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(packed)
 
 	f.Fuzz(func(t *testing.T, p []byte) {
 		for _, order := range []Order{TimeOrder, FileOrder} {
