@@ -51,6 +51,9 @@ type Options struct {
 	// Timeline keeps every site's resident memory over time for
 	// Result.Timeline (faultline timeline).
 	Timeline bool
+	// Windows, when set, cuts the run into windows, a profile each
+	// (window.go); the run reads its records serially.
+	Windows *WindowOptions
 }
 
 // EventSummary is one event's counts.
@@ -212,6 +215,8 @@ type run struct {
 	preload schema.PreloadCheck
 
 	reusedEvents
+
+	win *windows // with Options.Windows
 }
 
 // runCounts are what a run counts beside the tracker: samples and losses
@@ -242,6 +247,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	if len(opts.Comms) > 0 || len(opts.Pids) > 0 {
 		ru.sel = newSelection(opts.Comms, opts.Pids)
 	}
+	if opts.Windows != nil {
+		ru.win = &windows{opts: opts.Windows}
+	}
 	if err := ru.records(); err != nil {
 		return nil, err
 	}
@@ -259,6 +267,9 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 	}
 	ru.st.releaseAll()
 	ru.tr.Close()
+	if err := ru.finishWindows(); err != nil {
+		return nil, err
+	}
 	ru.b.Infer(ru.st.weights)
 	if n := opts.workers(); n > 1 {
 		sess.NameStacks(false, n) // name the stacks' frames on every core
@@ -360,6 +371,9 @@ func unshimmedWarning(missed, detached []schema.ExecProcess) error {
 
 // records feeds every record of the reader to the run, serially.
 func (ru *run) records() error {
+	if ru.win != nil {
+		return ru.windowRecords()
+	}
 	if ru.opts.Workers != 1 {
 		if ok, err := ru.pipeline(); ok || err != nil {
 			return err
@@ -515,7 +529,10 @@ func (ru *run) setup() error {
 	if ru.st.leafMode {
 		ru.b.StackKind = ru.st.kind
 	}
-	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm}, regions{ru.sess})
+	if ru.win != nil {
+		ru.win.b = ru.b.NewWindow()
+	}
+	ru.tr = attribute.NewTracker(ru.opts.Attr, &countingSink{Builder: ru.b, classes: ru.classes, mm: ru.mm, win: ru.win}, regions{ru.sess})
 	ru.st.out = ru.tr
 	ru.tr.OnCredit = ru.b.Touch
 	ru.tr.OnEnd = ru.allocEnd
@@ -774,6 +791,15 @@ type countingSink struct {
 	*report.Builder
 	classes map[string]uint64
 	mm      *memMaps
+	win     *windows // also counts into the current window's builder
+}
+
+// Allocation counts a in the run and in the current window.
+func (c *countingSink) Allocation(a *attribute.Allocation) {
+	c.Builder.Allocation(a)
+	if c.win != nil {
+		c.win.b.Allocation(a)
+	}
 }
 
 // Fault gives a fault no allocation explains to the program's own mapping
@@ -790,7 +816,7 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		} else if m != nil {
 			if !m.site.counted {
 				m.site.counted = true
-				c.Builder.Allocation(&m.site.alloc)
+				c.Allocation(&m.site.alloc)
 			}
 			a = &m.site.alloc
 			c.mm.mapped++
@@ -803,6 +829,9 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 		c.classes[f.Class.String()]++
 	}
 	c.Builder.Fault(f, a)
+	if c.win != nil {
+		c.win.b.Fault(f, a)
+	}
 }
 
 // residentSummary sums the profile's resident values by site.

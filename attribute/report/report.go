@@ -305,23 +305,7 @@ func (b *Builder) settle() {
 		return
 	}
 	b.settled = true
-	// Each owner's pages go to the first sample of its faults.
-	first := map[resKey]int{}
-	for i, k := range b.order {
-		var rk resKey
-		switch {
-		case k.class != "":
-			rk = resKey{stack: k.stack, class: k.class}
-		case k.touch:
-			rk = resKey{stack: k.allocSite, mapped: k.mapped}
-		default:
-			rk = resKey{stack: k.stack, mapped: k.mapped}
-		}
-		rk.comm = k.comm
-		if _, ok := first[rk]; !ok {
-			first[rk] = i
-		}
-	}
+	first := b.firstOfOwners()
 	b.ownerOf = make([]int, len(b.ownerKs))
 	for o, rk := range b.ownerKs {
 		i, ok := first[rk]
@@ -342,6 +326,28 @@ func (b *Builder) settle() {
 		v[6] += b.Res.HugePeak(o) * attribute.PageSize
 		b.ownerOf[o] = i
 	}
+}
+
+// firstOfOwners maps each resident-memory owner to the first sample of
+// its faults, which gets its pages.
+func (b *Builder) firstOfOwners() map[resKey]int {
+	first := map[resKey]int{}
+	for i, k := range b.order {
+		var rk resKey
+		switch {
+		case k.class != "":
+			rk = resKey{stack: k.stack, class: k.class}
+		case k.touch:
+			rk = resKey{stack: k.allocSite, mapped: k.mapped}
+		default:
+			rk = resKey{stack: k.stack, mapped: k.mapped}
+		}
+		rk.comm = k.comm
+		if _, ok := first[rk]; !ok {
+			first[rk] = i
+		}
+	}
+	return first
 }
 
 // SampleOf returns the index in Profile's samples of the sample that

@@ -24,6 +24,7 @@ import (
 
 const recordHelp = `Usage: faultline record [flags] [--] CMD [ARGS...]
        faultline record [flags] -p PID [--duration D]
+       faultline record [flags] -p PID --every D [-o DIR] [--push URL]
        faultline record [flags] -a [--duration D] [-- CMD [ARGS...]]
 
 Records what 'faultline analyze' needs, with perf_event_open itself (the
@@ -136,6 +137,11 @@ times slower. record's summary prints the calls and the program's wall,
 user and sys time; docs/performance.md gives the figures measured on one
 machine.
 
+A -p process in a container of its own (a mount and PID namespace, as
+Docker, containerd and podman run them) is recorded from the host by its
+host pid: its files are read through /proc/PID/root. A -p process that
+exits ends the recording.
+
 Exit status, as env, nice and timeout have it:
   CMD's own  when CMD ran (128+N when signal N killed it, as a shell says)
   0          -p and -a; CMD that record stopped when --duration elapsed
@@ -152,6 +158,11 @@ Example:
 
   # a running server for 30 seconds (uprobes: as root)
   sudo faultline record -p "$(pidof myserver)" --duration 30s
+
+  # a profile per minute into a folder, and to Pyroscope, until Ctrl-C or
+  # until the server exits (docs/recording.md, "Continuously")
+  sudo faultline record -p "$(pidof myserver)" --every 60s -o myserver-windows \
+      --push http://localhost:4040 --push-label env=prod
 
   # no file in between
   faultline record -o - -- ./app | faultline analyze - -o faults.pb.gz
@@ -205,6 +216,7 @@ type recordOptions struct {
 	recordRings
 	recordMemory
 	recordFiles
+	recordWindows
 }
 
 // recordMethod: how allocator calls are seen (--method and its options).
@@ -274,7 +286,13 @@ func runRecord(env *Env, args []string) error {
 	// and its per-record work allocates nothing: collecting each time
 	// the heap doubled (GOGC 100) stops the world several times while
 	// those buffers grow at the start (docs/performance.md).
-	defer debug.SetGCPercent(debug.SetGCPercent(recordGCPercent))
+	gc := recordGCPercent
+	if o.every > 0 {
+		// A run of hours keeps its heap near what it holds (the live
+		// allocations' state), not five times it.
+		gc = 100
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(gc))
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: rec.ProbeGroup(os.Getpid())}
 	return recordStatus(r.run())
 }
@@ -345,6 +363,8 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "print only errors (CMD's failure among them): no summary, no warnings")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "also print details that need no action (allocator functions that are aliases of another, probed once)")
+	fs.DurationVar(&o.every, "every", 0, "cut the recording into windows of `D` (e.g. 60s) and write, as each ends, its profile (faults, allocations and bytes per site in the window, resident memory per site at its end) into the folder -o names (default "+defaultWindowDir+"), or push it with --push; no recording file is kept")
+	o.push = addPushFlags(fs, "push", "push-label", "push-timeout")
 	// Flags after CMD belong to CMD.
 	fs.SetInterspersed(false)
 	if done, err := parseFlags(env, fs, recordHelp, args); done {
@@ -386,6 +406,9 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	case o.buildIDCacheMax < 0:
 		return nil, usageError("record: --buildid-cache-max wants 0 or more MB")
 	}
+	if err := o.parseWindows(fs.Changed("output")); err != nil {
+		return nil, err
+	}
 	var err error
 	if o.probes, err = rec.CanonicalProbes(probes); err != nil {
 		return nil, usageError("record: --probe: %v", err)
@@ -408,6 +431,7 @@ type recorder struct {
 
 	group string          // this run's probe group, rec.ProbeGroup
 	alloc *libc.Allocator // CMD's allocator, once found
+	win   *windowRun      // --every's analysis
 	notes notes           // warnings, written once at the end unless -q
 }
 
@@ -483,6 +507,11 @@ func (r *recorder) record() error {
 	// adding them still removes them.
 	sigs, stop := r.catchSignals()
 	defer stop()
+	var exit *exitWatch
+	if o.pid > 0 {
+		sigs, exit = watchExit(o.pid, sigs)
+		defer exit.stop()
+	}
 
 	if err := r.removeStale(tfs); err != nil {
 		return err
@@ -507,7 +536,12 @@ func (r *recorder) record() error {
 	default:
 	}
 
-	out, err := r.createOutput()
+	var out *outputFile
+	if o.every > 0 {
+		out, err = r.startWindows()
+	} else {
+		out, err = r.createOutput()
+	}
 	if err != nil {
 		return err
 	}
@@ -522,7 +556,7 @@ func (r *recorder) record() error {
 		OutputOptions: rec.OutputOptions{Pipe: out.Stdout, Compress: o.compress,
 			Cmdline: append([]string{"faultline", "record"}, os.Args[min(2, len(os.Args)):]...)},
 	}
-	if out.Stdout {
+	if out.Stdout && r.win == nil {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
 	if len(o.cmd) > 0 {
@@ -540,6 +574,11 @@ func (r *recorder) record() error {
 		}
 	}
 	res, err := rec.Record(cfg, out.W)
+	if r.win != nil {
+		if werr := r.win.finish(err); werr != nil {
+			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", werr)}
+		}
+	}
 	if err != nil {
 		if e := openEventsError(err, r.paranoid(), nofileLimit()); e != nil {
 			return e
@@ -561,6 +600,9 @@ func (r *recorder) record() error {
 		r.noteNoAllocations(res, lib)
 	}
 	r.summarize(res, out)
+	if exit != nil && isProcessExit(res.StoppedBy, o.pid) {
+		r.logf("%s", exit.note())
+	}
 	r.noteRest(res)
 	return r.exitStatus(res)
 }
@@ -751,7 +793,11 @@ func (r *recorder) summarize(res *rec.Result, out *outputFile) {
 	if out.Stdout {
 		name = "standard output"
 	}
-	fmt.Fprintf(w, "faultline: wrote %s (%.1f MB", name, float64(res.FileBytes)/1e6)
+	if r.win != nil {
+		fmt.Fprintf(w, "faultline: %s (%.1f MB of records analyzed", r.win.summary(), float64(res.DataBytes)/1e6)
+	} else {
+		fmt.Fprintf(w, "faultline: wrote %s (%.1f MB", name, float64(res.FileBytes)/1e6)
+	}
 	if o.compress {
 		fmt.Fprintf(w, ", %.1f MB uncompressed", float64(res.DataBytes)/1e6)
 		if res.KeptRaw > 0 && res.DataBytes > 0 {
