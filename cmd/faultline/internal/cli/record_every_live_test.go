@@ -64,9 +64,9 @@ func lineGap(counts []serviceCount, ts int64) time.Duration {
 	return time.Duration(counts[i].t - counts[i-1].t)
 }
 
-// startService runs the service on the host with the given arguments,
+// startCountingService runs the service on the host with the given arguments,
 // its lines kept.
-func startService(t *testing.T, args ...string) (*exec.Cmd, *lineLog) {
+func startCountingService(t *testing.T, args ...string) (*exec.Cmd, *lineLog) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(buildRecordPrograms(t), "service"), args...)
 	out, err := cmd.StdoutPipe()
@@ -135,7 +135,7 @@ func siteTotal(p *profile.Profile, typ, fn string) int64 {
 // threads x 256 of 4112-byte chunks) is resident at every window's end.
 func TestRecordLiveEvery(t *testing.T) {
 	requireLiveRecord(t)
-	cmd, lines := startService(t, "2", "20000", "1")
+	cmd, lines := startCountingService(t, "2", "20000", "1")
 	dir := filepath.Join(t.TempDir(), "windows")
 	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--every", "1s", "--duration", "10s", "-o", dir)
 	if code != ExitOK || stderr != "" {
@@ -202,7 +202,7 @@ func abs(n int64) int64 { return max(n, -n) }
 func TestRecordLiveEveryPush(t *testing.T) {
 	requireLiveRecord(t)
 	srv := pyroscopetest.Start(t)
-	cmd, _ := startService(t, "2", "5000", "100")
+	cmd, _ := startCountingService(t, "2", "5000", "100")
 	dir := filepath.Join(t.TempDir(), "windows")
 	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--every", "1s", "--duration", "3s",
 		"-o", dir, "--push", srv.URL, "--push-label", "env=test")
@@ -238,7 +238,7 @@ func TestRecordLiveEveryPush(t *testing.T) {
 // the windows up to its exit and a line saying how to follow a restart.
 func TestRecordLivePidExits(t *testing.T) {
 	requireLiveRecord(t)
-	cmd, _ := startService(t, "1", "2000", "100")
+	cmd, _ := startCountingService(t, "1", "2000", "100")
 	go func() {
 		time.Sleep(2500 * time.Millisecond)
 		cmd.Process.Kill()
