@@ -647,7 +647,7 @@ func (ru *run) sample(smp *perfdata.Sample) {
 		f := &ru.free
 		*f = attribute.Free{Pid: smp.Pid, Tid: smp.Tid, Time: smp.Time}
 		f.Ptr, _ = in.ptr.Uint64(smp.Raw)
-		ru.tr.Free(f)
+		ru.freeCall(f)
 	case RoleFault:
 		if !ru.mm.ran[smp.Pid] {
 			ru.mm.ran[smp.Pid] = true
@@ -676,6 +676,9 @@ func (ru *run) allocReturn(in *eventInfo, smp *perfdata.Sample) {
 	}
 	if in.hdr != nil {
 		rt.Hdr, rt.HasHdr = in.hdr.Uint64(smp.Raw)
+		if rt.HasHdr && rt.Hdr != 0 {
+			ru.mm.chunkHeaders = true
+		}
 	}
 	if in.statusReturn && rt.Ptr < 4096 {
 		// 0 or an errno: the call is counted as unpaired, its faults

@@ -138,6 +138,9 @@ type memMaps struct {
 	// showed that took faults, and their faults.
 	kernelMaps, kernelFaults uint64
 	sysEvents                bool // the recording has memory-map call events
+	// chunkHeaders: allocator returns carry glibc's chunk header, so an
+	// allocation's FlagMmap is its IS_MMAPPED bit (freeCall).
+	chunkHeaders bool
 	// ran holds the processes that took a fault since their exec: the
 	// kernel's records before it are of the exec's own mappings (the
 	// program's .bss, the break), which no call makes with either method.
@@ -332,6 +335,27 @@ func (ru *run) kernelMap(r *perfdata.Mmap) {
 		mm.insert(r.Pid, &mapping{start: g[0], end: g[1], site: &mapSite{kernel: true, alloc: attribute.Allocation{
 			Pid: r.Pid, Tid: r.Tid, Time: r.Time, Kind: attribute.KindMmap, Size: g[1] - g[0],
 			Ptr: g[0], Flags: attribute.FlagMmap}}})
+	}
+}
+
+// freeCall ends an allocation at its free, and releases the pages of a chunk
+// glibc's malloc mapped for itself (IS_MMAPPED in its header: the chunk
+// starts at a page, 16 bytes before the pointer): free unmaps such a
+// chunk at once (malloc/malloc.c munmap_chunk) with the C library's own
+// call, which the in-process method's wrappers do not see. Where the
+// memory-map calls are traced, the munmap that follows releases the same
+// pages again. The release comes after the allocation has ended, so its
+// untouched bytes are counted from its pages as they were.
+func (ru *run) freeCall(f *attribute.Free) {
+	var unmapTo uint64
+	if ru.mm.chunkHeaders && f.Ptr >= 16 && (f.Ptr-16)%attribute.PageSize == 0 {
+		if a := ru.tr.Live(f.Pid, f.Ptr); a != nil && a.Ptr == f.Ptr && a.Flags&attribute.FlagMmap != 0 && a.Kind != attribute.KindMmap {
+			unmapTo = pageUp(f.Ptr + a.Size)
+		}
+	}
+	ru.tr.Free(f)
+	if unmapTo != 0 {
+		ru.unmap(f.Pid, f.Ptr-16, unmapTo, f.Time)
 	}
 }
 
