@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/symbolize"
 )
 
@@ -112,13 +114,18 @@ func deepComplete(s scriptStack) bool {
 // the sampled stacks are whole: each, as faultline script unwinds it, has
 // exactly the frames of descend its allocation's size says and ends at
 // the thread's root frame, and analyze counts at least 99% of the stacks
-// as having reached the root.
+// as having reached the root. In-process, the second thread's copies also
+// end exactly at its thread pointer (checkCopyEnd).
 func TestRecordLiveDeepStacks(t *testing.T) {
 	progs := requireInproc(t)
 	for _, method := range []string{"inproc", "uprobe"} {
 		t.Run(method, func(t *testing.T) {
-			out, script := recordAndScript(t, method, filepath.Join(progs, "deep"), "200", "100")
+			tpFile := filepath.Join(t.TempDir(), "tp")
+			out, script := recordAndScript(t, method, filepath.Join(progs, "deep"), "200", "100", tpFile)
 			stacks := scriptStacks(t, script, "deep")
+			if method == "inproc" {
+				checkCopyEnd(t, out, tpFile)
+			}
 			var whole, mainThread int
 			for _, s := range stacks {
 				if deepComplete(s) {
@@ -146,6 +153,47 @@ func TestRecordLiveDeepStacks(t *testing.T) {
 				t.Errorf("analyze: %d of %d stacks reached the root (stopped early: %v); want at least 99%%", u.Complete, u.Samples, u.ByStop)
 			}
 		})
+	}
+}
+
+// checkCopyEnd checks where the shim's copies of deep's second thread's
+// stack end: at the thread pointer deep wrote to tpFile (its pthread_t),
+// below which the C library starts the thread's stack, not at the end of
+// the stack's mapping above the thread's control block and TLS.
+func checkCopyEnd(t *testing.T, path, tpFile string) {
+	t.Helper()
+	b, err := os.ReadFile(tpFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(string(b)), "0x"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := perfdata.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	var n, at int
+	for rd.Next() {
+		smp, ok := rd.Record().(*perfdata.Sample)
+		if !ok || smp.Pid == smp.Tid || len(smp.Stack) == 0 || smp.RegsMask&(1<<7) == 0 {
+			continue
+		}
+		// x86-64 sample_regs_user: SP is bit 7; Regs holds the set
+		// bits' values in bit order.
+		sp := smp.Regs[bits.OnesCount64(smp.RegsMask&(1<<7-1))]
+		n++
+		if sp+uint64(len(smp.Stack)) == tp {
+			at++
+		}
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 || at != n {
+		t.Errorf("%d of %d stack copies of the second thread end at its thread pointer %#x", at, n, tp)
 	}
 }
 
