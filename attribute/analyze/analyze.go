@@ -130,6 +130,9 @@ type ResidentSummary struct {
 	// MapCalls counts the memory-map calls recorded (entries);
 	// MappedFaults the faults given to the program's own mappings.
 	MapCalls, MappedFaults uint64
+	// MapEvents says the recording has memory-map call events, whether
+	// or not the program made any such call.
+	MapEvents bool
 	// KernelMaps counts the anonymous mappings that took faults which no
 	// recorded call made, only the kernel's mmap records showed (the C
 	// library's own map calls, raw system calls); KernelMapFaults their
@@ -842,7 +845,7 @@ func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {
 	res := ru.b.Res
 	pages, t := res.PeakPages()
 	rs := ResidentSummary{PeakBytes: pages * attribute.PageSize, Refaults: res.Refaults(),
-		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped,
+		MapCalls: ru.mm.calls, MappedFaults: ru.mm.mapped, MapEvents: ru.mm.sysEvents,
 		KernelMaps: ru.mm.kernelMaps, KernelMapFaults: ru.mm.kernelFaults, ProcessHWM: ru.mm.hwm, ProcessAnon: ru.mm.anon}
 	rs.Start = ru.r.Stats().FirstSample
 	if t >= rs.Start {

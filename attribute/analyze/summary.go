@@ -166,6 +166,8 @@ func (s *Summary) writeResident(w io.Writer) {
 	if rs.MapCalls > 0 {
 		fmt.Fprintf(w, "  memory-map calls %d; %d faults in the program's own mappings (via=mmap); %d re-faults on released pages (refault=yes)\n",
 			rs.MapCalls, rs.MappedFaults, rs.Refaults)
+	} else if rs.MapEvents {
+		fmt.Fprintln(w, "  memory-map calls: none recorded (the program made none through the C library's wrappers)")
 	} else {
 		fmt.Fprintln(w, "  no memory-map calls recorded (syscalls:sys_enter_mmap, …): releases are not seen, so the resident memory only grows until exit")
 	}

@@ -115,3 +115,22 @@ func TestMismatchWording(t *testing.T) {
 		}
 	}
 }
+
+// TestMapCallsWording: a recording with memory-map call events in which
+// the program made no such call says so, not that the calls were not
+// recorded (which tells the user to record them).
+func TestMapCallsWording(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		rs        ResidentSummary
+		want, not []string
+	}{
+		{"calls", ResidentSummary{PeakBytes: 4096, MapCalls: 3, MapEvents: true}, []string{"memory-map calls 3;"}, []string{"none recorded", "no memory-map calls recorded"}},
+		{"events, no call", ResidentSummary{PeakBytes: 4096, MapEvents: true}, []string{"memory-map calls: none recorded (the program made none"}, []string{"releases are not seen"}},
+		{"no events", ResidentSummary{PeakBytes: 4096}, []string{"no memory-map calls recorded (syscalls:sys_enter_mmap"}, []string{"made none"}},
+	} {
+		var b strings.Builder
+		(&Summary{Resident: tc.rs}).writeResident(&b)
+		perftest.CheckText(t, tc.name, b.String(), tc.want, tc.not)
+	}
+}

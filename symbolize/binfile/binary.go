@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	kzlib "github.com/klauspost/compress/zlib"
+
+	"github.com/faultline/faultline/perfdata/schema"
 )
 
 // Unknown is the function name of a frame nothing could name, as perf prints it.
@@ -129,7 +131,7 @@ func newBinary(recPath, recBuildID string, bin, dbg *elfFile, warns []error, bud
 		background.add(func() { b.symsOnce.Do(b.loadSyms) })
 	}
 	if dbg != nil && dbg.hasDWARF() {
-		budget := budget.forFile(dbg != bin)
+		budget := budget.forFile(dbg != bin && schema.IsSystemFile(recPath))
 		x, cost, err := openDWARF(dbg, budget)
 		if err != nil {
 			b.Warnings = append(b.Warnings, fmt.Errorf("%s: unusable DWARF, naming frames from ELF symbols only: %w", dbg.path, err))

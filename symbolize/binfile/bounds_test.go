@@ -170,3 +170,42 @@ func TestDebuglinkSparse(t *testing.T) {
 		t.Errorf("found %v; rejected %q", f, s.rejected)
 	}
 }
+
+// A small recording's budget (DWARFForInput of 1000 bytes: 64 KiB) leaves
+// a system library's separate debug file unread (libc's 8.5 MB), and
+// charges nothing for a program's own separate debug file: the program's
+// lines name its sites, whatever the recording's size.
+func TestDWARFBudgetSparesTheProgram(t *testing.T) {
+	l, _ := testSymfs(t)
+	small := func() *DWARFBudget {
+		return &DWARFBudget{Total: DWARFForInput(1000), Input: 1000}
+	}
+	l.DWARF = small()
+	libc, err := l.Open(libcPath, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer libc.Close()
+	if libc.hasDWARF() || !strings.Contains(fmt.Sprint(libc.Warnings), "1000-byte recording") {
+		t.Errorf("libc: DWARF %v within a 1000-byte recording's budget; warnings %q", libc.hasDWARF(), libc.Warnings)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"prog-id", "prog-id.debug"} {
+		data, err := os.ReadFile(crafted(t, "debuglink/"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir+"/"+name, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	budget := small()
+	prog, err := (&Locator{DWARF: budget}).Open(dir+"/prog-id", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if prog.DebugFile != dir+"/prog-id.debug" || !prog.hasDWARF() || budget.used != 0 {
+		t.Errorf("program: debug file %q, DWARF %v, %d bytes charged to the recording's budget; warnings %q", prog.DebugFile, prog.hasDWARF(), budget.used, prog.Warnings)
+	}
+}

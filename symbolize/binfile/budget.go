@@ -46,7 +46,7 @@ const (
 // what analysis may spend in all (2 s per MB). A recording too small for
 // a library's separate debug file has that library's frames named from its
 // symbol table, without lines (libc's 8 MB need a recording of 260 KB);
-// DWARF inside the binary itself is not bounded by the recording (forFile).
+// the program's own DWARF is not bounded by the recording (forFile).
 const DWARFPerInputByte = 32
 
 // MinInputDWARF is the least DWARFForInput allows: a small program's own
@@ -155,14 +155,14 @@ func (d *DWARFBudget) perBinary() int64 {
 	return d.PerBinary
 }
 
-// forFile is the budget a file's DWARF is charged to: a separate debug
-// file's (the system's libraries', from /usr/lib/debug, a build-id cache
-// or debuginfod) to d, bounded by the recording's size when Input is set;
-// DWARF inside the binary itself (the program's own build, which names
-// its sites) to a pool of d's with the default bounds, whatever the
-// recording's size.
-func (d *DWARFBudget) forFile(separate bool) *DWARFBudget {
-	if d == nil || separate || d.Input == 0 {
+// forFile is the budget a file's DWARF is charged to: a system library's
+// separate debug file (from /usr/lib/debug, a build-id cache or
+// debuginfod) to d, bounded by the recording's size when Input is set;
+// the program's own DWARF (inside its binary, or in a debug file of its
+// own: the code that names its sites) to a pool of d's with the default
+// bounds, whatever the recording's size.
+func (d *DWARFBudget) forFile(systemDebugFile bool) *DWARFBudget {
+	if d == nil || systemDebugFile || d.Input == 0 {
 		return d
 	}
 	d.mu.Lock()
