@@ -29,6 +29,12 @@ const (
 	maxChunkSize = 4 << 20
 )
 
+// maxFreeBytes bounds the chunks an arena keeps for reuse: a burst (a
+// stream's reader that fell behind, then a large round) is left to the
+// garbage collector once it has passed, so a stream read for hours holds
+// what its steady state needs, not its largest burst.
+const maxFreeBytes = 16 << 20
+
 // arena hands out record buffers for input that is not memory mapped (pipes,
 // decompressed data). A chunk returns to the free list when every record in
 // it has been delivered, so in steady state decoding allocates nothing.
@@ -37,6 +43,7 @@ type arena struct {
 	free      []*chunk
 	nextChunk int
 	live      int64 // bytes of chunks holding records not yet released
+	freeBytes int64 // bytes of the chunks in free
 }
 
 func (a *arena) alloc(n int) ([]byte, *chunk) {
@@ -45,8 +52,9 @@ func (a *arena) alloc(n int) ([]byte, *chunk) {
 		c.b = c.b[:0]
 	}
 	if c == nil || cap(c.b)-len(c.b) < n {
-		if c != nil && c.refs == 0 {
+		if c != nil && c.refs == 0 && a.freeBytes+int64(cap(c.b)) <= maxFreeBytes {
 			a.free = append(a.free, c)
+			a.freeBytes += int64(cap(c.b))
 		}
 		c = nil
 		for i, f := range a.free {
@@ -54,6 +62,7 @@ func (a *arena) alloc(n int) ([]byte, *chunk) {
 				c = f
 				a.free[i] = a.free[len(a.free)-1]
 				a.free = a.free[:len(a.free)-1]
+				a.freeBytes -= int64(cap(f.b))
 				break
 			}
 		}
@@ -77,9 +86,10 @@ func (a *arena) release(c *chunk) {
 	if c.refs == 0 {
 		a.live -= int64(cap(c.b))
 	}
-	if c.refs == 0 && c != a.cur {
+	if c.refs == 0 && c != a.cur && a.freeBytes+int64(cap(c.b)) <= maxFreeBytes {
 		c.b = c.b[:0]
 		a.free = append(a.free, c)
+		a.freeBytes += int64(cap(c.b))
 	}
 }
 

@@ -17,11 +17,23 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5").
+// onlineCPUs parses /sys/devices/system/cpu/online ("0-3,5"). Without
+// it (a container that mounts no sysfs) it takes the CPUs record may run
+// on (sched_getaffinity), which a command it starts inherits.
 func onlineCPUs() ([]int, error) {
 	b, err := os.ReadFile("/sys/devices/system/cpu/online")
 	if err != nil {
-		return nil, fmt.Errorf("listing CPUs: %w", err)
+		var set unix.CPUSet
+		if aerr := unix.SchedGetaffinity(0, &set); aerr != nil || set.Count() == 0 {
+			return nil, fmt.Errorf("listing CPUs: %w (mount sysfs at /sys)", err)
+		}
+		var cpus []int
+		for c := 0; len(cpus) < set.Count(); c++ {
+			if set.IsSet(c) {
+				cpus = append(cpus, c)
+			}
+		}
+		return cpus, nil
 	}
 	return parseCPUList(strings.TrimSpace(string(b)))
 }
