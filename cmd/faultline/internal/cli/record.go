@@ -289,8 +289,9 @@ func runRecord(env *Env, args []string) error {
 	gc := recordGCPercent
 	if o.every > 0 {
 		// A run of hours keeps its heap near what it holds (the live
-		// allocations' state), not five times it.
-		gc = 100
+		// allocations' state, the stacks and sites seen), not five
+		// times it: a collection when the heap has grown by half.
+		gc = windowGCPercent
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(gc))
 	r := &recorder{sys: realSystem{}, env: env, opts: o, group: rec.ProbeGroup(os.Getpid())}
@@ -300,6 +301,9 @@ func runRecord(env *Env, args []string) error {
 // recordGCPercent is record's GOGC: a collection when the heap has grown
 // to five times what the last one kept.
 const recordGCPercent = 400
+
+// windowGCPercent is record's GOGC with --every.
+const windowGCPercent = 50
 
 // cmdStatus is an exit status that belongs to CMD, not to record: CMD's
 // own, or 126/127 for a CMD that cannot run.
