@@ -511,11 +511,8 @@ func (r *recorder) record() error {
 	// adding them still removes them.
 	sigs, stop := r.catchSignals()
 	defer stop()
-	var exit *exitWatch
-	if o.pid > 0 {
-		sigs, exit = watchExit(o.pid, sigs)
-		defer exit.stop()
-	}
+	sigs, exit := r.watchPid(sigs)
+	defer exit.stop()
 
 	if err := r.removeStale(tfs); err != nil {
 		return err
@@ -540,12 +537,7 @@ func (r *recorder) record() error {
 	default:
 	}
 
-	var out *outputFile
-	if o.every > 0 {
-		out, err = r.startWindows()
-	} else {
-		out, err = r.createOutput()
-	}
+	out, err := r.createOutput()
 	if err != nil {
 		return err
 	}
@@ -578,10 +570,8 @@ func (r *recorder) record() error {
 		}
 	}
 	res, err := rec.Record(cfg, out.W)
-	if r.win != nil {
-		if werr := r.win.finish(err); werr != nil {
-			return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", werr)}
-		}
+	if werr := r.endWindows(err); werr != nil {
+		return werr
 	}
 	if err != nil {
 		if e := openEventsError(err, r.paranoid(), nofileLimit()); e != nil {
@@ -604,9 +594,7 @@ func (r *recorder) record() error {
 		r.noteNoAllocations(res, lib)
 	}
 	r.summarize(res, out)
-	if exit != nil && isProcessExit(res.StoppedBy, o.pid) {
-		r.logf("%s", exit.note())
-	}
+	exit.say(r, res)
 	r.noteRest(res)
 	return r.exitStatus(res)
 }

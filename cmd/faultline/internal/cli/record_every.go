@@ -74,8 +74,9 @@ type windowRun struct {
 	n    int // windows made
 	// pushed counts the windows pushed; notes are the analysis's own,
 	// given to record's at the end (they are made on its goroutine).
-	pushed int
-	notes  []error
+	pushed   int
+	notes    []error
+	finished bool
 }
 
 // startWindows opens the folder and starts the analysis that reads the
@@ -218,6 +219,18 @@ func (w *windowRun) write(win *analyze.Window, raw []byte) (string, error) {
 	}
 }
 
+// endWindows ends --every's analysis, if any, after the recording
+// (recordErr: its error): the last window is written.
+func (r *recorder) endWindows(recordErr error) error {
+	if r.win == nil || r.win.finished {
+		return nil
+	}
+	if err := r.win.finish(recordErr); err != nil {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
+	}
+	return nil
+}
+
 // finish ends the stream (recordErr: the recording's own error, if any)
 // and waits for the last window.
 func (w *windowRun) finish(recordErr error) error {
@@ -227,6 +240,7 @@ func (w *windowRun) finish(recordErr error) error {
 		w.pw.Close()
 	}
 	err := <-w.done
+	w.finished = true
 	for _, n := range w.notes {
 		w.r.notes.add(n)
 	}

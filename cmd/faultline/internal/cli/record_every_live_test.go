@@ -259,3 +259,46 @@ func TestRecordLivePidExits(t *testing.T) {
 		t.Error("no window written before the exit")
 	}
 }
+
+// TestRecordLiveEveryCommand: --every with a command (in-process) and
+// --duration 2500ms: three profiles, 1 s, 1 s and the last up to 500 ms
+// (the windows start at the recording's first record, the duration when
+// the command is released); the service's standard output stays its own;
+// the first two windows' allocations equal the service's own count at
+// their end within 1% (the service started in the first; the last window
+// ends as record stops the service, whose last line can precede its last
+// calls).
+func TestRecordLiveEveryCommand(t *testing.T) {
+	progs := requireInproc(t)
+	dir := filepath.Join(t.TempDir(), "windows")
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"record", "-q", "--every", "1s", "--duration", "2500ms", "-o", dir, "--",
+		filepath.Join(progs, "service"), "2", "20000", "1"}, &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr})
+	if code != ExitOK || stderr.Len() > 0 {
+		t.Fatalf("record: exit %d\n%s", code, stderr.String())
+	}
+	var mono, real unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	unix.ClockGettime(unix.CLOCK_REALTIME, &real)
+	wall := real.Nano() - mono.Nano()
+	counts := serviceCounts(t, strings.Split(strings.TrimSpace(stdout.String()), "\n"))
+	_, ps := windowProfiles(t, dir)
+	if len(ps) != 3 {
+		t.Fatalf("%d profiles, want 3", len(ps))
+	}
+	var got int64
+	for i, want := range []time.Duration{time.Second, time.Second, 500 * time.Millisecond} {
+		if d := time.Duration(ps[i].DurationNanos); d != want && (i < 2 || d <= 0 || d > want) {
+			t.Errorf("window %d lasts %v, want %v", i+1, d, want)
+		}
+		if i < 2 {
+			got += siteTotal(ps[i], report.SampleAllocs, "")
+		}
+	}
+	from := ps[0].TimeNanos - wall
+	want := countAt(counts, from+int64(2*time.Second))
+	t.Logf("%d allocations in the first two windows, the service counted %.0f", got, want)
+	if math.Abs(float64(got)-want) > 0.01*want {
+		t.Errorf("%d allocations in the first two windows, the service counted %.0f", got, want)
+	}
+}

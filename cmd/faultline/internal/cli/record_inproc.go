@@ -122,6 +122,8 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	}
 	sigs, stop := r.catchSignals()
 	defer stop()
+	sigs, exit := r.watchPid(sigs)
+	defer exit.stop()
 	out, err := r.createOutput()
 	if err != nil {
 		return err
@@ -160,7 +162,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 			r.logf("recording; press Ctrl-C to stop")
 		}
 	}
-	if out.Stdout {
+	if out.Stdout && r.win == nil {
 		cfg.Stdout = r.env.Stderr // standard output carries the recording
 	}
 	why := "as asked (--shim-clock)"
@@ -183,6 +185,9 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		r.logf("recording %s in-process: the calls of its allocator, %s, through a preloaded shim, its page faults with perf events", what, alloc)
 	}
 	res, err := rec.Record(cfg, out.W)
+	if werr := r.endWindows(err); werr != nil {
+		return werr
+	}
 	if err != nil {
 		if errors.Is(err, rec.ErrNoEvents) {
 			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)
@@ -198,6 +203,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	r.cacheBuildIDs(res)
 	r.noteShim(res)
 	r.summarize(res, out)
+	exit.say(r, res)
 	r.noteRest(res)
 	return r.exitStatus(res)
 }

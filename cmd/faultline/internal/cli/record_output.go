@@ -15,6 +15,9 @@ type outputFile = rec.Output
 // createOutput starts -o's output (rec.CreateOutput); what the user can
 // fix is a prerequisite error.
 func (r *recorder) createOutput() (*outputFile, error) {
+	if r.opts.every > 0 {
+		return r.startWindows() // --every: no recording file
+	}
 	o, err := rec.CreateOutput(r.opts.output, rec.OutputEnv{Sys: r.sys, Stdout: r.env.Stdout,
 		Logf: r.logf, Note: func(err error) { r.notes.add(err) }})
 	if se := (*rec.SetupError)(nil); errors.As(err, &se) {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 
+	rec "github.com/faultline/faultline/cmd/faultline/internal/recorder"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,7 +26,7 @@ func isProcessExit(stoppedBy string, pid int) bool {
 type exitWatch struct {
 	pid  int
 	comm string // its name when the watch began
-	stop func()
+	end  func()
 }
 
 // watchExit passes sigs on and adds a stop request when process pid
@@ -33,7 +34,7 @@ type exitWatch struct {
 // Stop ends the watch.
 func watchExit(pid int, sigs <-chan os.Signal) (<-chan os.Signal, *exitWatch) {
 	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	w := &exitWatch{pid: pid, comm: strings.TrimSpace(string(comm)), stop: func() {}}
+	w := &exitWatch{pid: pid, comm: strings.TrimSpace(string(comm)), end: func() {}}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return sigs, w
@@ -68,8 +69,31 @@ func watchExit(pid int, sigs <-chan os.Signal) (<-chan os.Signal, *exitWatch) {
 			}
 		}
 	}()
-	w.stop = func() { close(quit) }
+	w.end = func() { close(quit) }
 	return c, w
+}
+
+// watchPid watches -p's process (watchExit); a nil watch without -p.
+func (r *recorder) watchPid(sigs <-chan os.Signal) (<-chan os.Signal, *exitWatch) {
+	if r.opts.pid <= 0 {
+		return sigs, nil
+	}
+	return watchExit(r.opts.pid, sigs)
+}
+
+// stop ends the watch (nil: nothing to end).
+func (w *exitWatch) stop() {
+	if w != nil {
+		w.end()
+	}
+}
+
+// say tells, when the process's exit ended the recording, what was kept
+// and how to follow a restarted service.
+func (w *exitWatch) say(r *recorder, res *rec.Result) {
+	if w != nil && isProcessExit(res.StoppedBy, w.pid) {
+		r.logf("%s", w.note())
+	}
 }
 
 // note is record's line when the process ended the recording: what was
