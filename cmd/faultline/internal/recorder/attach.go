@@ -3,6 +3,7 @@ package recorder
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/inject"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
@@ -96,7 +98,7 @@ func (o *AttachSource) start(s *session) (source, error) {
 		return nil, err
 	}
 	obj, _ := shim.ObjectFor(o.Family)
-	entries, err := attachEntries(obj)
+	entry, err := attachEntry(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +111,7 @@ func (o *AttachSource) start(s *session) (source, error) {
 	if shimCopy == nil {
 		return nil, errors.New("no temporary directory every user can reach and map executables from, to copy the shim to")
 	}
-	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, entries, o.regionOptions(cfg))
+	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, entry, o.regionOptions(cfg))
 	if err != nil {
 		shimCopy.remove()
 		return nil, err
@@ -119,33 +121,26 @@ func (o *AttachSource) start(s *session) (source, error) {
 	return &attached{inproc: ip, pipe: pipe}, nil
 }
 
-// attachEntries are the offsets in the shim object of its attach entry
-// points.
-type attachEntry struct{ prepare, attach uint64 }
-
-func attachEntries(obj []byte) (attachEntry, error) {
+// attachEntry is the offset in the shim object of its attach entry
+// point, faultline_attach_inject.
+func attachEntry(obj []byte) (uint64, error) {
 	f, err := elf.NewFile(bytes.NewReader(obj))
 	if err != nil {
-		return attachEntry{}, fmt.Errorf("the shim object: %w", err)
+		return 0, fmt.Errorf("the shim object: %w", err)
 	}
 	syms, err := f.DynamicSymbols()
 	if err != nil {
-		return attachEntry{}, fmt.Errorf("the shim object: %w", err)
+		return 0, fmt.Errorf("the shim object: %w", err)
 	}
-	var e attachEntry
 	for _, s := range syms {
-		switch s.Name {
-		case "faultline_attach_prepare":
-			e.prepare = s.Value
-		case "faultline_attach":
-			e.attach = s.Value
+		if s.Name == injectEntry && s.Value != 0 {
+			return s.Value, nil
 		}
 	}
-	if e.prepare == 0 || e.attach == 0 {
-		return e, errors.New("the shim object has no attach entry points")
-	}
-	return e, nil
+	return 0, errors.New("the shim object has no attach entry point")
 }
+
+const injectEntry = "faultline_attach_inject"
 
 func memfdOf(name string, b []byte) (*os.File, error) {
 	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
@@ -160,13 +155,31 @@ func memfdOf(name string, b []byte) (*os.File, error) {
 	return f, nil
 }
 
-// attachProcess loads the shim copy at path into pid (unless a shim of the same
-// bytes is loaded there already, dormant from an earlier attach) and
-// attaches it to a region of o: it returns the region and the pipe's
-// write end. ptrace requests come from the OS thread that seized.
-func attachProcess(pid int, path string, e attachEntry, o shim.Options) (region *shim.Region, pipe *os.File, err error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+// The argument of faultline_attach_inject past inject.ArgHeader (struct
+// fl_inject in shim/csrc/attach.c).
+const (
+	argTracer   = 0  // int64: record's pid, whose exit the shim watches for
+	argState    = 8  // uint32: 1 once prepared is set
+	argGo       = 12 // uint32: 1 attach, 2 give up
+	argPrepared = 16 // int64: the memfd | the pipe's write end << 32, or -errno
+	argSize     = 24
+)
+
+// Bounds on the injected thread's steps as record waits for them: dlopen
+// and the shim's set-up, then the attach.
+const (
+	prepareWait = 10 * time.Second
+	attachWait  = 5 * time.Second
+)
+
+// attachProcess loads the shim copy at path into pid (unless a shim of
+// the same bytes is loaded there already, dormant from an earlier attach)
+// and attaches it to a region of o: it returns the region and the pipe's
+// write end. The injected thread runs the calls on its own (inject.Inject):
+// record, killed at any point after the thread's release, leaves the
+// process running, the shim given up (it sees record exit) or detached
+// (the pipe's EOF).
+func attachProcess(pid int, path string, entry uint64, o shim.Options) (region *shim.Region, pipe *os.File, err error) {
 	t, err := inject.Examine(pid)
 	if err != nil {
 		return nil, nil, err
@@ -175,44 +188,62 @@ func attachProcess(pid int, path string, e attachEntry, o shim.Options) (region 
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := t.Stop()
+	spec := inject.Spec{Path: path, Symbol: injectEntry, Arg: make([]byte, argSize)}
+	if base != 0 {
+		spec.Entry = base + entry
+	}
+	binary.NativeEndian.PutUint64(spec.Arg[argTracer:], uint64(os.Getpid()))
+	runtime.LockOSThread()
+	in, err := t.Inject(spec)
+	runtime.UnlockOSThread()
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() {
-		if rerr := st.Release(); rerr != nil && err == nil {
-			err = fmt.Errorf("restoring the stopped thread: %w", rerr)
+	defer in.Close()
+	var prepared int64
+	ended, err := in.Wait(prepareWait, func(arg []byte) bool {
+		prepared = int64(binary.NativeEndian.Uint64(arg[argPrepared:]))
+		return binary.NativeEndian.Uint32(arg[argState:]) == 1
+	})
+	if err == nil && ended {
+		_, rc, derr := in.Done()
+		var le *inject.LoadError
+		if errors.As(derr, &le) {
+			return nil, nil, &inject.RefusedError{Reason: "its dynamic loader refused the shim: " + le.Msg}
 		}
-	}()
-	if base == 0 {
-		if err := st.Dlopen(path); err != nil {
-			return nil, nil, &inject.RefusedError{Reason: "its dynamic loader refused the shim: " + err.Error()}
-		}
-		if base, err = loadedShim(pid, path); err != nil || base == 0 {
-			return nil, nil, fmt.Errorf("the shim loaded but is not in the process's maps (%v)", err)
-		}
+		return nil, nil, &inject.RefusedError{Reason: fmt.Sprintf("the shim in the process could not make its rings: %v", unix.Errno(-int64(rc)))}
 	}
-	r, err := st.Call(base + e.prepare)
 	if err != nil {
 		return nil, nil, err
 	}
-	if int64(r) < 0 {
-		return nil, nil, &inject.RefusedError{Reason: fmt.Sprintf("the shim in the process could not make its rings: %v", unix.Errno(-int64(r)))}
+	if prepared < 0 {
+		in.Wait(attachWait, nil)
+		return nil, nil, &inject.RefusedError{Reason: fmt.Sprintf("the shim in the process could not make its rings: %v", unix.Errno(-prepared))}
 	}
-	memfd, wfd := r&0xffffffff, r>>32
-	region, pipe, gerr := takeRegion(pid, int(memfd), int(wfd), o)
-	if gerr != nil {
-		// Attach to the empty memfd fails, and closes both in the process.
-		st.Call(base+e.attach, memfd, wfd)
-		return nil, nil, gerr
-	}
-	rc, err := st.Call(base+e.attach, memfd, wfd)
-	if err == nil && int64(rc) < 0 {
-		err = fmt.Errorf("the shim in the process could not attach: %v", unix.Errno(-int64(rc)))
-	}
+	region, pipe, err = takeRegion(pid, int(prepared&0xffffffff), int(prepared>>32), o)
+	goWord := []byte{1, 0, 0, 0}
 	if err != nil {
+		goWord[0] = 2
+	}
+	if werr := in.WriteArg(argGo, goWord); werr != nil && err == nil {
+		err = werr
+	}
+	if err == nil {
+		if _, err = in.Wait(attachWait, nil); err == nil {
+			var rc uint64
+			_, rc, err = in.Done()
+			if err == nil && int64(rc) < 0 {
+				err = fmt.Errorf("the shim in the process could not attach: %v", unix.Errno(-int64(rc)))
+			}
+		}
+	} else {
+		in.Wait(attachWait, nil)
+	}
+	if err != nil && region != nil {
 		region.Close()
 		pipe.Close()
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	return region, pipe, nil

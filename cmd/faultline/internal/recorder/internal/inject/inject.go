@@ -1,10 +1,14 @@
 // Package inject makes a running process load a shared object and call
-// functions in it, with ptrace: one of its threads is stopped where it
+// a function in it, with ptrace: one of its threads is stopped where it
 // holds none of the locks the calls take (not in the allocator, not in
-// the dynamic loader), made to call the C library's dlopen and then the
-// object's functions on its own stack, and put back exactly as it was:
-// registers, FPU/SSE/AVX state, errno, and a system call it was in,
-// which restarts. Its other threads run on throughout.
+// the dynamic loader) and made to call the C library's mmap for a page;
+// the page gets a trampoline that calls dlopen and the object's function
+// on the thread's stack and then puts the thread back exactly as it was —
+// registers, FPU/SSE/AVX state, errno, a system call it was in issued
+// again — and the thread is let go into it at once. Only the mmap call
+// depends on the injecting process: killed after it, that process leaves
+// a thread that finishes the calls and returns on its own. Its other
+// threads run on throughout.
 //
 // x86-64 and glibc only (dlopen in libc.so.6 from 2.34, or libdl.so.2).
 package inject
@@ -36,9 +40,9 @@ func refused(format string, a ...any) error {
 
 // Target is a process examined for injection.
 type Target struct {
-	pid                      int
-	libc                     *object
-	dlopen, dlerror, errnoAt uint64
+	pid                                   int
+	libc                                  *object
+	dlopen, dlsym, dlerror, errnoAt, mmap uint64
 	// avoidPC: a thread stopped with its pc there may hold a lock the
 	// calls take; avoidStack: a return address there on its stack says
 	// the same of a caller.
@@ -96,11 +100,12 @@ func Examine(pid int) (*Target, error) {
 		}
 		return nil, refused("no GNU C library (libc.so.6) is mapped")
 	}
-	t := &Target{pid: pid, libc: libc, dlopen: libc.symbol("dlopen"), dlerror: libc.symbol("dlerror"), errnoAt: libc.symbol("__errno_location")}
+	t := &Target{pid: pid, libc: libc, dlopen: libc.symbol("dlopen"), dlsym: libc.symbol("dlsym"), dlerror: libc.symbol("dlerror"),
+		errnoAt: libc.symbol("__errno_location"), mmap: libc.symbol("mmap")}
 	if t.dlopen == 0 && libdl != nil {
-		t.dlopen, t.dlerror = libdl.symbol("dlopen"), libdl.symbol("dlerror")
+		t.dlopen, t.dlsym, t.dlerror = libdl.symbol("dlopen"), libdl.symbol("dlsym"), libdl.symbol("dlerror")
 	}
-	if t.dlopen == 0 || t.dlerror == 0 || t.errnoAt == 0 {
+	if t.dlopen == 0 || t.dlsym == 0 || t.dlerror == 0 || t.errnoAt == 0 {
 		return nil, refused("its C library has no dlopen (glibc before 2.34 without libdl.so.2 loaded)")
 	}
 	if ldso != nil {
@@ -151,14 +156,12 @@ func checkStatus(pid int) error {
 	return nil
 }
 
-// Stopped is a thread of the target stopped at a safe point, ready for
-// calls. The OS thread that stopped it must make every call and Release
-// it (runtime.LockOSThread).
+// Stopped is a thread of the target stopped at a safe point. The OS
+// thread that stopped it must make every request and Release it
+// (runtime.LockOSThread).
 type Stopped struct {
-	t      *Target
-	th     *thread
-	errnoP uint64 // the thread's errno
-	errno  uint32
+	t  *Target
+	th *thread
 	// Signals counts the signals the thread received while stopped or
 	// calling: each was delivered.
 	Signals int
@@ -194,12 +197,7 @@ func (t *Target) Stop() (*Stopped, error) {
 			tries++
 			ok, room := t.safe(th)
 			if ok {
-				s := &Stopped{t: t, th: th, Tries: tries}
-				if err := s.saveErrno(); err != nil {
-					s.Release()
-					return nil, err
-				}
-				return s, nil
+				return &Stopped{t: t, th: th, Tries: tries}, nil
 			}
 			if !room {
 				break
@@ -290,50 +288,9 @@ func yamaNote() string {
 	return "; kernel.yama.ptrace_scope=" + strings.TrimSpace(string(b))
 }
 
-func (s *Stopped) saveErrno() error {
-	p, _, err := s.th.call(s.t.errnoAt, nil)
-	if err != nil {
-		return err
-	}
-	s.errnoP = p
-	s.errno, err = s.th.u32(p)
-	return err
-}
-
-// Call calls fn(args...) in the stopped thread and returns what it
-// returned (rax).
-func (s *Stopped) Call(fn uint64, args ...uint64) (uint64, error) {
-	r, _, err := s.th.call(fn, nil, args...)
-	return r, err
-}
-
-// Dlopen makes the thread dlopen path (RTLD_NOW|RTLD_LOCAL); a failure
-// carries dlerror's message.
-func (s *Stopped) Dlopen(path string) error {
-	const rtldNow, rtldLocal = 2, 0
-	h, _, err := s.th.call(s.t.dlopen, append([]byte(path), 0), 0, rtldNow|rtldLocal)
-	if err != nil {
-		return err
-	}
-	if h != 0 {
-		return nil
-	}
-	msg, _, err := s.th.call(s.t.dlerror, nil)
-	if err != nil || msg == 0 {
-		return errors.New("dlopen failed")
-	}
-	return errors.New(s.th.readString(msg))
-}
-
 // Release puts the thread back as it was and lets it run on.
 func (s *Stopped) Release() error {
-	var err error
-	if s.errnoP != 0 {
-		err = s.th.putU32(s.errnoP, s.errno)
-	}
-	if e := s.th.restore(); e != nil && err == nil {
-		err = e
-	}
+	err := s.th.restore()
 	s.Signals = s.th.signals
 	s.th.detach()
 	return err

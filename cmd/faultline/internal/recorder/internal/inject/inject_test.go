@@ -38,11 +38,13 @@ func startSleep(t *testing.T, d time.Duration) *exec.Cmd {
 	return nil
 }
 
-// TestCallRestoresThread stops sleep in its nanosleep, makes it call the
-// C library's getpid, and lets it go: getpid returns its pid, and sleep
-// ends as it would have (status 0, no earlier than asked): the system
-// call the stop broke off was restarted with what was left of it.
-func TestCallRestoresThread(t *testing.T) {
+// TestInjectRestoresThread injects into sleep, stopped in its
+// clock_nanosleep, a call of the C library's getpid — once given by
+// address, once by dlopen of the C library and dlsym — and lets it run on
+// its own: getpid returns sleep's pid, and sleep ends as it would have
+// (status 0, no earlier than asked): the system call the stop broke off
+// was issued again by the trampoline, with what was left of it.
+func TestInjectRestoresThread(t *testing.T) {
 	const d = 1500 * time.Millisecond
 	start := time.Now()
 	c := startSleep(t, d)
@@ -52,28 +54,87 @@ func TestCallRestoresThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := tg.Stop()
-	if err != nil {
-		if _, ok := err.(*RefusedError); ok {
-			t.Skipf("cannot ptrace here: %v", err)
+	for _, s := range []Spec{{Entry: tg.libc.symbol("getpid")}, {Path: tg.libc.path, Symbol: "getpid"}} {
+		in, err := tg.Inject(s)
+		if err != nil {
+			if _, ok := err.(*RefusedError); ok {
+				t.Skipf("cannot ptrace here: %v", err)
+			}
+			t.Fatal(err)
 		}
-		t.Fatal(err)
-	}
-	got, err := st.Call(tg.libc.symbol("getpid"))
-	if rerr := st.Release(); rerr != nil {
-		t.Error(rerr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if int(got) != c.Process.Pid {
-		t.Errorf("getpid in the stopped thread returned %d, want %d", got, c.Process.Pid)
+		t.Logf("%+v: the thread depended on this process for %v", s, in.Window)
+		if _, err := in.Wait(5*time.Second, nil); err != nil {
+			t.Fatal(err)
+		}
+		done, got, err := in.Done()
+		in.Close()
+		if !done || err != nil || int(got) != c.Process.Pid {
+			t.Errorf("%+v: getpid in the injected thread: done %v, returned %d (%v), want %d", s, done, got, err, c.Process.Pid)
+		}
 	}
 	if err := c.Wait(); err != nil {
 		t.Fatalf("sleep ended with %v, want status 0", err)
 	}
 	if took := time.Since(start); took < d {
-		t.Errorf("sleep %v ended after %v: its interrupted nanosleep was not restarted", d, took)
+		t.Errorf("sleep %v ended after %v: its interrupted sleep was not issued again", d, took)
+	}
+}
+
+// TestInjectLoadError: an object the loader cannot open ends the call
+// with dlerror's message, and the thread runs on.
+func TestInjectLoadError(t *testing.T) {
+	c := startSleep(t, time.Second)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tg, err := Examine(c.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := tg.Inject(Spec{Path: "/nonexistent/libnothing.so", Symbol: "f"})
+	if err != nil {
+		t.Skipf("cannot inject here: %v", err)
+	}
+	defer in.Close()
+	if _, err := in.Wait(5*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = in.Done()
+	if _, ok := err.(*LoadError); !ok || !strings.Contains(err.Error(), "libnothing.so") {
+		t.Errorf("got %T %v, want the loader's message naming the object", err, err)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("sleep ended with %v, want status 0", err)
+	}
+}
+
+// TestTrampolineBytes assembles trampolineSource with the GNU assembler
+// and checks trampolineCode against it.
+func TestTrampolineBytes(t *testing.T) {
+	as, err := exec.LookPath("as")
+	if err != nil {
+		t.Skip("no GNU assembler (as)")
+	}
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		t.Skip("no objcopy")
+	}
+	dir := t.TempDir()
+	src, obj, bin := filepath.Join(dir, "t.S"), filepath.Join(dir, "t.o"), filepath.Join(dir, "t.bin")
+	if err := os.WriteFile(src, []byte(trampolineSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(as, "--64", "-o", obj, src).CombinedOutput(); err != nil {
+		t.Fatalf("as: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(objcopy, "-O", "binary", "-j", ".text", obj, bin).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < blockOff || !bytes.Equal(b[:len(trampolineCode)], trampolineCode) || bytes.ContainsFunc(b[len(trampolineCode):blockOff], func(r rune) bool { return r != 0 }) {
+		t.Errorf("trampolineCode is not what trampolineSource assembles to:\n%x", bytes.TrimRight(b[:min(len(b), blockOff)], "\x00"))
 	}
 }
 

@@ -1,10 +1,10 @@
 package inject
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
 	"unsafe"
@@ -82,9 +82,11 @@ func (t *thread) waitStop(wait time.Duration) error {
 	}
 }
 
-// poll waits for the thread's next stop until deadline.
+// poll waits for the thread's next stop until deadline: it looks without
+// sleeping for the first spin (a short call's end), then every 100 µs.
 func (t *thread) poll(deadline time.Time) (unix.WaitStatus, error) {
 	var ws unix.WaitStatus
+	spin := time.Now().Add(time.Millisecond)
 	for {
 		pid, err := unix.Wait4(t.tid, &ws, unix.WALL|unix.WNOHANG, nil)
 		switch {
@@ -97,8 +99,13 @@ func (t *thread) poll(deadline time.Time) (unix.WaitStatus, error) {
 		case pid == t.tid && ws.Stopped():
 			return ws, nil
 		}
-		if time.Now().After(deadline) {
+		now := time.Now()
+		if now.After(deadline) {
 			return ws, errTimeout
+		}
+		if now.Before(spin) {
+			runtime.Gosched()
+			continue
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
@@ -169,9 +176,9 @@ func (t *thread) write(addr uint64, b []byte) error {
 }
 
 // readString reads a NUL-terminated string of at most 512 bytes.
-func (t *thread) readString(addr uint64) string {
+func readString(mem *os.File, addr uint64) string {
 	b := make([]byte, 512)
-	n, _ := t.mem.ReadAt(b, int64(addr))
+	n, _ := mem.ReadAt(b, int64(addr))
 	b = b[:n]
 	for i, c := range b {
 		if c == 0 {
@@ -181,7 +188,7 @@ func (t *thread) readString(addr uint64) string {
 	return string(b)
 }
 
-// callTimeout bounds a call: dlopen of a small object takes milliseconds.
+// callTimeout bounds a call (mmap's takes microseconds).
 const callTimeout = 10 * time.Second
 
 // call makes the thread call fn(args...) on its own stack, below the red
@@ -217,6 +224,10 @@ func (t *thread) call(fn uint64, data []byte, args ...uint64) (ret, dataAt uint6
 			r.Rdx = a
 		case 3:
 			r.Rcx = a
+		case 4:
+			r.R8 = a
+		case 5:
+			r.R9 = a
 		}
 	}
 	r.Rsp = sp
@@ -265,17 +276,4 @@ func (t *thread) call(fn uint64, data []byte, args ...uint64) (ret, dataAt uint6
 			return 0, 0, err
 		}
 	}
-}
-
-// u32 and putU32 read and write a 32-bit word of the target.
-func (t *thread) u32(addr uint64) (uint32, error) {
-	var b [4]byte
-	err := t.read(addr, b[:])
-	return binary.NativeEndian.Uint32(b[:]), err
-}
-
-func (t *thread) putU32(addr uint64, v uint32) error {
-	var b [4]byte
-	binary.NativeEndian.PutUint32(b[:], v)
-	return t.write(addr, b[:])
 }

@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include <elf.h>
 #include <poll.h> /* before shim.h, whose declarations are hidden */
+#include <sys/select.h>
 
 #include "ring.h"
 
@@ -363,6 +364,16 @@ static void *watch(void *arg)
 
 static int where_am_i;
 
+/* pause_us sleeps us microseconds with select: an interrupted select is
+ * restarted without the thread's restart block (nanosleep and poll would
+ * leave theirs in it), which the injection may still need for a system
+ * call of the program it broke off. */
+static void pause_us(long us)
+{
+	struct timeval tv = {us / 1000000, us % 1000000};
+	select(0, NULL, NULL, NULL, &tv);
+}
+
 /* faultline_attach_prepare makes the region's memfd and the pipe whose
  * write end record takes (pidfd_getfd) and whose read end the watcher
  * keeps: it returns the memfd | the write end << 32, or -errno. */
@@ -370,10 +381,8 @@ EXPORT long faultline_attach_prepare(void)
 {
 	/* A detach under way (the watcher saw the last record end) is
 	 * waited for; a record still attached is not. */
-	for (int i = 0; i < 50 && __atomic_load_n(&detaching, __ATOMIC_ACQUIRE); i++) {
-		struct timespec ten_ms = {0, 10 * 1000 * 1000};
-		nanosleep(&ten_ms, NULL);
-	}
+	for (int i = 0; i < 50 && __atomic_load_n(&detaching, __ATOMIC_ACQUIRE); i++)
+		pause_us(10000);
 	if (__atomic_load_n(&attached, __ATOMIC_ACQUIRE) || pipe_r >= 0)
 		return -EBUSY;
 	int fd = (int)syscall(SYS_memfd_create, "faultline-rings", MFD_CLOEXEC);
@@ -500,6 +509,71 @@ out:
 	ts.own--;
 	ts.depth--;
 	return rc;
+}
+
+/* What record and faultline_attach_inject share: the argument of the
+ * injected call, in the page record mapped into the program (record
+ * writes tracer and go; the offsets are attach.go's). */
+struct fl_inject {
+	uint64_t page, page_len; /* the injection's page */
+	int64_t tracer;          /* record's pid */
+	uint32_t state;          /* 1: prepared is set */
+	uint32_t go;             /* record: 1 attach, 2 give up */
+	int64_t prepared;        /* faultline_attach_prepare's result */
+};
+
+/* The previous injection's page: its thread left it long ago. */
+static uint64_t prev_page, prev_page_len;
+
+/* tracer_gone waits up to 1 ms for record's exit (pidfd readable), and
+ * reports it. */
+static int tracer_gone(int pidfd, pid_t pid)
+{
+	if (pidfd < 0 || pidfd >= FD_SETSIZE) {
+		pause_us(1000);
+		return kill(pid, 0) != 0 && errno == ESRCH;
+	}
+	fd_set r;
+	FD_ZERO(&r);
+	FD_SET(pidfd, &r);
+	struct timeval tv = {0, 1000};
+	return select(pidfd + 1, &r, NULL, NULL, &tv) > 0;
+}
+
+/* faultline_attach_inject is what the injected thread calls: it makes
+ * the memfd and the pipe (faultline_attach_prepare) and waits, at most
+ * 10 s, for record to take them and say go; then it attaches. Record
+ * gone first, or giving up, it closes them and returns -ECANCELED. */
+EXPORT long faultline_attach_inject(struct fl_inject *in)
+{
+	if (prev_page && prev_page != in->page)
+		raw_munmap((void *)prev_page, prev_page_len);
+	prev_page = in->page;
+	prev_page_len = in->page_len;
+	long r = faultline_attach_prepare();
+	in->prepared = r;
+	__atomic_store_n(&in->state, 1, __ATOMIC_RELEASE);
+	if (r < 0)
+		return r;
+	int memfd = (int)(r & 0xffffffff), wfd = (int)(r >> 32);
+	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)in->tracer, 0);
+	uint32_t go = 0;
+	if (pidfd >= 0 || errno != ESRCH)
+		for (int i = 0; i < 10000; i++) {
+			go = __atomic_load_n(&in->go, __ATOMIC_ACQUIRE);
+			if (go || tracer_gone(pidfd, (pid_t)in->tracer))
+				break;
+		}
+	if (pidfd >= 0)
+		close(pidfd);
+	if (go != 1) {
+		close(memfd);
+		close(wfd);
+		close(pipe_r);
+		pipe_r = -1;
+		return -ECANCELED;
+	}
+	return faultline_attach(memfd, wfd);
 }
 
 /* faultline_attach_state reports, for record's check after an attach:
