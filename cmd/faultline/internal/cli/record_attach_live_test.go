@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +56,24 @@ func startService(t *testing.T, prog string, args ...string) *service {
 		}
 	}
 	return s
+}
+
+// alive fails once the service has ended (its output closed, or a zombie
+// not reaped yet) or is stopped.
+func (s *service) alive() error {
+	select {
+	case <-s.done:
+		return fmt.Errorf("the service ended: %v", s.cmd.Wait())
+	default:
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return err
+	}
+	if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && bytes.IndexByte([]byte("ZXTt"), b[i+2]) >= 0 {
+		return fmt.Errorf("the service is in state %c", b[i+2])
+	}
+	return nil
 }
 
 func (s *service) snapshot() []string {
@@ -306,5 +326,94 @@ func TestRecordAttachLiveSignals(t *testing.T) {
 	t.Logf("%d signals sent, %d received", n, got)
 	if got != n {
 		t.Errorf("the service received %d of the %d signals sent", got, n)
+	}
+}
+
+// killCycles is how many times TestRecordAttachLiveKilled kills record
+// during an attach (FAULTLINE_KILL_CYCLES overrides).
+func killCycles() int {
+	if n, err := strconv.Atoi(os.Getenv("FAULTLINE_KILL_CYCLES")); err == nil && n > 0 {
+		return n
+	}
+	return 20
+}
+
+// TestRecordAttachLiveKilled starts record --attach inject on the
+// service in a child process and SIGKILLs it at a random moment 0-100 ms
+// after it says it is attaching (the injection: the thread's stop, the
+// shim's dlopen and attach), many times: the service lives on, printing
+// its lines; within a second of each kill it has no watcher thread and no
+// rings mapped (the shim gave up, or attached and detached at the pipe's
+// EOF); after all of them its throughput is back (at least 90% of
+// before: the machine is shared), a SIGUSR1 burst is counted once, and a
+// last record attaches in-process and records it exactly.
+func TestRecordAttachLiveKilled(t *testing.T) {
+	progs := requireInproc(t)
+	svc := startService(t, filepath.Join(progs, "attachsvc"), "2", "200000")
+	pid := svc.cmd.Process.Pid
+	dir := t.TempDir()
+	svc.next(t)
+	before := svc.next(t)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 41))
+	for i := 0; i < killCycles(); i++ {
+		delay := time.Duration(rng.IntN(100_000)) * time.Microsecond
+		out := filepath.Join(dir, fmt.Sprintf("killed%d.data", i))
+		cmd := exec.Command(os.Args[0], "record", "-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "5s", "-o", out)
+		cmd.Env = append(os.Environ(), "FAULTLINE_CLI_CHILD=1")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "attaching to") {
+		}
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		go io.Copy(io.Discard, stderr)
+		cmd.Wait()
+		time.Sleep(50 * time.Millisecond)
+		if err := svc.alive(); err != nil {
+			t.Fatalf("kill %d (%v after attaching): %v", i, delay, err)
+		}
+		clean := false
+		for deadline := time.Now().Add(time.Second); !clean && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+			clean = !bytes.Contains(maps, []byte("faultline-rings")) && !threadNamed(pid, "faultline-watch")
+		}
+		if !clean {
+			t.Errorf("kill %d (%v after attaching): rings or watcher left in the service a second later", i, delay)
+		}
+		t.Logf("kill %d at %v after attaching: the service runs on", i, delay)
+	}
+	svc.next(t)
+	after := svc.next(t)
+	t.Logf("calls/s before the kills %d, after %d (%.3f)", before.calls, after.calls, float64(after.calls)/float64(before.calls))
+	if float64(after.calls) < 0.9*float64(before.calls) {
+		t.Errorf("throughput after the kills %d calls/s, before %d", after.calls, before.calls)
+	}
+	out := filepath.Join(dir, "after.data")
+	go func() {
+		time.Sleep(400 * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGUSR1)
+	}()
+	code, stderr := runRecordMain("-p", strconv.Itoa(pid), "--attach", "inject", "--duration", "1s", "-o", out)
+	if code != ExitOK || !strings.Contains(stderr, "in-process") || strings.Contains(stderr, "cannot attach") {
+		t.Fatalf("the attach after the kills: exit %d, not in-process:\n%s", code, stderr)
+	}
+	svc.next(t)
+	last := svc.next(t)
+	if last.usr1 != after.usr1+1 || last.burst != after.burst+1 {
+		t.Errorf("the service counted %d signals and %d bursts, want %d and %d", last.usr1, last.burst, after.usr1+1, after.burst+1)
+	}
+	_, sizes, _ := callCounts(t, out)
+	var burst uint64
+	for _, n := range sizes[12345] {
+		burst += n
+	}
+	if burst != 1000 {
+		t.Errorf("%d mallocs of 12345 bytes recorded after the kills, the service made 1000", burst)
 	}
 }
