@@ -158,7 +158,7 @@ func memfdOf(name string, b []byte) (*os.File, error) {
 // The argument of faultline_attach_inject past inject.ArgHeader (struct
 // fl_inject in shim/csrc/attach.c).
 const (
-	argTracer   = 0  // int64: record's pid, whose exit the shim watches for
+	argTracer   = 0  // int64: record's pid, whose exit the shim watches for (0: not in its PID namespace)
 	argState    = 8  // uint32: 1 once prepared is set
 	argGo       = 12 // uint32: 1 attach, 2 give up
 	argPrepared = 16 // int64: the memfd | the pipe's write end << 32, or -errno
@@ -192,7 +192,9 @@ func attachProcess(pid int, path string, entry uint64, o shim.Options) (region *
 	if base != 0 {
 		spec.Entry = base + entry
 	}
-	binary.NativeEndian.PutUint64(spec.Arg[argTracer:], uint64(os.Getpid()))
+	if samePidNS(pid) {
+		binary.NativeEndian.PutUint64(spec.Arg[argTracer:], uint64(os.Getpid()))
+	}
 	runtime.LockOSThread()
 	in, err := t.Inject(spec)
 	runtime.UnlockOSThread()
@@ -232,7 +234,9 @@ func attachProcess(pid int, path string, entry uint64, o shim.Options) (region *
 		if _, err = in.Wait(attachWait, nil); err == nil {
 			var rc uint64
 			_, rc, err = in.Done()
-			if err == nil && int64(rc) < 0 {
+			if err == nil && int64(rc) == -int64(unix.ECANCELED) {
+				err = &inject.RefusedError{Reason: "its thread gave up waiting for record to take the rings (record too slow on a loaded machine?)"}
+			} else if err == nil && int64(rc) < 0 {
 				err = fmt.Errorf("the shim in the process could not attach: %v", unix.Errno(-int64(rc)))
 			}
 		}
@@ -247,6 +251,13 @@ func attachProcess(pid int, path string, entry uint64, o shim.Options) (region *
 		return nil, nil, err
 	}
 	return region, pipe, nil
+}
+
+// samePidNS reports whether pid is in record's PID namespace, where
+// record's pid means record.
+func samePidNS(pid int) bool {
+	var a, b unix.Stat_t
+	return unix.Stat("/proc/self/ns/pid", &a) == nil && unix.Stat("/proc/"+strconv.Itoa(pid)+"/ns/pid", &b) == nil && a.Ino == b.Ino && a.Dev == b.Dev
 }
 
 // takeRegion takes copies of the process's memfd and pipe write end

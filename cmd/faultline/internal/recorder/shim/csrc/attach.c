@@ -516,7 +516,7 @@ out:
  * writes tracer and go; the offsets are attach.go's). */
 struct fl_inject {
 	uint64_t page, page_len; /* the injection's page */
-	int64_t tracer;          /* record's pid */
+	int64_t tracer;          /* record's pid, or 0: not in our namespace */
 	uint32_t state;          /* 1: prepared is set */
 	uint32_t go;             /* record: 1 attach, 2 give up */
 	int64_t prepared;        /* faultline_attach_prepare's result */
@@ -525,13 +525,13 @@ struct fl_inject {
 /* The previous injection's page: its thread left it long ago. */
 static uint64_t prev_page, prev_page_len;
 
-/* tracer_gone waits up to 1 ms for record's exit (pidfd readable), and
- * reports it. */
-static int tracer_gone(int pidfd, pid_t pid)
+/* tracer_gone waits up to 1 ms, for record's exit when its pidfd is
+ * known, and reports that exit. */
+static int tracer_gone(int pidfd)
 {
 	if (pidfd < 0 || pidfd >= FD_SETSIZE) {
 		pause_us(1000);
-		return kill(pid, 0) != 0 && errno == ESRCH;
+		return 0;
 	}
 	fd_set r;
 	FD_ZERO(&r);
@@ -542,8 +542,10 @@ static int tracer_gone(int pidfd, pid_t pid)
 
 /* faultline_attach_inject is what the injected thread calls: it makes
  * the memfd and the pipe (faultline_attach_prepare) and waits, at most
- * 10 s, for record to take them and say go; then it attaches. Record
- * gone first, or giving up, it closes them and returns -ECANCELED. */
+ * 5 s, for record to take them and say go; then it attaches. Record
+ * gone first (seen at once through a pidfd of tracer, record's pid when
+ * it is in this process's PID namespace, else at the 5 s), or giving up,
+ * it closes them and returns -ECANCELED. */
 EXPORT long faultline_attach_inject(struct fl_inject *in)
 {
 	if (prev_page && prev_page != in->page)
@@ -556,14 +558,13 @@ EXPORT long faultline_attach_inject(struct fl_inject *in)
 	if (r < 0)
 		return r;
 	int memfd = (int)(r & 0xffffffff), wfd = (int)(r >> 32);
-	int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)in->tracer, 0);
+	int pidfd = in->tracer > 0 ? (int)syscall(SYS_pidfd_open, (pid_t)in->tracer, 0) : -1;
 	uint32_t go = 0;
-	if (pidfd >= 0 || errno != ESRCH)
-		for (int i = 0; i < 10000; i++) {
-			go = __atomic_load_n(&in->go, __ATOMIC_ACQUIRE);
-			if (go || tracer_gone(pidfd, (pid_t)in->tracer))
-				break;
-		}
+	for (int i = 0; i < 5000; i++) {
+		go = __atomic_load_n(&in->go, __ATOMIC_ACQUIRE);
+		if (go || tracer_gone(pidfd))
+			break;
+	}
 	if (pidfd >= 0)
 		close(pidfd);
 	if (go != 1) {
