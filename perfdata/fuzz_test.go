@@ -46,6 +46,12 @@ func FuzzReader(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(packed)
+	// Stack-delta samples (packed_stack_test.go's), stored plain.
+	deltas, err := os.ReadFile(writeStackTest(f, stackTestSamples(6, 2), true, false, 3))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(deltas)
 
 	f.Fuzz(func(t *testing.T, p []byte) {
 		for _, order := range []Order{TimeOrder, FileOrder} {

@@ -71,13 +71,16 @@ func layoutOf(attr *Attr, f *TraceFormat) *packedLayout {
 	return l
 }
 
-// isPacked reports whether ev's samples are packed samples, deciding
-// once its format is known.
+// isPacked reports whether ev's samples are packed or stack-delta
+// samples, deciding once its format is known.
 func (r *Reader) isPacked(ev *Event) bool {
 	if ev.packed == 0 && ev.Format != nil {
 		ev.packed = -1
-		if isPackedEvent(ev) {
+		switch {
+		case isPackedEvent(ev):
 			ev.packed = 1
+		case isStackDeltaEvent(ev):
+			ev.packed = 2
 		}
 	}
 	return ev.packed > 0

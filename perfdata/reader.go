@@ -74,8 +74,8 @@ type Event struct {
 
 	named bool // Name came from the file, not synthesized
 
-	// packed: 1 if this is schema.PackedEvent (its samples are expanded),
-	// -1 if not, 0 until its format is known. packing, layout: how samples
+	// packed: 1 if this is schema.PackedEvent, 2 if schema.StackDeltaEvent
+	// (either's samples are expanded), -1 if neither, 0 until its format is known. packing, layout: how samples
 	// of this event are packed (packedLayout).
 	packed, packing int8
 	layout          *packedLayout
@@ -134,9 +134,10 @@ type Stats struct {
 	QueueFlushes uint64
 	QueuePeak    uint64 // most bytes the time-order queue held: at most Options.QueueSize and one record
 	BadRecords   uint64 // records whose contents did not parse (delivered as *Raw)
-	// Packed counts packed samples (schema.PackedEvent), Unpacked the
-	// samples they held: each packed sample is delivered as those, which
-	// Samples and Records count (perf counts the packed ones).
+	// Packed counts packed and stack-delta samples (schema.PackedEvent,
+	// schema.StackDeltaEvent), Unpacked the samples they held: each is
+	// delivered as those, which Samples and Records count (perf counts
+	// the packed ones).
 	Packed, Unpacked uint64
 	FirstSample      uint64 // time of the first and last sample delivered (0 without PERF_SAMPLE_TIME)
 	LastSample       uint64
@@ -240,6 +241,9 @@ type Reader struct {
 	// expanded, packFields the fields of all packable events so far.
 	packPrev   []uint64
 	packFields int
+	// deltas holds each thread's previous sample a stack-delta sample
+	// stood for.
+	deltas deltaState
 }
 
 // idLookup finds the event a record's id names.
@@ -821,7 +825,11 @@ func (r *Reader) Next() bool {
 		}
 		if typ == RecordSample {
 			if ev := r.sampleEvent(rec.data[8:]); ev != nil && r.isPacked(ev) {
-				r.expandPacked(ev, rec)
+				if ev.packed == 2 {
+					r.expandStackDelta(ev, rec)
+				} else {
+					r.expandPacked(ev, rec)
+				}
 				if rec.ch != nil {
 					r.src.arena.release(rec.ch)
 				} else {

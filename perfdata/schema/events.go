@@ -73,3 +73,20 @@ func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
 // kernel pads it. The events so packed have sample type IDENTIFIER, TID,
 // TIME, RAW and fields of 1, 2, 4 or 8 bytes laid out without gaps.
 const PackedEvent = "packed"
+
+// StackDeltaEvent names faultline record's event faultline:stackdelta:
+// one sample stands for one sample of another event that ends in a copy
+// of a thread's stack (REGS_USER, STACK_USER), with the runs of bytes it
+// shares with the previous sample of the same thread that a stack-delta
+// sample stood for left out (perfdata's StackDeltas writes it, its Reader
+// puts the bytes back). Its raw payload after the common fields: u32
+// count, a __data_loc u32[] copies field (count triples at, from, n, by
+// ascending at) and a __data_loc u8[] sample field. The sample it stands
+// for, after its 8-byte header (whose type and misc are the stack-delta
+// sample's, whose size is the sample's), is built by taking sample's
+// bytes in order and, when the built part is at bytes long, putting in
+// the n bytes at offset from of the previous sample (after its header)
+// the thread's stack-delta samples stood for, for each copy in turn.
+// Writer and reader keep the previous samples of at most 64 threads: a
+// sample of another thread makes both forget them all.
+const StackDeltaEvent = "stackdelta"

@@ -384,6 +384,8 @@ func (ip *inproc) events(l *specList) {
 	ip.packEvent(l, tp(next, shimSampleType, 1))
 	next++
 	if s.cfg.StackSize > 0 {
+		ip.deltaEvent(l, tp(next, shimSampleType, 1))
+		next++
 		ip.stackEvents(l)
 	}
 	if ip.sys != nil {
@@ -1040,7 +1042,6 @@ type owner struct{ pid, tid uint32 }
 // writeShim writes one shim record as a sample (two for a sampled entry);
 // short: an entry written without its top words (shortEntry).
 func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) {
-	s := ip.s
 	ip.seen(rec.Time, rec.Time)
 	var sp *spec
 	switch rec.Kind {
@@ -1107,9 +1108,13 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
 			b2 = append(b2, raw...)     // copied before anything else is written
 			b2 = appendRegs(b2, regs)
+			lo := len(b2) + 8
 			b2 = appendStackUser(b2, stack)
+			dyn := int(ne.Uint64(b2[len(b2)-8:]))
 			*st.count++
-			if err := s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b2); err != nil {
+			// The copy starts at the stack pointer, REGS_USER's SP.
+			top := ne.Uint64(regs[16:]) + uint64(dyn)
+			if err := ip.writeStack(b2, lo, lo+dyn, top); err != nil {
 				return n, err
 			}
 			n += len(b2)

@@ -23,6 +23,10 @@ type packing struct {
 	pk   *perfdata.Packer
 	buf  []byte
 	vals []uint64 // a call's field values (packValues)
+	// delta is the stack-delta event, deltas its writer (nil when calls
+	// are written one by one or carry no stacks).
+	delta  *spec
+	deltas *perfdata.StackDeltas
 }
 
 // packEvent adds the packed event to l (nothing when calls are written
@@ -35,6 +39,34 @@ func (ip *inproc) packEvent(l *specList, attr perfdata.Attr) {
 	sp.format = perfdata.PackedFormat(attr.Config)
 	l.add(sp)
 	ip.packing.spec = sp
+}
+
+// deltaEvent adds the stack-delta event to l (nothing when calls are
+// written one by one).
+func (ip *inproc) deltaEvent(l *specList, attr perfdata.Attr) {
+	if ip.perCall {
+		return
+	}
+	sp := &spec{name: schema.System + ":" + schema.StackDeltaEvent, kind: kindRange, synthetic: true, attr: attr}
+	sp.format = perfdata.StackDeltaFormat(attr.Config)
+	l.add(sp)
+	ip.packing.delta = sp
+}
+
+// writeStack writes a stack sample's body b, whose stack copy is
+// b[lo:hi] and ends at address top: as a stack-delta sample, or as it is
+// when calls are written one by one.
+func (ip *inproc) writeStack(b []byte, lo, hi int, top uint64) error {
+	p := &ip.packing
+	if p.delta == nil {
+		return ip.s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+	}
+	if p.deltas == nil {
+		p.deltas = perfdata.NewStackDeltas(p.delta.synthID, uint16(p.delta.attr.Config))
+	}
+	err := p.deltas.Add(ip.s.w, perfdata.MiscUser, b, lo, hi, top)
+	*p.delta.count = p.deltas.Written()
+	return err
 }
 
 // packer returns the Packer, made at the first drain (the events' sample
