@@ -1,6 +1,7 @@
 package perfdata
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -191,6 +192,11 @@ func appendCopies(cs []deltaCopy, a, b []byte) []deltaCopy {
 	eq := func(i int) bool { return le.Uint64(a[len(a)-i-8:]) == le.Uint64(b[len(b)-i-8:]) }
 	for i := 0; i+8 <= k && len(cs) < deltaMaxCopies; {
 		j := i
+		// Whole blocks first (bytes.Equal compares them many bytes at a
+		// time), then words.
+		for j+64 <= k && bytes.Equal(a[len(a)-j-64:len(a)-j], b[len(b)-j-64:len(b)-j]) {
+			j += 64
+		}
 		for j+8 <= k && eq(j) {
 			j += 8
 		}

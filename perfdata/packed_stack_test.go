@@ -250,34 +250,52 @@ func TestStackDeltaAllocsDoNotGrow(t *testing.T) {
 	if b > 2*a+50 {
 		t.Errorf("reading stack-delta samples: %.0f allocations for 300 samples, %.0f for 3000", a, b)
 	}
-	f, _ := perftest.Create(t, "bench.data")
+	add := stackDeltaSetup(t)
+	i := 0
+	if allocs := testing.AllocsPerRun(2000, func() { add(i); i++ }); allocs > 0 {
+		t.Errorf("StackDeltas.Add: %v allocations per sample", allocs)
+	}
+}
+
+// stackDeltaSetup returns a function that adds the i-th of 400 stack
+// samples of two threads to a StackDeltas writing to a file, after adding
+// each once.
+func stackDeltaSetup(tb testing.TB) func(i int) {
+	f, _ := perftest.Create(tb, "bench.data")
 	w, err := NewWriter(f, []WriterEvent{{Name: "x", IDs: []uint64{1}, Attr: Attr{Type: TypeSoftware, SampleType: packedType}}}, &WriterOptions{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	sd := NewStackDeltas(stackTestDeltaID, stackTestDeltaType)
-	samples := stackTestSamples(400, 2)
 	type sb struct {
 		body   []byte
 		lo, hi int
 		top    uint64
 	}
 	var bodies []sb
-	for _, s := range samples {
+	for _, s := range stackTestSamples(400, 2) {
 		body, lo, hi := stackTestBody(s, 4242)
 		bodies = append(bodies, sb{body, lo, hi, s.sp + uint64(len(s.stack))})
 	}
 	add := func(i int) {
 		s := bodies[i%len(bodies)]
 		if err := sd.Add(w, MiscUser, s.body, s.lo, s.hi, s.top); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	for i := range bodies {
 		add(i)
 	}
-	i := 0
-	if allocs := testing.AllocsPerRun(2000, func() { add(i); i++ }); allocs > 0 {
-		t.Errorf("StackDeltas.Add: %v allocations per sample", allocs)
+	return add
+}
+
+// BenchmarkStackDeltasAdd: what writing a stack sample of about 6 KiB as
+// a stack delta costs (uncompressed, to a file).
+func BenchmarkStackDeltasAdd(b *testing.B) {
+	add := stackDeltaSetup(b)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		add(i)
 	}
 }
