@@ -6,7 +6,8 @@
 # testdata/record/src/containers.cpp (cxx) into DIR, then runs, RUNS times
 # (default 5), interleaved: for each family the linked and the preloaded
 # program and the glibc build under record, then heaptrack on the first
-# two. Prints the medians of the wall times and their ratios.
+# two, the families in an order that turns from run to run. Prints the
+# medians of the wall times and their ratios.
 #
 #   testdata/record/families-bench.sh FAULTLINE DIR [RUNS]
 #
@@ -26,9 +27,13 @@ done
 cd "$DIR"
 t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1; e=$(date +%s.%N); echo "$e - $s" | bc; }
 declare -A T
+fams=(je tc mi)
 for run in $(seq "$RUNS"); do
+	# The families' order turns with each run: the first recording after
+	# heaptrack's runs is the slowest of a run, whichever program it is.
+	order="${fams[*]:run%3} ${fams[*]:0:run%3}"
 	for p in c cxx; do
-		for f in je tc mi; do
+		for f in $order; do
 			T[$p-$f-linked-rec]+=" $(t "$FL" record -q -o o.data -- ./$p-$f)"
 			T[$p-$f-preload-rec]+=" $(t env LD_PRELOAD=${pre[$f]} "$FL" record -q -o o.data -- ./$p-glibc)"
 			T[$p-glibc-rec]+=" $(t "$FL" record -q -o o.data -- ./$p-glibc)"

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,6 +125,7 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 					}
 					got := siteCounts(t, in)
 					compareSites(t, mode, ref, got)
+					checkFreesOnce(t, mode, stderr, got)
 				}
 				// As a user (no root, no tracefs), the linked program.
 				if os.Geteuid() == 0 {
@@ -171,6 +173,30 @@ func compareSites(t *testing.T, mode string, refs [2]map[string][2]int64, got ma
 		}
 		t.Logf("%s: %s: allocations %d / %d, faults %d / %d (in-process / uprobes)", mode, site, g[0], r[0], g[1], r[1])
 	}
+}
+
+// checkFreesOnce: each free is recorded once, also where the allocator's
+// free entry points call one another through its PLT (mimalloc's operator
+// delete calls mi_free: each delete was recorded twice). The programs
+// free what they allocate, so the frees record's event table counts are
+// at most the allocations analyze counts, and a few frees of memory the
+// C library allocated for itself.
+func checkFreesOnce(t *testing.T, mode, stderr string, sites map[string][2]int64) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^\s+faultline:free\s+(\d+)`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Errorf("%s: no faultline:free line in record's event table:\n%s", mode, stderr)
+		return
+	}
+	frees, _ := strconv.ParseInt(m[1], 10, 64)
+	var allocs int64
+	for _, c := range sites {
+		allocs += c[0]
+	}
+	if frees > allocs+allocs/100+100 {
+		t.Errorf("%s: %d frees recorded for %d allocations", mode, frees, allocs)
+	}
+	t.Logf("%s: %d frees recorded, %d allocations", mode, frees, allocs)
 }
 
 // TestRecordInprocLiveNoFamilySymbols: a glibc program that looks up

@@ -98,12 +98,21 @@ HIDDEN uint64_t fl_ep(uint64_t a0, uint64_t a1, uint64_t a2, uint64_t a3,
 			return 0;
 		if (unlikely(!f))
 			return 0;
+		/* An allocator's free entry points may call one another
+		 * through its PLT (mimalloc's operator delete calls mi_free):
+		 * the free of the pointer being passed on is recorded once. */
+		if (unlikely(a0 == ts.freeing))
+			return f(a0, a1, a2, a3);
 		struct fl_ring *r = ring();
 		if (r) {
 			write_free(r, (void *)f, (void *)a0);
 			done();
 		}
-		return f(a0, a1, a2, a3);
+		uint64_t outer = ts.freeing;
+		ts.freeing = a0;
+		uint64_t ret = f(a0, a1, a2, a3);
+		ts.freeing = outer;
+		return ret;
 	}
 	if (unlikely(!f))
 		return unresolved(e, a);

@@ -206,6 +206,8 @@ struct tstate {
 	uint64_t pop_end; /* ring data populated below this head; ~0: all */
 	uint32_t calls;   /* FL_CALL calls between entry and return: the ring
 			   * stays busy until the last of them commits */
+	uint64_t freeing; /* the pointer a recorded free is passing on to the
+			   * allocator (family.c) */
 };
 extern __thread struct tstate ts __attribute__((tls_model("initial-exec")));
 
