@@ -15,6 +15,7 @@ shift 2
 mount --make-rprivate /
 mount -t tmpfs tmpfs "$R"
 mkdir -p "$R/srv" "$R/proc" "$R/old" "$R/tmp"
+chmod 1777 "$R/tmp" # as a container image's /tmp
 cp "$B" "$R/srv/"
 for l in $(ldd "$B" | grep -o '/[^ ]*'); do
 	cp --parents -L "$l" "$R"

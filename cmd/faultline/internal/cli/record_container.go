@@ -11,7 +11,8 @@ import (
 // namespace of its own), how its pids and files are seen: the recording
 // names it by the host's pid, and its binaries are read through
 // /proc/PID/root (uprobes on the container's libc, build IDs and the
-// build-id cache from the files it mapped).
+// build-id cache from the files it mapped; in-process, the shim's copy
+// is written into its root).
 func (r *recorder) noteNamespaces(pid int) {
 	ns, err := rec.ProcessNamespaces(pid)
 	if err != nil || !ns.Contained() {

@@ -154,20 +154,37 @@ func sourceLine(t *testing.T, src, text string) int {
 // file:line — the lines of their malloc calls in service.c — from the
 // binary record read through /proc/PID/root into the build-id cache; the
 // big allocations take the faults, 64 pages and the chunk header's each.
+// Both ways of reaching it: the shim injected (its copy written into the
+// container's /tmp and gone once attached) and uprobes.
 func TestRecordLiveContainerFromHost(t *testing.T) {
 	requireLiveRecord(t)
 	progs := buildRecordPrograms(t)
+	for _, attach := range []string{attachInject, attachUprobe} {
+		t.Run(attach, func(t *testing.T) { testRecordContainerFromHost(t, progs, attach) })
+	}
+}
+
+func testRecordContainerFromHost(t *testing.T, progs, attach string) {
 	c := startContainer(t, filepath.Join(progs, "service"), "2", "20000", "1000")
 	if _, err := os.Stat("/srv/service"); err == nil {
 		t.Fatal("the host has a /srv/service: the test needs a path only the container has")
 	}
 
 	out := filepath.Join(t.TempDir(), "ctr.data")
-	code, stderr := runRecordMain("-o", out, "-p", strconv.Itoa(c.pid), "--duration", "2s")
+	code, stderr := runRecordMain("-o", out, "-p", strconv.Itoa(c.pid), "--attach", attach, "--duration", "2s")
 	if code != ExitOK {
 		t.Fatalf("record: exit %d\n%s", code, stderr)
 	}
 	t.Logf("record:\n%s", stderr)
+	if attach == attachInject {
+		if strings.Contains(stderr, "cannot attach in-process") || !strings.Contains(stderr, "in-process") {
+			t.Errorf("record --attach inject did not attach in-process")
+		}
+		left, err := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/libfaultline-shim*", c.pid))
+		if err != nil || len(left) > 0 {
+			t.Errorf("the shim's copy left in the container's /tmp: %v %v", left, err)
+		}
+	}
 	if want := fmt.Sprintf("process %d is pid 1 in its own PID namespace", c.pid); !strings.Contains(stderr, want) {
 		t.Errorf("record did not say %q", want)
 	}
@@ -177,12 +194,16 @@ func TestRecordLiveContainerFromHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	pids := map[uint32]uint64{}
+	shimTids := map[uint32]bool{} // the threads the shim's records name
 	mapsService := false
 	for rd.Next() {
 		switch rec := rd.Record().(type) {
 		case *perfdata.Sample:
 			if rec.Event != nil && !strings.HasPrefix(rec.Event.Name, "faultline:") {
 				pids[rec.Pid]++
+			}
+			if rec.Event != nil && strings.HasPrefix(rec.Event.Name, "faultline:malloc") {
+				shimTids[rec.Tid] = true
 			}
 		case *perfdata.Mmap:
 			mapsService = mapsService || (int(rec.Pid) == c.pid && rec.Filename == "/srv/service")
@@ -194,6 +215,16 @@ func TestRecordLiveContainerFromHost(t *testing.T) {
 	}
 	if !mapsService {
 		t.Errorf("no mapping of /srv/service by pid %d", c.pid)
+	}
+	// The service's threads live on: each tid named is one of its tasks
+	// on the host (the shim writes the container's ids, record the host's).
+	for tid := range shimTids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", c.pid, tid)); err != nil {
+			t.Errorf("a malloc sample names thread %d, not a thread of %d on the host: %v", tid, c.pid, err)
+		}
+	}
+	if attach == attachInject && len(shimTids) < 2 {
+		t.Errorf("malloc samples of %d threads, want the service's 2 workers", len(shimTids))
 	}
 
 	sites := summarySites(t, out)

@@ -197,6 +197,9 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		}
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}
+	if o.pid > 0 {
+		r.noteNamespaces(o.pid) // once attached: a refusal records with uprobes, which say it
+	}
 	if err := out.Commit(); err != nil {
 		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("record: %v", err)}
 	}

@@ -102,22 +102,36 @@ func (o *AttachSource) start(s *session) (source, error) {
 	if err != nil {
 		return nil, err
 	}
-	copySrc, err := memfdOf("faultline-shim", obj)
-	if err != nil {
+	var shimCopy *shimCopy
+	if sharesRoot(cfg.Pid) {
+		copySrc, err := memfdOf("faultline-shim", obj)
+		if err != nil {
+			return nil, err
+		}
+		shimCopy = publicShim("/proc/self/fd/" + strconv.Itoa(int(copySrc.Fd())))
+		copySrc.Close()
+		if shimCopy == nil {
+			return nil, errors.New("no temporary directory every user can reach and map executables from, to copy the shim to")
+		}
+	} else if shimCopy, err = rootShim(cfg.Pid, obj); err != nil {
 		return nil, err
 	}
-	shimCopy := publicShim("/proc/self/fd/" + strconv.Itoa(int(copySrc.Fd())))
-	copySrc.Close()
-	if shimCopy == nil {
-		return nil, errors.New("no temporary directory every user can reach and map executables from, to copy the shim to")
-	}
-	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, entry, o.regionOptions(cfg))
-	if err != nil {
+	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, obj, entry, o.regionOptions(cfg))
+	inRoot := shimCopy.at != nil
+	if err != nil || inRoot {
+		// The process maps the copy in its root: its name goes now.
 		shimCopy.remove()
+	}
+	if err != nil {
 		return nil, err
+	}
+	if ns, err := ProcessNamespaces(cfg.Pid); err == nil && len(ns.NSpid) > 1 {
+		region.SetHostIDs(hostThreadIDs(cfg.Pid, ns.NSpid[len(ns.NSpid)-1]))
 	}
 	ip := newInproc(s, region, &o.InProcessSource)
-	ip.shimCopy = shimCopy
+	if !inRoot {
+		ip.shimCopy = shimCopy
+	}
 	return &attached{inproc: ip, pipe: pipe}, nil
 }
 
@@ -172,19 +186,19 @@ const (
 	attachWait  = 5 * time.Second
 )
 
-// attachProcess loads the shim copy at path into pid (unless a shim of
+// attachProcess loads the shim copy at path (pid's path, of obj's bytes) into pid (unless a shim of
 // the same bytes is loaded there already, dormant from an earlier attach)
 // and attaches it to a region of o: it returns the region and the pipe's
 // write end. The injected thread runs the calls on its own (inject.Inject):
 // record, killed at any point after the thread's release, leaves the
 // process running, the shim given up (it sees record exit) or detached
 // (the pipe's EOF).
-func attachProcess(pid int, path string, entry uint64, o shim.Options) (region *shim.Region, pipe *os.File, err error) {
+func attachProcess(pid int, path string, obj []byte, entry uint64, o shim.Options) (region *shim.Region, pipe *os.File, err error) {
 	t, err := inject.Examine(pid)
 	if err != nil {
 		return nil, nil, err
 	}
-	base, err := loadedShim(pid, path)
+	base, err := loadedShim(pid, path, obj)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -288,10 +302,10 @@ func takeRegion(pid, memfd, wfd int, o shim.Options) (*shim.Region, *os.File, er
 
 // loadedShim returns the load address of the shim in pid: the copy at
 // path, or one an earlier attach loaded (its copy removed since) if it
-// has the same bytes; 0 when none is loaded. A shim of other bytes (an
+// has obj's bytes; 0 when none is loaded. A shim of other bytes (an
 // earlier faultline's) is refused: two would both redirect the
 // allocator.
-func loadedShim(pid int, path string) (uint64, error) {
+func loadedShim(pid int, path string, obj []byte) (uint64, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
 	if err != nil {
 		return 0, err
@@ -305,12 +319,11 @@ func loadedShim(pid int, path string) (uint64, error) {
 		if p == path {
 			return parseLo(fs[0]), nil
 		}
-		if !strings.Contains(p, "/faultline-shim-") || !strings.HasPrefix(filepath.Base(p), "libfaultline-shim") {
+		if !strings.HasPrefix(filepath.Base(p), "libfaultline-shim") {
 			continue
 		}
-		have, rerr := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/map_files/" + fs[0])
-		want, werr := os.ReadFile(path)
-		if rerr != nil || werr != nil || !bytes.Equal(have, want) {
+		have, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/map_files/" + fs[0])
+		if err != nil || !bytes.Equal(have, obj) {
 			return 0, &inject.RefusedError{Reason: "another build of faultline's shim is loaded in it (an earlier faultline attached): restart it to attach with this one"}
 		}
 		return parseLo(fs[0]), nil

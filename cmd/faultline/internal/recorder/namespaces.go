@@ -25,20 +25,9 @@ type Namespaces struct {
 // ProcessNamespaces reads pid's namespaces from /proc.
 func ProcessNamespaces(pid int) (Namespaces, error) {
 	var ns Namespaces
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
+	var err error
+	if ns.NSpid, err = readNSpid(fmt.Sprintf("/proc/%d/status", pid)); err != nil {
 		return ns, err
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
-			for _, f := range strings.Fields(rest) {
-				n, err := strconv.Atoi(f)
-				if err != nil {
-					return ns, fmt.Errorf("/proc/%d/status: bad NSpid line %q", pid, line)
-				}
-				ns.NSpid = append(ns.NSpid, n)
-			}
-		}
 	}
 	self, err1 := os.Readlink("/proc/self/ns/mnt")
 	theirs, err2 := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
@@ -46,5 +35,51 @@ func ProcessNamespaces(pid int) (Namespaces, error) {
 	return ns, nil
 }
 
+// readNSpid reads the NSpid line of the /proc status file at path.
+func readNSpid(path string) ([]int, error) {
+	status, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			for _, f := range strings.Fields(rest) {
+				n, err := strconv.Atoi(f)
+				if err != nil {
+					return nil, fmt.Errorf("%s: bad NSpid line %q", path, line)
+				}
+				ids = append(ids, n)
+			}
+		}
+	}
+	return ids, nil
+}
+
 // Contained reports whether the process sees other pids or another root.
 func (ns Namespaces) Contained() bool { return len(ns.NSpid) > 1 || ns.OwnMount }
+
+// hostThreadIDs returns a translation, for Region.SetHostIDs, of the ids
+// process pid's threads see in its innermost PID namespace (nspid, the
+// process's there) into record's: the thread whose NSpid line in
+// /proc/PID/task/TID/status ends with the id. A thread gone already is
+// not translated.
+func hostThreadIDs(pid, nspid int) func(p, t uint32) (uint32, uint32, bool) {
+	return func(p, t uint32) (uint32, uint32, bool) {
+		if int(p) != nspid {
+			return 0, 0, false
+		}
+		dir := fmt.Sprintf("/proc/%d/task", pid)
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return 0, 0, false
+		}
+		for _, e := range ents {
+			ids, err := readNSpid(dir + "/" + e.Name() + "/status")
+			if err == nil && len(ids) > 1 && ids[len(ids)-1] == int(t) {
+				return uint32(pid), uint32(ids[0]), true
+			}
+		}
+		return 0, 0, false
+	}
+}

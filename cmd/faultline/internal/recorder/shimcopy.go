@@ -18,11 +18,13 @@ import (
 // unreachable to other users, so such a child runs unrecorded, silently,
 // and the recorder names it: schema.PreloadCheck).
 
-// shimCopy is a copy of the shim object in a directory of its own.
+// shimCopy is a copy of the shim object: publicShim's in a directory
+// of its own, or rootShim's in a directory of a process's root.
 type shimCopy struct {
 	dir  string
-	path string
+	path string   // as the process that loads it sees it
 	lock *os.File // flock'ed while the copy is in use (removeStaleShims)
+	at   *os.File // rootShim's: the directory that holds the copy
 }
 
 // shimDirPattern names the copies' directories.
@@ -111,6 +113,12 @@ func copyShimTo(base, src string) *shimCopy {
 // remove removes the copy and its directory.
 func (c *shimCopy) remove() {
 	if c == nil {
+		return
+	}
+	if c.at != nil {
+		unix.Unlinkat(int(c.at.Fd()), filepath.Base(c.path), 0)
+		c.at.Close()
+		*c = shimCopy{} // a second remove removes nothing
 		return
 	}
 	if c.lock != nil {

@@ -45,6 +45,7 @@ type Region struct {
 	ringBytes  int
 	live       []*Ring
 	bySlot     map[int]*Ring
+	hostIDs    func(pid, tid uint32) (uint32, uint32, bool)
 	// Counters of the rings freed so far.
 	freedNested, freedWaits, freedClockReads, freedInterrupted uint64
 }
@@ -265,6 +266,13 @@ func (r *Region) Close() error {
 	return err
 }
 
+// SetHostIDs has Rings name each ring's thread by ids(pid, tid) where ok:
+// a program in a PID namespace of its own writes the ids it sees there,
+// and the recording names threads as record's namespace does.
+func (r *Region) SetHostIDs(ids func(pid, tid uint32) (hostPid, hostTid uint32, ok bool)) {
+	r.hostIDs = ids
+}
+
 // Rings returns the rings claimed so far (a thread claims one at its
 // first allocator call); the slice is reused by the next call.
 func (r *Region) Rings() []*Ring {
@@ -282,6 +290,11 @@ func (r *Region) Rings() []*Ring {
 		}
 		g.pid = atomic.LoadUint32(g.u32(offPid))
 		g.tid = atomic.LoadUint32(g.u32(offTid))
+		if r.hostIDs != nil {
+			if pid, tid, ok := r.hostIDs(g.pid, g.tid); ok {
+				g.pid, g.tid = pid, tid
+			}
+		}
 		r.bySlot[i] = g
 		r.live = append(r.live, g)
 	}
