@@ -171,14 +171,14 @@ func TestDebuglinkSparse(t *testing.T) {
 	}
 }
 
-// A small recording's budget (DWARFForInput of 1000 bytes: 64 KiB) leaves
-// a system library's separate debug file unread (libc's 8.5 MB), and
-// charges nothing for a program's own separate debug file: the program's
-// lines name its sites, whatever the recording's size.
+// A recording's budget too small for a system library's separate debug
+// file (64 KiB: libc's is 8.5 MB) leaves it unread, and charges nothing
+// for a program's own separate debug file: the program's lines name its
+// sites, whatever the recording's size.
 func TestDWARFBudgetSparesTheProgram(t *testing.T) {
 	l, _ := testSymfs(t)
 	small := func() *DWARFBudget {
-		return &DWARFBudget{Total: DWARFForInput(1000), Input: 1000}
+		return &DWARFBudget{Total: 64 << 10, Input: 1000}
 	}
 	l.DWARF = small()
 	libc, err := l.Open(libcPath, "")

@@ -43,15 +43,17 @@ const (
 // the recording being analyzed (DWARFForInput): inflating and indexing
 // DWARF costs about 12 ns a byte (ld.so's and libc's debug files here), so
 // that is under half a microsecond of CPU per input byte, a quarter of
-// what analysis may spend in all (2 s per MB). A recording too small for
-// a library's separate debug file has that library's frames named from its
-// symbol table, without lines (libc's 8 MB need a recording of 260 KB);
-// the program's own DWARF is not bounded by the recording (forFile).
+// what analysis may spend in all (2 s per MB). Past the budget, a system
+// library's frames are named from its symbol table, without lines; the
+// program's own DWARF is not bounded by the recording (forFile).
 const DWARFPerInputByte = 32
 
-// MinInputDWARF is the least DWARFForInput allows: a small program's own
-// debug info, whatever the recording's size.
-const MinInputDWARF = 64 << 10
+// MinInputDWARF is the least DWARFForInput allows, whatever the
+// recording's size: the C library's debug files (libc's 8.5 MB, ld.so's,
+// libm's), so that a small recording is named as fully as a large one and
+// as the same recording read from a pipe (whose size is not known, and
+// which gets the default bounds). About 0.3 s of CPU at the most.
+const MinInputDWARF = 24 << 20
 
 // DWARFForInput is the DWARF budget for analyzing a recording of n bytes.
 func DWARFForInput(n int64) int64 {
@@ -71,7 +73,7 @@ func DWARFForInput(n int64) int64 {
 const (
 	SymbolsPerInputByte = 16
 	SymbolOpenCost      = 64 << 10
-	MinInputSymbols     = 1 << 20
+	MinInputSymbols     = 4 << 20 // libc's .symtab and a few more; about 0.1 s
 )
 
 // SymbolsForInput is the symbol-table budget for a recording of n bytes.

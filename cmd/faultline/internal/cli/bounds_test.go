@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/perfdata/perftest"
+	"github.com/faultline/faultline/symbolize/binfile"
 )
 
 // TestMain lets tests run faultline in a child process (see runBounded):
@@ -158,12 +159,14 @@ func TestSymfsEscape(t *testing.T) {
 // fuzz corpus (FuzzReader's seeds: the first 8 KB of every recording in
 // testdata/perf, and the first 16 KB too), beyond what analyzing the
 // smallest one (escape.data, 360 bytes: the process's own start and end)
-// costs. roundbomb.data, 90 KB expanding to a GiB of FINISHED_ROUND
-// records, took 32 s when the reader went through all of them; a 16 KB
-// prefix of a -z recording took 0.1 s loading libc's debug info, and
-// manybins.data (105 KB naming 512 of the host's shared libraries; with
-// --allow-mismatch, so that the files found are used whatever their
-// identity) 0.3 s reading their symbol tables: the debug info and symbol
+// costs and what loading the least budget of debug info and symbols may
+// cost (the C library's lines for a recording of any size: a 16 KB
+// prefix of a -z recording takes 0.1 s loading libc's debug info).
+// roundbomb.data, 90 KB expanding to a GiB of FINISHED_ROUND records,
+// took 32 s when the reader went through all of them; manybins.data (105
+// KB naming 512 of the host's shared libraries; with --allow-mismatch, so
+// that the files found are used whatever their identity) 0.3 s reading
+// their symbol tables: past that least budget, the debug info and symbol
 // tables loaded are bounded by the input's size (binfile.DWARFForInput,
 // SymbolsForInput). CPU time on a shared machine varies: a file over the
 // bound is run twice more and its least CPU counts.
@@ -175,6 +178,12 @@ func TestAnalyzeCPUPerInputByte(t *testing.T) {
 		return r.cpu, r.code
 	}
 	base, _ := cpu(nil, perftest.Testdata(t, "crafted", "escape.data"))
+	// What the least budget lets any recording load, however small:
+	// MinInputDWARF of the system libraries' debug files (about 12 ns a
+	// byte to inflate and index) and MinInputSymbols of symbol tables
+	// (about 25 ns a byte), so that a small recording is named as fully
+	// as a large one (libc's lines: 8.5 MB of DWARF).
+	floor := time.Duration(binfile.MinInputDWARF*12 + binfile.MinInputSymbols*25)
 	type input struct {
 		path  string
 		extra []string
@@ -202,7 +211,7 @@ func TestAnalyzeCPUPerInputByte(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		allowed := base + time.Duration(float64(fi.Size())/1e6*2*float64(time.Second))
+		allowed := base + floor + time.Duration(float64(fi.Size())/1e6*2*float64(time.Second))
 		took, code := cpu(in.extra, in.path)
 		for i := 0; i < 2 && took > allowed; i++ {
 			again, _ := cpu(in.extra, in.path)
@@ -210,7 +219,7 @@ func TestAnalyzeCPUPerInputByte(t *testing.T) {
 		}
 		t.Logf("%s: %d bytes, exit %d, %v of CPU (allowed %v)", filepath.Base(in.path), fi.Size(), code, took, allowed)
 		if took > allowed {
-			t.Errorf("%s: %v of CPU for %d bytes, more than 2 s/MB past the %v a minimal run takes", filepath.Base(in.path), took, fi.Size(), base)
+			t.Errorf("%s: %v of CPU for %d bytes, more than 2 s/MB past the %v a minimal run takes and the %v the least budget allows", filepath.Base(in.path), took, fi.Size(), base, floor)
 		}
 	}
 }

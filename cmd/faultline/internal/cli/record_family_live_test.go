@@ -43,7 +43,7 @@ func siteCounts(t *testing.T, data string) map[string][2]int64 {
 // (the family's shim object), and compares each site's allocations and
 // faults with the uprobe method's recordings of the linked program (the
 // reference, two runs of uprobes on the allocator's own functions); as
-// root, the linked program is recorded as a user too. Allocations must be
+// root, both are recorded as a user too. Allocations must be
 // equal within 0.1%, faults within 0.5% (compareSites).
 //
 // Every run has the allocator's time-based release turned off
@@ -127,22 +127,32 @@ func TestRecordInprocLiveFamilies(t *testing.T) {
 					compareSites(t, mode, ref, got)
 					checkFreesOnce(t, mode, stderr, got)
 				}
-				// As a user (no root, no tracefs), the linked program.
+				// As a user (no root, no tracefs), the linked program and
+				// the glibc build with the allocator in LD_PRELOAD.
 				if os.Geteuid() == 0 {
 					if cred := userCred(); cred != nil {
-						dir, bins := userDir(t, buildFaultline(t), linked)
-						in := filepath.Join(dir, "user.data")
-						cmd := exec.Command(bins[0], "record", "-o", in, "--", bins[1])
-						cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "PERF_BUILDID_DIR=" + filepath.Join(dir, "cache")}, userEnv...)
-						cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-						out, err := cmd.CombinedOutput()
-						if err != nil {
-							t.Fatalf("record as a user: %v\n%s", err, out)
+						dir, bins := userDir(t, buildFaultline(t), linked, plain)
+						for _, mode := range []string{"linked", "preload"} {
+							in := filepath.Join(dir, "user-"+mode+".data")
+							env := append([]string{"PATH=/usr/bin:/bin", "HOME=" + dir, "PERF_BUILDID_DIR=" + filepath.Join(dir, "cache")}, userEnv...)
+							bin := bins[1]
+							if mode == "preload" {
+								bin = bins[2]
+								env = append(env, "LD_PRELOAD="+fam.preload)
+							}
+							cmd := exec.Command(bins[0], "record", "-o", in, "--", bin)
+							cmd.Env = env
+							cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+							out, err := cmd.CombinedOutput()
+							if err != nil {
+								t.Fatalf("record as a user, %s: %v\n%s", mode, err, out)
+							}
+							if !strings.Contains(string(out), "in-process: the calls of its allocator, "+fam.name) {
+								t.Errorf("as a user, %s: not in-process:\n%s", mode, out)
+							}
+							compareSites(t, "user "+mode, ref, siteCounts(t, in))
+							checkFreesOnce(t, "user "+mode, string(out), siteCounts(t, in))
 						}
-						if !strings.Contains(string(out), "in-process: the calls of its allocator, "+fam.name) {
-							t.Errorf("as a user: not in-process:\n%s", out)
-						}
-						compareSites(t, "user", ref, siteCounts(t, in))
 					}
 				}
 			})

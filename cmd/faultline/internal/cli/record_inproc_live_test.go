@@ -254,7 +254,10 @@ func recordBothWays(t *testing.T, argv ...string) (in, up string) {
 	if code, stderr := runRecordMain(append([]string{"-q", "--method", "inproc", "-o", in, "--"}, argv...)...); code != ExitOK {
 		t.Fatalf("in-process: exit %d\n%s", code, stderr)
 	}
-	if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "-o", up, "--"}, argv...)...); code != ExitOK {
+	// The reference's stacks (32 KiB each, copied by the kernel) get a
+	// ring four times the default, as the 8 KiB copies had, so that a
+	// loaded machine does not make it lose them.
+	if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "--stack-mmap-pages", "4096", "-o", up, "--"}, argv...)...); code != ExitOK {
 		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
 	}
 	return in, up

@@ -1163,7 +1163,8 @@ func TestRecordLiveFaultStacks(t *testing.T) {
 // and touches only what it uses), so most of sort's page faults must be
 // attributed to that buffer's allocation site. The buffer's size comes from
 // perf script (the largest size= of a faultline:malloc sample), independent
-// of faultline's decoder.
+// of faultline's decoder: record writes each call as a sample of its own
+// (--per-call-samples) for perf to read them.
 func TestRecordAnalyzeSortLive(t *testing.T) {
 	requireLiveRecord(t)
 	if _, err := exec.LookPath("sort"); err != nil {
@@ -1182,7 +1183,7 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	start := time.Now()
 	var stdout, stderr bytes.Buffer
 	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr}
-	if code := Main([]string{"record", "-q", "-o", data, "--", "sort", input, "-o", "/dev/null"}, env); code != ExitOK {
+	if code := Main([]string{"record", "-q", "--per-call-samples", "-o", data, "--", "sort", input, "-o", "/dev/null"}, env); code != ExitOK {
 		t.Fatalf("record: exit %d\n%s", code, stderr.String())
 	}
 	t.Logf("record took %v:\n%s", time.Since(start).Round(time.Millisecond), stderr.String())
@@ -1207,9 +1208,8 @@ func TestRecordAnalyzeSortLive(t *testing.T) {
 	}
 	var bufSize int64
 	// Either method's spelling: faultline_PID:malloc (uprobes), or
-	// faultline:malloc, malloc_short and malloc__call (in-process, where
-	// perf sees calls without a stack only packed, and a big one's entry
-	// in its stack sample, faultline:malloc/stack-big/).
+	// faultline:malloc, malloc_short and malloc__call (in-process), and a
+	// big one's entry in its stack sample, faultline:malloc/stack-big/.
 	sizeRE := regexp.MustCompile(`faultline(?:_\d+)?:malloc(?:_short|__call|/stack-big/)?:.*\bsize=(\d+)`)
 	for _, m := range sizeRE.FindAllStringSubmatch(string(script), -1) {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
