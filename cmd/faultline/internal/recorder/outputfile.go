@@ -133,7 +133,16 @@ func CreateOutput(name string, env OutputEnv) (*Output, error) {
 	f, err := os.CreateTemp(dir, tempPattern(name))
 	if err != nil {
 		p.Close()
-		return nil, setupError("cannot create the output in %s: %v", shown, err)
+		// The error names the directory by its descriptor's /proc path:
+		// say the directory's own name and the reason.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if abs, aerr := filepath.Abs(shown); aerr == nil {
+			shown = abs
+		}
+		return nil, setupError("cannot create the output in %s: %v (give -o a path in a directory you can write to)", shown, err)
 	}
 	// The lock lives as long as this process: a later run that can take
 	// it knows the file is a dead run's (RemoveStaleTemps).
