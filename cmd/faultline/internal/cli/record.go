@@ -33,7 +33,8 @@ report read too.
 
 How allocator calls are seen (--method):
 
-  inproc  the default for a CMD that can be preloaded: a small shim
+  inproc  the default for a CMD that can be preloaded, and for -p (the
+          shim injected, --attach): a small shim
           (embedded in faultline) is preloaded into CMD and writes every
           allocator call into a shared-memory ring per thread, with no trap
           into the kernel; record adds no probes. Events: faultline:malloc,
@@ -44,7 +45,8 @@ How allocator calls are seen (--method):
           analyze and faultline script expand (--per-call-samples: one
           sample a call).
   uprobe  a uprobe on every allocator entry and return: a trap per call.
-          Used for -p, -a, --libc, statically linked or setuid programs
+          Used for -a, --libc, -p --attach uprobe, -p of a process the
+          shim cannot be injected into, statically linked or setuid programs
           and ones that define malloc themselves (a statically linked
           jemalloc or tcmalloc too): record says why. A program whose
           malloc is jemalloc's, tcmalloc's or mimalloc's shared library
@@ -156,7 +158,8 @@ Example:
   faultline analyze sort.data -o faults.pb.gz
   go tool pprof -top faults.pb.gz
 
-  # a running server for 30 seconds (uprobes: as root)
+  # a running server for 30 seconds, the shim injected (as root; uprobes
+  # where it cannot be, or with --attach uprobe)
   sudo faultline record -p "$(pidof myserver)" --duration 30s
 
   # a profile per minute into a folder, and to Pyroscope, until Ctrl-C or
@@ -361,7 +364,7 @@ func parseRecordFlags(env *Env, args []string) (*recordOptions, error) {
 	fs.StringVar(&o.shimClock, "shim-clock", "auto", "in-process: how the shim stamps calls: `C` = tsc (the CPU's time-stamp counter, converted to CLOCK_MONOTONIC), monotonic (clock_gettime for every call), or auto (tsc where the kernel's clock is read from a constant-rate TSC)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a Go CPU profile of record itself to `FILE`")
 	fs.MarkHidden("cpuprofile")
-	fs.StringVar(&o.attach, "attach", attachUprobe, "with -p, how record reaches the running process: `A` = uprobe (a uprobe on every allocator call, a trap each), or inject (experimental: ptrace makes the process load the shim, which records in-process and is undone when record ends; where it cannot, record says why in one line and uses uprobes)")
+	fs.StringVar(&o.attach, "attach", attachInject, "with -p, how record reaches the running process: `A` = inject (ptrace makes the process load the shim, which records in-process, no trap per call, and is undone when record ends; where it cannot — a static program, ptrace denied, seccomp — record says why in one line and uses uprobes), or uprobe (a uprobe on every allocator call, a trap each)")
 	fs.StringVar(&o.method, "method", methodAuto, "how allocator calls are recorded: `M` = inproc (a shim preloaded into CMD: no trap per call), uprobe (a uprobe on every call: works for -p, -a and static or setuid programs, costs a trap per call), or auto (inproc where CMD can be preloaded)")
 	fs.BoolVar(&o.noBuildIDCache, "no-buildid-cache", false, "do not copy the recorded binaries into perf's build-id cache (~/.debug of the user who ran sudo, or $PERF_BUILDID_DIR), which lets analyze name frames after they are rebuilt or upgraded")
 	fs.IntVar(&o.buildIDCacheMax, "buildid-cache-max", defaultBuildIDCacheMax, "copy at most `MB` of binaries into the build-id cache per recording; the rest are skipped with a note")
@@ -475,7 +478,7 @@ func (r *recorder) record() error {
 		cmdPath = p
 	}
 	refused := false // --attach inject could not: record said why
-	if o.pid > 0 && o.attach == attachInject && o.method != methodUprobes {
+	if o.pid > 0 && o.attach == attachInject && o.method != methodUprobes && o.libc == "" {
 		done, err := r.recordAttached()
 		if done {
 			return err
@@ -486,8 +489,8 @@ func (r *recorder) record() error {
 	if err != nil {
 		return err
 	}
-	if refused {
-		why = ""
+	if refused || (o.pid > 0 && o.attach == attachUprobe) {
+		why = "" // said, or asked for
 	}
 	if method == methodInproc {
 		return r.recordInproc(cmdPath)

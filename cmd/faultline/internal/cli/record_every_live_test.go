@@ -133,14 +133,22 @@ func siteTotal(p *profile.Profile, typ, fn string) int64 {
 // within 1%; each alloc_big call (256 KiB, mmap'd: 64 pages and the
 // chunk header's) takes 65 faults; the ring of 4096-byte blocks (2
 // threads x 256 of 4112-byte chunks) is resident at every window's end.
+// Both ways of -p: in-process and uprobes.
 func TestRecordLiveEvery(t *testing.T) {
 	requireLiveRecord(t)
+	for _, way := range pidAttachWays {
+		t.Run(way, func(t *testing.T) { testRecordLiveEvery(t, way) })
+	}
+}
+
+func testRecordLiveEvery(t *testing.T, way string) {
 	cmd, lines := startCountingService(t, "2", "20000", "1")
 	dir := filepath.Join(t.TempDir(), "windows")
-	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--every", "1s", "--duration", "10s", "-o", dir)
+	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--attach", way, "--every", "1s", "--duration", "10s", "-o", dir)
 	if code != ExitOK || stderr != "" {
 		t.Fatalf("record: exit %d\n%s", code, stderr)
 	}
+	checkAttachedWay(t, cmd.Process.Pid, way)
 	var mono, real unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
 	unix.ClockGettime(unix.CLOCK_REALTIME, &real)
@@ -195,6 +203,24 @@ func TestRecordLiveEvery(t *testing.T) {
 
 func abs(n int64) int64 { return max(n, -n) }
 
+// pidAttachWays are -p's ways to reach a process, for the tests that
+// cover each: in-process (the default) and uprobes.
+var pidAttachWays = []string{attachInject, attachUprobe}
+
+// checkAttachedWay checks, after record -p --attach way, that process
+// pid was recorded that way: an attach leaves the shim loaded in it,
+// dormant (its maps name it); uprobes load nothing.
+func checkAttachedWay(t *testing.T, pid int, way string) {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loaded := bytes.Contains(maps, []byte("libfaultline-shim")); loaded != (way == attachInject) {
+		t.Errorf("--attach %s: the shim loaded in process %d: %v", way, pid, loaded)
+	}
+}
+
 // TestRecordLiveEveryPush pushes each window of a 3-second -p --every 1s
 // run to the in-process Pyroscope push server: three pushes, each the
 // bytes of the profile written into the folder beside, with the labels
@@ -209,6 +235,7 @@ func TestRecordLiveEveryPush(t *testing.T) {
 	if code != ExitOK || stderr != "" {
 		t.Fatalf("record: exit %d\n%s", code, stderr)
 	}
+	checkAttachedWay(t, cmd.Process.Pid, attachInject)
 	names, ps := windowProfiles(t, dir)
 	reqs := srv.Requests()
 	if len(ps) != 3 || len(reqs) != 3 {
@@ -235,9 +262,16 @@ func TestRecordLiveEveryPush(t *testing.T) {
 }
 
 // TestRecordLivePidExits: the -p process exiting ends the recording, with
-// the windows up to its exit and a line saying how to follow a restart.
+// the windows up to its exit and a line saying how to follow a restart;
+// both ways of -p.
 func TestRecordLivePidExits(t *testing.T) {
 	requireLiveRecord(t)
+	for _, way := range pidAttachWays {
+		t.Run(way, func(t *testing.T) { testRecordLivePidExits(t, way) })
+	}
+}
+
+func testRecordLivePidExits(t *testing.T, way string) {
 	cmd, _ := startCountingService(t, "1", "2000", "100")
 	go func() {
 		time.Sleep(2500 * time.Millisecond)
@@ -245,9 +279,12 @@ func TestRecordLivePidExits(t *testing.T) {
 	}()
 	dir := filepath.Join(t.TempDir(), "windows")
 	start := time.Now()
-	code, stderr := runRecordMain("-p", strconv.Itoa(cmd.Process.Pid), "--every", "1s", "-o", dir)
+	code, stderr := runRecordMain("-p", strconv.Itoa(cmd.Process.Pid), "--attach", way, "--every", "1s", "-o", dir)
 	if code != ExitOK {
 		t.Fatalf("record: exit %d\n%s", code, stderr)
+	}
+	if inproc := strings.Contains(stderr, "in-process:"); inproc != (way == attachInject) || strings.Contains(stderr, "cannot attach") {
+		t.Errorf("--attach %s: record's log:\n%s", way, stderr)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("record ran %v after the process exited at 2.5 s", d)

@@ -666,9 +666,15 @@ func TestRecordLiveNewlineLibc(t *testing.T) {
 
 // TestRecordLivePid records a running process (-p) for a short duration:
 // its existing mappings are synthesized (the binary and libc are named
-// without the process doing anything new).
+// without the process doing anything new); both ways of -p.
 func TestRecordLivePid(t *testing.T) {
 	requireLiveRecord(t)
+	for _, way := range pidAttachWays {
+		t.Run(way, func(t *testing.T) { testRecordLivePid(t, way) })
+	}
+}
+
+func testRecordLivePid(t *testing.T, way string) {
 	cmd := exec.Command("/bin/sleep", "30")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -685,10 +691,11 @@ func TestRecordLivePid(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	out := filepath.Join(t.TempDir(), "pid.data")
-	code, stderr := runRecordMain("-q", "-o", out, "-p", strconv.Itoa(cmd.Process.Pid), "--duration", "300ms")
+	code, stderr := runRecordMain("-q", "-o", out, "-p", strconv.Itoa(cmd.Process.Pid), "--attach", way, "--duration", "300ms")
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+	checkAttachedWay(t, cmd.Process.Pid, way)
 	rd, err := perfdata.Open(out, &perfdata.Options{Order: perfdata.FileOrder})
 	if err != nil {
 		t.Fatal(err)

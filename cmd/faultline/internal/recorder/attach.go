@@ -82,6 +82,10 @@ func environHas(pid int, prefix string) bool {
 type attached struct {
 	*inproc
 	pipe *os.File // the write end of the pipe the process's shim watches
+	// What attach injects: the shim object and its entry point's offset.
+	o     *AttachSource
+	obj   []byte
+	entry uint64
 }
 
 func (a *attached) close() {
@@ -102,37 +106,48 @@ func (o *AttachSource) start(s *session) (source, error) {
 	if err != nil {
 		return nil, err
 	}
+	return &attached{inproc: newInproc(s, nil, &o.InProcessSource), o: o, obj: obj, entry: entry}, nil
+}
+
+// attach injects the shim into the process and takes its rings. Record
+// calls it once the kernel's events of the process are open: the shim
+// records no call whose faults the events could miss.
+func (a *attached) attach() error {
+	cfg := a.s.cfg
 	var shimCopy *shimCopy
 	if sharesRoot(cfg.Pid) {
-		copySrc, err := memfdOf("faultline-shim", obj)
+		copySrc, err := memfdOf("faultline-shim", a.obj)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		shimCopy = publicShim("/proc/self/fd/" + strconv.Itoa(int(copySrc.Fd())))
 		copySrc.Close()
 		if shimCopy == nil {
-			return nil, errors.New("no temporary directory every user can reach and map executables from, to copy the shim to")
+			return errors.New("no temporary directory every user can reach and map executables from, to copy the shim to")
 		}
-	} else if shimCopy, err = rootShim(cfg.Pid, obj); err != nil {
-		return nil, err
+	} else {
+		var err error
+		if shimCopy, err = rootShim(cfg.Pid, a.obj); err != nil {
+			return err
+		}
 	}
-	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, obj, entry, o.regionOptions(cfg))
+	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, a.obj, a.entry, a.o.regionOptions(cfg))
 	inRoot := shimCopy.at != nil
 	if err != nil || inRoot {
 		// The process maps the copy in its root: its name goes now.
 		shimCopy.remove()
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if ns, err := ProcessNamespaces(cfg.Pid); err == nil && len(ns.NSpid) > 1 {
 		region.SetHostIDs(hostThreadIDs(cfg.Pid, ns.NSpid[len(ns.NSpid)-1]))
 	}
-	ip := newInproc(s, region, &o.InProcessSource)
+	a.region, a.pipe = region, pipe
 	if !inRoot {
-		ip.shimCopy = shimCopy
+		a.shimCopy = shimCopy
 	}
-	return &attached{inproc: ip, pipe: pipe}, nil
+	return nil
 }
 
 // attachEntry is the offset in the shim object of its attach entry

@@ -208,7 +208,9 @@ var inprocTraits = sourceTraits{method: "in-process", clock: true, writer: perfd
 func (ip *inproc) traits() sourceTraits { return ip.tr }
 
 func (ip *inproc) close() {
-	ip.region.Close()
+	if ip.region != nil { // nil: an attach that did not happen
+		ip.region.Close()
+	}
 	ip.shimCopy.remove()
 }
 

@@ -318,6 +318,11 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 			return nil, err
 		}
 	}
+	if a, ok := src.(*attached); ok {
+		if err := a.attach(); err != nil {
+			return nil, err
+		}
+	}
 	if err := rec.run(held); err != nil {
 		return rec.res, err
 	}
