@@ -313,13 +313,15 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		return nil, err
 	}
 	rec.w = w
-	if cfg.Pid > 0 || cfg.All {
-		if err := rec.synthesize(); err != nil {
+	if a, ok := src.(*attached); ok {
+		if err := a.attach(); err != nil {
 			return nil, err
 		}
 	}
-	if a, ok := src.(*attached); ok {
-		if err := a.attach(); err != nil {
+	if cfg.Pid > 0 || cfg.All {
+		// After the attach: from the events' first records to the shim's
+		// first calls is the attach's time alone.
+		if err := rec.synthesize(); err != nil {
 			return nil, err
 		}
 	}

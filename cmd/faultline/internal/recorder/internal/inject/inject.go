@@ -90,14 +90,19 @@ func Examine(pid int) (*Target, error) {
 			return nil, err
 		}
 	}
-	if libc == nil {
-		exe, err := openELF("/proc/" + strconv.Itoa(pid) + "/exe")
-		if err == nil {
-			defer exe.Close()
-			if slices.IndexFunc(exe.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) < 0 {
-				return nil, refused("a static program (no dynamic loader to load the shim)")
-			}
+	// A static program is refused even with a libc mapped: one its own
+	// dlopen (NSS, iconv) loaded beside its built-in C library, whose
+	// dlopen the shim's loading would go through. A program the dynamic
+	// loader ran as a command (exe the loader itself) is not static.
+	exe, err := openELF("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err == nil {
+		defer exe.Close()
+		exePath, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+		if slices.IndexFunc(exe.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP }) < 0 && (ldso == nil || ldso.path != exePath) {
+			return nil, refused("a static program (no dynamic loader to load the shim)")
 		}
+	}
+	if libc == nil {
 		return nil, refused("no GNU C library (libc.so.6) is mapped")
 	}
 	t := &Target{pid: pid, libc: libc, dlopen: libc.symbol("dlopen"), dlsym: libc.symbol("dlsym"), dlerror: libc.symbol("dlerror"),
