@@ -110,8 +110,10 @@ func (o *AttachSource) start(s *session) (source, error) {
 }
 
 // attach injects the shim into the process and takes its rings. Record
-// calls it once the kernel's events of the process are open: the shim
-// records no call whose faults the events could miss.
+// calls it once the kernel's events of the process are open, disabled;
+// attach enables them just before the shim's go, so that the recording
+// starts with the shim's calls and no call's faults come before the
+// events.
 func (a *attached) attach() error {
 	cfg := a.s.cfg
 	var shimCopy *shimCopy
@@ -131,7 +133,7 @@ func (a *attached) attach() error {
 			return err
 		}
 	}
-	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, a.obj, a.entry, a.o.regionOptions(cfg))
+	region, pipe, err := attachProcess(cfg.Pid, shimCopy.path, a.obj, a.entry, a.o.regionOptions(cfg), a.s.enable)
 	inRoot := shimCopy.at != nil
 	if err != nil || inRoot {
 		// The process maps the copy in its root: its name goes now.
@@ -203,12 +205,12 @@ const (
 
 // attachProcess loads the shim copy at path (pid's path, of obj's bytes) into pid (unless a shim of
 // the same bytes is loaded there already, dormant from an earlier attach)
-// and attaches it to a region of o: it returns the region and the pipe's
-// write end. The injected thread runs the calls on its own (inject.Inject):
+// and attaches it to a region of o, calling beforeGo just before the
+// shim may start: it returns the region and the pipe's write end. The injected thread runs the calls on its own (inject.Inject):
 // record, killed at any point after the thread's release, leaves the
 // process running, the shim given up (it sees record exit) or detached
 // (the pipe's EOF).
-func attachProcess(pid int, path string, obj []byte, entry uint64, o shim.Options) (region *shim.Region, pipe *os.File, err error) {
+func attachProcess(pid int, path string, obj []byte, entry uint64, o shim.Options, beforeGo func() error) (region *shim.Region, pipe *os.File, err error) {
 	t, err := inject.Examine(pid)
 	if err != nil {
 		return nil, nil, err
@@ -252,6 +254,9 @@ func attachProcess(pid int, path string, obj []byte, entry uint64, o shim.Option
 		return nil, nil, &inject.RefusedError{Reason: fmt.Sprintf("the shim in the process could not make its rings: %v", unix.Errno(-prepared))}
 	}
 	region, pipe, err = takeRegion(pid, int(prepared&0xffffffff), int(prepared>>32), o)
+	if err == nil {
+		err = beforeGo()
+	}
 	goWord := []byte{1, 0, 0, 0}
 	if err != nil {
 		goWord[0] = 2

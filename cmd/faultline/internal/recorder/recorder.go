@@ -319,8 +319,8 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		}
 	}
 	if cfg.Pid > 0 || cfg.All {
-		// After the attach: from the events' first records to the shim's
-		// first calls is the attach's time alone.
+		// After the attach, which the events see from its go on: the
+		// shim's mapping is among the process's.
 		if err := rec.synthesize(); err != nil {
 			return nil, err
 		}
@@ -334,17 +334,20 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 // session is one recording in progress: the kernel's events and rings,
 // the writer, and the source that records the allocator calls.
 type session struct {
-	cfg      *Config
-	src      source
-	cpus     []int
-	specs    []*spec
-	opened   []*openedEvent
-	ids      map[*spec][]uint64
-	rings    []*ring
-	w        *perfdata.Writer
-	head     *perfdata.WriterFeatures // features known before the data
-	res      *Result
-	released bool
+	cfg *Config
+	src source
+	// enabledAt: when enable enabled the events (zero: opened enabled),
+	// from which --duration counts.
+	enabledAt time.Time
+	cpus      []int
+	specs     []*spec
+	opened    []*openedEvent
+	ids       map[*spec][]uint64
+	rings     []*ring
+	w         *perfdata.Writer
+	head      *perfdata.WriterFeatures // features known before the data
+	res       *Result
+	released  bool
 
 	tally
 	twins twins
@@ -449,6 +452,12 @@ func (s *session) buildSpecs() []*spec {
 		l.flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
 	case cfg.Pid > 0:
 		l.flags |= perfdata.AttrInherit
+		if _, ok := s.src.(*attached); ok {
+			// Enabled as the shim starts recording (attached.attach):
+			// the first window starts with its first calls, and no
+			// call's faults come before the events.
+			l.flags |= perfdata.AttrDisabled
+		}
 	}
 	// The dummies own the rings; the sideband (mappings with build IDs,
 	// comms, tasks) rides on minor-faults. The faults are taken as the
@@ -702,6 +711,27 @@ func (s *session) open(tids []int) error {
 	return nil
 }
 
+// untilFirst is how long an attached recording runs on past --duration
+// counted from enable: to --duration past its first record.
+func (s *session) untilFirst() time.Duration {
+	if s.enabledAt.IsZero() || s.firstT == 0 {
+		return 0
+	}
+	return time.Duration(int64(s.firstT) + int64(s.cfg.Duration) - monotonicNow())
+}
+
+// enable enables the events opened disabled (PERF_EVENT_IOC_ENABLE, which
+// reaches the events the process's threads inherited too).
+func (s *session) enable() error {
+	s.enabledAt = time.Now()
+	for _, o := range s.opened {
+		if err := unix.IoctlSetInt(o.fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+			return fmt.Errorf("%s on CPU %d: %w", o.spec.name, o.cpu, os.NewSyscallError("ioctl PERF_EVENT_IOC_ENABLE", err))
+		}
+	}
+	return nil
+}
+
 // eachKernelRecord reads what the kernel's rings hold, a ring's size at
 // most from each so a busy ring cannot starve the others, and calls fn
 // with each record to keep (its body repaired, twins.repair); it reports
@@ -830,7 +860,11 @@ func (s *session) run(held *heldCommand) error {
 	cfg := s.cfg
 	var timer <-chan time.Time
 	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
+		d := cfg.Duration
+		if !s.enabledAt.IsZero() {
+			d -= time.Since(s.enabledAt)
+		}
+		t := time.NewTimer(d)
 		defer t.Stop()
 		timer = t.C
 	}
@@ -928,6 +962,12 @@ func (s *session) run(held *heldCommand) error {
 		case <-forward:
 			held.signal(pending.(syscall.Signal))
 		case <-timer:
+			if left := s.untilFirst(); left > 0 {
+				// An attached process's duration counts from its first
+				// record (the windows' start), which came after enable.
+				timer = time.After(left)
+				continue
+			}
 			if s.res.StoppedBy == "" { // not when a stop request came first
 				s.res.StoppedBy = StoppedByDuration
 			}
