@@ -131,28 +131,42 @@ func putField(p []byte, n uint8, v uint64) {
 // errPacked is the cause of a packed sample's FormatError.
 var errPacked = errors.New("bad packed sample")
 
-// expandPacked queues (or, in file order, readies) the samples a packed
-// sample holds, each built in the arena as the sample it stands for. A
-// packed sample whose bytes do not parse yields the samples before the
-// bad one and a warning.
-func (r *Reader) expandPacked(ev *Event, rec rawRec) {
+// beginExpand counts a sample of faultline's compact events (packed,
+// stack delta: what names it in a warning), readies the queue for the
+// samples it stands for, and returns its body (past the record header)
+// and its raw payload; false, with a warning, when the body is shorter
+// than packedHead and minRaw bytes of payload or the file is not
+// little-endian.
+func (r *Reader) beginExpand(ev *Event, rec rawRec, minRaw int, what string) (body, raw []byte, ok bool) {
 	ev.Samples++
 	r.stats.Packed++
 	if r.opts.Order != TimeOrder {
 		// Next hands out the ready records before reading another.
 		r.q.ready, r.q.readyPos = r.q.ready[:0], 0
 	}
-	body := rec.data[8:]
-	misc := r.bo.Uint16(rec.data[4:])
-	if len(body) < packedHead+packedDataAt || r.bo != binary.ByteOrder(binary.LittleEndian) {
-		r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("packed sample of %d bytes", len(rec.data)), Err: errPacked})
-		return
+	body = rec.data[8:]
+	if len(body) < packedHead+minRaw || r.bo != binary.ByteOrder(binary.LittleEndian) {
+		r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("%s sample of %d bytes", what, len(rec.data)), Err: errPacked})
+		return nil, nil, false
 	}
-	id, tids, t := r.bo.Uint64(body), body[8:16], r.bo.Uint64(body[16:])
-	raw := body[packedHead:]
+	raw = body[packedHead:]
 	if n := int(r.bo.Uint32(body[24:])); n <= len(raw) {
 		raw = raw[:n]
 	}
+	return body, raw, true
+}
+
+// expandPacked queues (or, in file order, readies) the samples a packed
+// sample holds, each built in the arena as the sample it stands for. A
+// packed sample whose bytes do not parse yields the samples before the
+// bad one and a warning.
+func (r *Reader) expandPacked(ev *Event, rec rawRec) {
+	body, raw, ok := r.beginExpand(ev, rec, packedDataAt, "packed")
+	if !ok {
+		return
+	}
+	misc := r.bo.Uint16(rec.data[4:])
+	id, tids, t := r.bo.Uint64(body), body[8:16], r.bo.Uint64(body[16:])
 	count := r.bo.Uint32(raw[packedCountAt:])
 	loc := r.bo.Uint32(raw[packedLocAt:])
 	off, n := int(loc&0xffff), int(loc>>16)

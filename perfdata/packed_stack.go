@@ -96,22 +96,12 @@ func (s *deltaState) of(tid uint32) *deltaPrev {
 // warning, and its thread's next samples, which would need it, warnings
 // too.
 func (r *Reader) expandStackDelta(ev *Event, rec rawRec) {
-	ev.Samples++
-	r.stats.Packed++
-	if r.opts.Order != TimeOrder {
-		r.q.ready, r.q.readyPos = r.q.ready[:0], 0
-	}
-	body := rec.data[8:]
-	misc := r.bo.Uint16(rec.data[4:])
-	if len(body) < packedHead+deltaDataAt || r.bo != binary.ByteOrder(binary.LittleEndian) {
-		r.warn(&FormatError{Offset: rec.off, Msg: fmt.Sprintf("stack-delta sample of %d bytes", len(rec.data)), Err: errPacked})
+	body, raw, ok := r.beginExpand(ev, rec, deltaDataAt, "stack-delta")
+	if !ok {
 		return
 	}
+	misc := r.bo.Uint16(rec.data[4:])
 	tid := r.bo.Uint32(body[12:])
-	raw := body[packedHead:]
-	if n := int(r.bo.Uint32(body[24:])); n <= len(raw) {
-		raw = raw[:n]
-	}
 	count := int(r.bo.Uint32(raw[deltaCountAt:]))
 	cloc, dloc := r.bo.Uint32(raw[deltaCopiesAt:]), r.bo.Uint32(raw[deltaLocAt:])
 	coff, cn := int(cloc&0xffff), int(cloc>>16)

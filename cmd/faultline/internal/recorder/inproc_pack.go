@@ -32,25 +32,25 @@ type packing struct {
 // packEvent adds the packed event to l (nothing when calls are written
 // one by one).
 func (ip *inproc) packEvent(l *specList, attr perfdata.Attr) {
-	if ip.perCall {
-		return
+	if !ip.perCall {
+		ip.packing.spec = compactEvent(l, attr, schema.PackedEvent, perfdata.PackedFormat)
 	}
-	sp := &spec{name: schema.System + ":" + schema.PackedEvent, kind: kindRange, synthetic: true, attr: attr}
-	sp.format = perfdata.PackedFormat(attr.Config)
-	l.add(sp)
-	ip.packing.spec = sp
 }
 
 // deltaEvent adds the stack-delta event to l (nothing when calls are
 // written one by one).
 func (ip *inproc) deltaEvent(l *specList, attr perfdata.Attr) {
-	if ip.perCall {
-		return
+	if !ip.perCall {
+		ip.packing.delta = compactEvent(l, attr, schema.StackDeltaEvent, perfdata.StackDeltaFormat)
 	}
-	sp := &spec{name: schema.System + ":" + schema.StackDeltaEvent, kind: kindRange, synthetic: true, attr: attr}
-	sp.format = perfdata.StackDeltaFormat(attr.Config)
+}
+
+// compactEvent adds to l one of the events record writes itself for the
+// compact stream, named event, its format made by format from its id.
+func compactEvent(l *specList, attr perfdata.Attr, event string, format func(id uint64) []byte) *spec {
+	sp := &spec{name: schema.System + ":" + event, kind: kindRange, synthetic: true, attr: attr, format: format(attr.Config)}
 	l.add(sp)
-	ip.packing.delta = sp
+	return sp
 }
 
 // writeStack writes a stack sample's body b, whose stack copy is
