@@ -1,14 +1,16 @@
 // Package inject makes a running process load a shared object and call
 // a function in it, with ptrace: one of its threads is stopped where it
 // holds none of the locks the calls take (not in the allocator, not in
-// the dynamic loader) and made to call the C library's mmap for a page;
-// the page gets a trampoline that calls dlopen and the object's function
+// the dynamic loader) and made to issue mmap for a page, from code
+// written where nothing of the process runs (past the end of an
+// executable segment) that puts the thread back as it was if this
+// process dies before it moves the thread on (gapSource); the page gets a trampoline that calls dlopen and the object's function
 // on the thread's stack and then puts the thread back exactly as it was —
 // registers, FPU/SSE/AVX state, errno, a system call it was in issued
-// again — and the thread is let go into it at once. Only the mmap call
-// depends on the injecting process: killed after it, that process leaves
-// a thread that finishes the calls and returns on its own. Its other
-// threads run on throughout.
+// again — and the thread is let go into it at once. Killed at any
+// point, the injecting process leaves the thread to run on as it was, or
+// to finish the calls and return on its own. Its other threads run on
+// throughout.
 //
 // x86-64 and glibc only (dlopen in libc.so.6 from 2.34, or libdl.so.2).
 package inject
@@ -40,9 +42,11 @@ func refused(format string, a ...any) error {
 
 // Target is a process examined for injection.
 type Target struct {
-	pid                                   int
-	libc                                  *object
-	dlopen, dlsym, dlerror, errnoAt, mmap uint64
+	pid                             int
+	libc                            *object
+	dlopen, dlsym, dlerror, errnoAt uint64
+	// gap is where the injected system call's code goes (gapSource).
+	gap uint64
 	// avoidPC: a thread stopped with its pc there may hold a lock the
 	// calls take; avoidStack: a return address there on its stack says
 	// the same of a caller.
@@ -106,12 +110,17 @@ func Examine(pid int) (*Target, error) {
 		return nil, refused("no GNU C library (libc.so.6) is mapped")
 	}
 	t := &Target{pid: pid, libc: libc, dlopen: libc.symbol("dlopen"), dlsym: libc.symbol("dlsym"), dlerror: libc.symbol("dlerror"),
-		errnoAt: libc.symbol("__errno_location"), mmap: libc.symbol("mmap")}
+		errnoAt: libc.symbol("__errno_location")}
 	if t.dlopen == 0 && libdl != nil {
 		t.dlopen, t.dlsym, t.dlerror = libdl.symbol("dlopen"), libdl.symbol("dlsym"), libdl.symbol("dlerror")
 	}
 	if t.dlopen == 0 || t.dlsym == 0 || t.dlerror == 0 || t.errnoAt == 0 {
 		return nil, refused("its C library has no dlopen (glibc before 2.34 without libdl.so.2 loaded)")
+	}
+	for _, o := range []*object{libc, ldso, libdl} {
+		if o != nil && t.gap == 0 {
+			t.gap = o.gap
+		}
 	}
 	if ldso != nil {
 		t.avoidPC = append(t.avoidPC, ldso.text...)
@@ -135,6 +144,12 @@ func Examine(pid int) (*Target, error) {
 			t.avoidPC = append(t.avoidPC, o.text...)
 			t.avoidStack = append(t.avoidStack, o.text...)
 		}
+		if err == nil && t.gap == 0 {
+			t.gap = o.gap
+		}
+	}
+	if t.gap == 0 {
+		return nil, refused("none of its executable segments ends with %d bytes spare in its last page for the injected system call", len(gapCode))
 	}
 	return t, nil
 }

@@ -3,12 +3,14 @@ package inject
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -62,7 +64,6 @@ func TestInjectRestoresThread(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		t.Logf("%+v: the thread depended on this process for %v", s, in.Window)
 		if _, err := in.Wait(5*time.Second, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -77,6 +78,74 @@ func TestInjectRestoresThread(t *testing.T) {
 	}
 	if took := time.Since(start); took < d {
 		t.Errorf("sleep %v ended after %v: its interrupted sleep was not issued again", d, took)
+	}
+}
+
+// dieEnv names, in a child of the test binary, the process to inject
+// into and the step of the injected system call at which the child
+// kills itself.
+const dieEnv = "FAULTLINE_INJECT_DIE"
+
+// TestInjectTracerKilled kills the injecting process (SIGKILL, in a
+// child of the test) at each step of the injected mmap — registers set,
+// at the system call's entry, at its exit — while sleep is stopped in
+// its clock_nanosleep: sleep runs on as it was, and ends with status 0
+// no earlier than asked (its interrupted sleep issued again).
+func TestInjectTracerKilled(t *testing.T) {
+	if v := os.Getenv(dieEnv); v != "" {
+		dieChild(v)
+		return
+	}
+	for _, step := range []int{stepSet, stepEntry, stepExit} {
+		const d = 700 * time.Millisecond
+		start := time.Now()
+		c := startSleep(t, d)
+		child := exec.Command(os.Args[0], "-test.run=^TestInjectTracerKilled$")
+		child.Env = append(os.Environ(), dieEnv+"="+strconv.Itoa(c.Process.Pid)+","+strconv.Itoa(step))
+		out, err := child.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			if bytes.Contains(out, []byte("REFUSED")) {
+				t.Skipf("cannot inject here: %s", out)
+			}
+			t.Fatalf("step %d: the injecting child ended with %v, want killed at the step:\n%s", step, err, out)
+		}
+		if err := c.Wait(); err != nil {
+			t.Fatalf("step %d: sleep ended with %v, want status 0", step, err)
+		}
+		if took := time.Since(start); took < d {
+			t.Errorf("step %d: sleep %v ended after %v: its interrupted sleep was not issued again", step, d, took)
+		}
+	}
+}
+
+// dieChild injects into the process v names and kills itself at the
+// step v names.
+func dieChild(v string) {
+	pid, step := 0, 0
+	fmt.Sscanf(v, "%d,%d", &pid, &step)
+	runtime.LockOSThread()
+	testDieAt = func(s int) {
+		if s == step {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {}
+		}
+	}
+	tg, err := Examine(pid)
+	if err == nil {
+		_, err = tg.Inject(Spec{Entry: tg.libc.symbol("getpid")})
+	}
+	if _, ok := err.(*RefusedError); ok {
+		fmt.Println("REFUSED", err)
+	}
+	fmt.Println("the injection did not reach the step:", err)
+	os.Exit(1)
+}
+
+// TestGapBytes assembles gapSource with the GNU assembler and checks
+// gapCode against it.
+func TestGapBytes(t *testing.T) {
+	if b := assemble(t, gapSource); !bytes.Equal(b, gapCode) {
+		t.Errorf("gapCode is not what gapSource assembles to:\n%x", b)
 	}
 }
 
@@ -110,6 +179,15 @@ func TestInjectLoadError(t *testing.T) {
 // TestTrampolineBytes assembles trampolineSource with the GNU assembler
 // and checks trampolineCode against it.
 func TestTrampolineBytes(t *testing.T) {
+	b := assemble(t, trampolineSource)
+	if len(b) < blockOff || !bytes.Equal(b[:len(trampolineCode)], trampolineCode) || bytes.ContainsFunc(b[len(trampolineCode):blockOff], func(r rune) bool { return r != 0 }) {
+		t.Errorf("trampolineCode is not what trampolineSource assembles to:\n%x", bytes.TrimRight(b[:min(len(b), blockOff)], "\x00"))
+	}
+}
+
+// assemble returns the .text of src assembled by the GNU assembler.
+func assemble(t *testing.T, src string) []byte {
+	t.Helper()
 	as, err := exec.LookPath("as")
 	if err != nil {
 		t.Skip("no GNU assembler (as)")
@@ -119,11 +197,11 @@ func TestTrampolineBytes(t *testing.T) {
 		t.Skip("no objcopy")
 	}
 	dir := t.TempDir()
-	src, obj, bin := filepath.Join(dir, "t.S"), filepath.Join(dir, "t.o"), filepath.Join(dir, "t.bin")
-	if err := os.WriteFile(src, []byte(trampolineSource), 0o644); err != nil {
+	path, obj, bin := filepath.Join(dir, "t.S"), filepath.Join(dir, "t.o"), filepath.Join(dir, "t.bin")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command(as, "--64", "-o", obj, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command(as, "--64", "-o", obj, path).CombinedOutput(); err != nil {
 		t.Fatalf("as: %v\n%s", err, out)
 	}
 	if out, err := exec.Command(objcopy, "-O", "binary", "-j", ".text", obj, bin).CombinedOutput(); err != nil {
@@ -133,9 +211,7 @@ func TestTrampolineBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) < blockOff || !bytes.Equal(b[:len(trampolineCode)], trampolineCode) || bytes.ContainsFunc(b[len(trampolineCode):blockOff], func(r rune) bool { return r != 0 }) {
-		t.Errorf("trampolineCode is not what trampolineSource assembles to:\n%x", bytes.TrimRight(b[:min(len(b), blockOff)], "\x00"))
-	}
+	return b
 }
 
 // TestMallocRegion checks the code a thread must not be stopped in

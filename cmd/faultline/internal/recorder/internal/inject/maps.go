@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -63,6 +64,9 @@ type object struct {
 	syms []elf.Symbol
 	// interp: the file asks for a dynamic loader (PT_INTERP).
 	interp bool
+	// gap: 16-byte aligned room for gapCode past the end of an
+	// executable segment, in its last page; 0 if none has room.
+	gap uint64
 }
 
 type addrRange struct{ lo, hi uint64 }
@@ -101,6 +105,17 @@ func openObject(pid int, maps []mapping, path string) (*object, error) {
 			first = false
 		case p.Type == elf.PT_INTERP:
 			o.interp = true
+		}
+	}
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 || o.gap != 0 {
+			continue
+		}
+		end := o.bias + p.Vaddr + max(p.Filesz, p.Memsz)
+		at := (end + 15) &^ 15
+		if at+uint64(len(gapCode)) <= (end+pageSize-1)&^(pageSize-1) &&
+			slices.ContainsFunc(o.text, func(r addrRange) bool { return r.contains(at) && r.contains(at+uint64(len(gapCode))-1) }) {
+			o.gap = at
 		}
 	}
 	o.syms, err = f.DynamicSymbols()

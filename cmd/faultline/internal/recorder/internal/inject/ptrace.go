@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -188,92 +189,159 @@ func readString(mem *os.File, addr uint64) string {
 	return string(b)
 }
 
-// callTimeout bounds a call (mmap's takes microseconds).
+// callTimeout bounds the injected system call (mmap's takes microseconds).
 const callTimeout = 10 * time.Second
 
-// call makes the thread call fn(args...) on its own stack, below the red
-// zone, and returns rax. With data, the bytes are written there first
-// and the first argument is their address (returned too). The call returns to
-// address 0: the fault that follows (SIGSEGV at ip 0) is the end of the
-// call, and is never delivered. Signals the thread receives meanwhile are
-// delivered (a handler runs on top of the call's frame); a stop signal
-// stops it as it would have, until it is continued.
-func (t *thread) call(fn uint64, data []byte, args ...uint64) (ret, dataAt uint64, err error) {
+// gapSource is the code the injected system call runs, written past the
+// end of an executable segment of the target (bytes of the segment's
+// last page that nothing executes): the system call, then the thread's
+// registers popped from the block restoreBlock leaves below its red zone,
+// its flags, and a return to where it was stopped with the stack pointer
+// it had. The tracer stops the thread at the system call's exit and
+// moves it on; a tracer that dies first (record killed) leaves the thread
+// to run on through the restore, as it was. TestGapBytes assembles it.
+const gapSource = `	.text
+	syscall
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rbp
+	pop %rbx
+	pop %rdx
+	pop %rcx
+	pop %rax
+	popfq
+	ret $128
+`
+
+// gapCode is gapSource assembled.
+var gapCode = []byte{
+	0x0f, 0x05, 0x41, 0x5f, 0x41, 0x5e, 0x41, 0x5d, 0x41, 0x5c, 0x41, 0x5b, 0x41, 0x5a, 0x41, 0x59,
+	0x41, 0x58, 0x5f, 0x5e, 0x5d, 0x5b, 0x5a, 0x59, 0x58, 0x9d, 0xc2, 0x80, 0x00,
+}
+
+// restoreBlock is what gapCode pops, in order, and where: below the red
+// zone of the interrupted function, the return address at rsp-136 so
+// that ret $128 leaves the stack pointer as it was. A system call the
+// stop broke off is issued again (resumePoint).
+func restoreBlock(r *unix.PtraceRegs) (at uint64, block []byte) {
+	rip, rax := resumePoint(r)
+	w := []uint64{r.R15, r.R14, r.R13, r.R12, r.R11, r.R10, r.R9, r.R8, r.Rdi, r.Rsi, r.Rbp, r.Rbx, r.Rdx, r.Rcx, rax, r.Eflags, rip}
+	block = make([]byte, 8*len(w))
+	for i, v := range w {
+		binary.NativeEndian.PutUint64(block[8*i:], v)
+	}
+	return r.Rsp - 136 - 8*uint64(len(w)-1), block
+}
+
+// resumePoint is where a thread stopped with registers r runs on from,
+// and its rax there: a system call the stop broke off with an
+// -ERESTART* code is issued again (the pc moved back onto the syscall
+// instruction, rax its number), as the kernel restarts one.
+func resumePoint(r *unix.PtraceRegs) (rip, rax uint64) {
+	rip, rax = r.Rip, r.Rax
+	if int64(r.Orig_rax) >= 0 {
+		switch int64(r.Rax) {
+		case -512, -513, -514: // -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND
+			rip, rax = rip-2, r.Orig_rax
+		case -516: // -ERESTART_RESTARTBLOCK
+			rip, rax = rip-2, unix.SYS_RESTART_SYSCALL
+		}
+	}
+	return rip, rax
+}
+
+// Steps of syscall, for tests that end the tracer at one.
+const (
+	stepSet   = iota + 1 // registers set, the thread not yet let go
+	stepEntry            // stopped at the system call's entry
+	stepExit             // stopped at its exit
+)
+
+// testDieAt, set by a test, is called at each step of syscall.
+var testDieAt func(step int)
+
+// syscall makes the thread issue system call nr(args...) from gap,
+// gapCode there, and returns its result (rax) with the thread stopped
+// at the call's exit, its registers those of gapCode past the syscall
+// instruction. Signals the thread receives meanwhile are delivered (a
+// handler runs first); a stop signal stops it as it would have, until
+// it is continued.
+func (t *thread) syscall(gap, nr uint64, args ...uint64) (uint64, error) {
+	if err := t.write(gap, gapCode); err != nil {
+		return 0, fmt.Errorf("writing the system call's code: %w", err)
+	}
+	sp, block := restoreBlock(&t.regs)
+	if err := t.write(sp, block); err != nil {
+		return 0, err
+	}
+	if err := unix.PtraceSetOptions(t.tid, unix.PTRACE_O_TRACESYSGOOD); err != nil {
+		return 0, err
+	}
 	r := t.regs
-	sp := r.Rsp - 128 // the red zone of the interrupted function
-	if len(data) > 0 {
-		sp = (sp - uint64(len(data))) &^ 15
-		dataAt = sp
-		if err := t.write(sp, data); err != nil {
-			return 0, 0, err
-		}
-		args[0] = dataAt
-	}
-	sp = sp&^15 - 8
-	var zero [8]byte
-	if err := t.write(sp, zero[:]); err != nil {
-		return 0, 0, err
-	}
-	for i, a := range args {
-		switch i {
-		case 0:
-			r.Rdi = a
-		case 1:
-			r.Rsi = a
-		case 2:
-			r.Rdx = a
-		case 3:
-			r.Rcx = a
-		case 4:
-			r.R8 = a
-		case 5:
-			r.R9 = a
-		}
-	}
-	r.Rsp = sp
-	r.Rip = fn
-	r.Rax = 0
-	r.Orig_rax = ^uint64(0) // not in a system call: nothing to restart
-	r.Eflags &^= 0x400      // DF clear, as the ABI wants at a call
+	a := make([]uint64, 6)
+	copy(a, args)
+	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = a[0], a[1], a[2], a[3], a[4], a[5]
+	r.Rax, r.Orig_rax = nr, ^uint64(0) // not in a system call: nothing to restart
+	r.Rip, r.Rsp = gap, sp
 	if err := unix.PtraceSetRegs(t.tid, &r); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	if err := unix.PtraceCont(t.tid, 0); err != nil {
-		return 0, 0, err
+	if testDieAt != nil {
+		testDieAt(stepSet)
+	}
+	if err := unix.PtraceSyscall(t.tid, 0); err != nil {
+		return 0, err
 	}
 	deadline := time.Now().Add(callTimeout)
 	for {
 		ws, err := t.poll(deadline)
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		sig := ws.StopSignal()
-		if ws.TrapCause() == ptraceEventStop {
+		switch {
+		case ws.TrapCause() == ptraceEventStop:
 			if sig == unix.SIGSTOP || sig == unix.SIGTSTP || sig == unix.SIGTTIN || sig == unix.SIGTTOU {
 				// A group stop: stay stopped until continued.
 				if _, _, e := unix.Syscall6(unix.SYS_PTRACE, ptraceListen, uintptr(t.tid), 0, 0, 0, 0); e != 0 {
-					return 0, 0, e
+					return 0, e
 				}
 				deadline = time.Now().Add(callTimeout)
 				continue
 			}
-			if err := unix.PtraceCont(t.tid, 0); err != nil {
-				return 0, 0, err
-			}
-			continue
-		}
-		if sig == unix.SIGSEGV {
+			sig = 0
+		case sig == unix.SIGTRAP|0x80:
+			// A system call's entry or exit: ours, or one of a
+			// signal handler's.
 			var now unix.PtraceRegs
 			if err := unix.PtraceGetRegs(t.tid, &now); err != nil {
-				return 0, 0, err
+				return 0, err
 			}
-			if now.Rip == 0 && now.Rsp == sp+8 {
-				return now.Rax, dataAt, nil
+			sig = 0
+			if now.Rip == gap+2 && now.Rsp == sp && now.Orig_rax == nr {
+				if int64(now.Rax) != -int64(unix.ENOSYS) {
+					if testDieAt != nil {
+						testDieAt(stepExit)
+					}
+					return now.Rax, nil
+				}
+				if testDieAt != nil {
+					testDieAt(stepEntry)
+				}
 			}
+		default:
+			t.signals++
 		}
-		t.signals++
-		if err := unix.PtraceCont(t.tid, int(sig)); err != nil {
-			return 0, 0, err
+		if err := unix.PtraceSyscall(t.tid, int(sig)); err != nil {
+			return 0, err
 		}
 	}
 }

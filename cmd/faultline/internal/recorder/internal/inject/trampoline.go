@@ -10,7 +10,7 @@ import (
 )
 
 // The trampoline is the code an injected thread runs on its own, in a page
-// of the target's that one short injected call of mmap made: it calls
+// of the target's that one injected mmap system call made: it calls
 // __errno_location and keeps errno, dlopen(path, RTLD_NOW) and dlsym(handle,
 // symbol) (or the entry given), then the entry with the page's argument
 // area, keeps what it returned, puts back errno, the extended state
@@ -216,15 +216,10 @@ type Injection struct {
 	mem  *os.File
 	// Tries is how many stops it took to find a safe point.
 	Tries int
-	// Window is how long the thread depended on this process: from the
-	// first register it changed to the thread's release into the
-	// trampoline. Killed within it, this process leaves the thread to
-	// the kernel with an injected call's registers.
-	Window time.Duration
 }
 
 // Inject stops a thread of the target at a safe point (see Stop), makes
-// it call mmap for a page, writes the trampoline there and lets the
+// it issue mmap for a page (syscall, from t.gap), writes the trampoline there and lets the
 // thread go into it: the thread calls what s says and returns to where it
 // was on its own. The caller follows the call with Wait and the argument
 // area with ReadArg and WriteArg. The OS thread that calls Inject makes
@@ -233,18 +228,14 @@ func (t *Target) Inject(s Spec) (*Injection, error) {
 	if len(s.Path) >= symOff-pathOff || len(s.Symbol) >= argOff-symOff || ArgHeader+len(s.Arg) > ArgSize {
 		return nil, errors.New("injection: path, symbol or argument too long")
 	}
-	if t.mmap == 0 || t.dlsym == 0 {
-		return nil, refused("its C library has no mmap or dlsym")
-	}
 	st, err := t.Stop()
 	if err != nil {
 		return nil, err
 	}
 	th := st.th
 	size := uint64(xstateOff + (len(th.xsave)+pageSize-1)&^(pageSize-1))
-	start := time.Now()
 	const protRWX, mapPrivateAnon = 7, 0x22
-	page, _, err := th.call(t.mmap, nil, 0, size, protRWX, mapPrivateAnon, ^uint64(0), 0)
+	page, err := th.syscall(t.gap, unix.SYS_MMAP, 0, size, protRWX, mapPrivateAnon, ^uint64(0), 0)
 	if err == nil && int64(page) < 0 && int64(page) > -4096 {
 		err = refused("its mmap of a page for the injected code failed (%v): memory both writable and executable denied?", unix.Errno(-int64(page)))
 	} else if err == nil && (page == 0 || int64(page) == -1) {
@@ -265,13 +256,12 @@ func (t *Target) Inject(s Spec) (*Injection, error) {
 		st.Release()
 		return nil, err
 	}
-	// Detaching from the SIGSEGV stop at address 0 that ended mmap's call
-	// discards the signal: the thread runs the trampoline.
+	// Detached from the system call's exit, the thread runs the
+	// trampoline.
 	if err := unix.PtraceDetach(th.tid); err != nil {
 		return nil, err
 	}
-	window := time.Since(start)
-	in := &Injection{pid: t.pid, page: page, mem: th.mem, Tries: st.Tries, Window: window}
+	in := &Injection{pid: t.pid, page: page, mem: th.mem, Tries: st.Tries}
 	th.mem = nil
 	return in, nil
 }
@@ -284,15 +274,7 @@ func (t *Target) pageImage(th *thread, page, size uint64, s Spec) []byte {
 	img := make([]byte, xstateOff+len(th.xsave))
 	copy(img, trampolineCode)
 	r := th.regs
-	rip, rax := r.Rip, r.Rax
-	if int64(r.Orig_rax) >= 0 {
-		switch int64(r.Rax) {
-		case -512, -513, -514: // -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND
-			rip, rax = rip-2, r.Orig_rax
-		case -516: // -ERESTART_RESTARTBLOCK
-			rip, rax = rip-2, unix.SYS_RESTART_SYSCALL
-		}
-	}
+	rip, rax := resumePoint(&r)
 	w := [nWords]uint64{
 		wEntry: s.Entry, wErrnoFn: t.errnoAt, wDlopen: t.dlopen, wDlsym: t.dlsym, wDlerror: t.dlerror,
 		wFlags: r.Eflags, wRip: rip, wRsp: r.Rsp, wRax: rax, wRbx: r.Rbx, wRcx: r.Rcx, wRdx: r.Rdx,
