@@ -199,7 +199,8 @@ const callTimeout = 10 * time.Second
 // its flags, and a return to where it was stopped with the stack pointer
 // it had. The tracer stops the thread at the system call's exit and
 // moves it on; a tracer that dies first (record killed) leaves the thread
-// to run on through the restore, as it was. TestGapBytes assembles it.
+// to run on through the restore, as it was. The code stays there after
+// (another injection may be running it). TestGapBytes assembles it.
 const gapSource = `	.text
 	syscall
 	pop %r15

@@ -236,12 +236,18 @@ func (t *Target) Inject(s Spec) (*Injection, error) {
 	size := uint64(xstateOff + (len(th.xsave)+pageSize-1)&^(pageSize-1))
 	const protRWX, mapPrivateAnon = 7, 0x22
 	page, err := th.syscall(t.gap, unix.SYS_MMAP, 0, size, protRWX, mapPrivateAnon, ^uint64(0), 0)
-	if err == nil && int64(page) < 0 && int64(page) > -4096 {
-		err = refused("its mmap of a page for the injected code failed (%v): memory both writable and executable denied?", unix.Errno(-int64(page)))
-	} else if err == nil && (page == 0 || int64(page) == -1) {
-		err = refused("its mmap of a page for the injected code failed")
+	if err != nil {
+		st.Release()
+		return nil, err
 	}
-	if err == nil {
+	// From here the thread is stopped at the system call's exit: let go,
+	// it runs on through gapCode's restore, as it was.
+	switch {
+	case int64(page) < 0 && int64(page) > -4096:
+		err = refused("its mmap of a page for the injected code failed (%v): memory both writable and executable denied?", unix.Errno(-int64(page)))
+	case page == 0:
+		err = refused("its mmap of a page for the injected code failed")
+	default:
 		err = th.write(page, t.pageImage(th, page, size, s))
 	}
 	if err == nil {
@@ -252,18 +258,16 @@ func (t *Target) Inject(s Spec) (*Injection, error) {
 		r.Eflags &^= 0x400
 		err = unix.PtraceSetRegs(th.tid, &r)
 	}
-	if err != nil {
-		st.Release()
-		return nil, err
-	}
-	// Detached from the system call's exit, the thread runs the
-	// trampoline.
-	if err := unix.PtraceDetach(th.tid); err != nil {
-		return nil, err
-	}
-	in := &Injection{pid: t.pid, page: page, mem: th.mem, Tries: st.Tries}
+	// Detached, the thread runs the trampoline (or the restore); its
+	// memory stays open for Wait.
+	mem := th.mem
 	th.mem = nil
-	return in, nil
+	th.detach()
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	return &Injection{pid: t.pid, page: page, mem: mem, Tries: st.Tries}, nil
 }
 
 // pageImage is what the page holds when the thread enters it: the
