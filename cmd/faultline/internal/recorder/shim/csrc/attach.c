@@ -522,8 +522,12 @@ struct fl_inject {
 	int64_t prepared;        /* faultline_attach_prepare's result */
 };
 
-/* The previous injection's page: its thread left it long ago. */
+/* The previous injection's page, unmapped by the next injection that
+ * runs alone (its thread left the page long ago), and the injected
+ * threads in faultline_attach_inject now: a second record attaching
+ * while the first one's thread still waits there leaves both pages. */
 static uint64_t prev_page, prev_page_len;
+static int in_flight;
 
 /* tracer_gone waits up to 1 ms, for record's exit when its pidfd is
  * known, and reports that exit. */
@@ -540,18 +544,13 @@ static int tracer_gone(int pidfd)
 	return select(pidfd + 1, &r, NULL, NULL, &tv) > 0;
 }
 
-/* faultline_attach_inject is what the injected thread calls: it makes
- * the memfd and the pipe (faultline_attach_prepare) and waits, at most
- * 5 s, for record to take them and say go; then it attaches. Record
- * gone first (seen at once through a pidfd of tracer, record's pid when
- * it is in this process's PID namespace, else at the 5 s), or giving up,
- * it closes them and returns -ECANCELED. */
-EXPORT long faultline_attach_inject(struct fl_inject *in)
+/* inject_attach makes the memfd and the pipe (faultline_attach_prepare)
+ * and waits, at most 5 s, for record to take them and say go; then it
+ * attaches. Record gone first (seen at once through a pidfd of tracer,
+ * record's pid when it is in this process's PID namespace, else at the
+ * 5 s), or giving up, it closes them and returns -ECANCELED. */
+static long inject_attach(struct fl_inject *in)
 {
-	if (prev_page && prev_page != in->page)
-		raw_munmap((void *)prev_page, prev_page_len);
-	prev_page = in->page;
-	prev_page_len = in->page_len;
 	long r = faultline_attach_prepare();
 	in->prepared = r;
 	__atomic_store_n(&in->state, 1, __ATOMIC_RELEASE);
@@ -575,6 +574,21 @@ EXPORT long faultline_attach_inject(struct fl_inject *in)
 		return -ECANCELED;
 	}
 	return faultline_attach(memfd, wfd);
+}
+
+/* faultline_attach_inject is what the injected thread calls: it unmaps
+ * the previous injection's page and attaches (inject_attach). */
+EXPORT long faultline_attach_inject(struct fl_inject *in)
+{
+	if (__atomic_add_fetch(&in_flight, 1, __ATOMIC_ACQ_REL) == 1) {
+		if (prev_page && prev_page != in->page)
+			raw_munmap((void *)prev_page, prev_page_len);
+		prev_page = in->page;
+		prev_page_len = in->page_len;
+	}
+	long r = inject_attach(in);
+	__atomic_sub_fetch(&in_flight, 1, __ATOMIC_ACQ_REL);
+	return r;
 }
 
 /* faultline_attach_state reports, for record's check after an attach:
