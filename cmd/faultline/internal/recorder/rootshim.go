@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/internal/inject"
 	"golang.org/x/sys/unix"
@@ -84,9 +85,10 @@ func rootShimIn(rootfd int, dir string, obj []byte) (*shimCopy, error) {
 		d.Close()
 		return nil, err
 	}
+	removeStaleRootShims(fd, time.Now())
 	var r [8]byte
 	rand.Read(r[:])
-	name := "libfaultline-shim-" + hex.EncodeToString(r[:]) + ".so"
+	name := rootShimPrefix + hex.EncodeToString(r[:]) + ".so"
 	c := &shimCopy{path: dir + "/" + name, at: d}
 	ffd, err := unix.Openat(fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o444)
 	if err != nil {
@@ -106,4 +108,38 @@ func rootShimIn(rootfd int, dir string, obj []byte) (*shimCopy, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+const rootShimPrefix = "libfaultline-shim-"
+
+// staleAfter is the age past which a copy in a process's root is one a
+// killed record left: an attach maps its copy within prepareWait of
+// writing it, and the name goes as soon as it is mapped.
+const staleAfter = time.Minute
+
+// removeStaleRootShims unlinks, in the directory dirfd, the copies of
+// the shim that records killed between writing and removing them left:
+// regular files of record's user named as rootShimIn names them, mode
+// 0444, older than staleAfter. A process that mapped one keeps its
+// mapping.
+func removeStaleRootShims(dirfd int, now time.Time) {
+	d, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(d), "shim directory")
+	defer f.Close()
+	names, _ := f.Readdirnames(4096)
+	for _, n := range names {
+		if !strings.HasPrefix(n, rootShimPrefix) || !strings.HasSuffix(n, ".so") {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(dirfd, n, &st, unix.AT_SYMLINK_NOFOLLOW) != nil ||
+			st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o7777 != 0o444 || int(st.Uid) != os.Geteuid() ||
+			now.Sub(time.Unix(st.Mtim.Unix())) < staleAfter {
+			continue
+		}
+		unix.Unlinkat(dirfd, n, 0)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,4 +64,56 @@ func TestRootShimIn(t *testing.T) {
 		t.Errorf("after remove: %v, want the copy gone", err)
 	}
 	c.remove() // twice: no effect
+}
+
+// TestRemoveStaleRootShims: of the shim's copies in a container's /tmp,
+// only those of record's user, mode 0444, older than staleAfter are
+// removed; a fresh copy (an attach under way), another user's file, a
+// file of another mode or name, and a symbolic link stay.
+func TestRemoveStaleRootShims(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-2 * staleAfter)
+	mk := func(name string, mode os.FileMode, mtime time.Time) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	stale := mk(rootShimPrefix+"0011223344556677.so", 0o444, old)
+	fresh := mk(rootShimPrefix+"8899aabbccddeeff.so", 0o444, time.Now())
+	writable := mk(rootShimPrefix+"1111111111111111.so", 0o644, old)
+	other := mk("libother.so", 0o444, old)
+	link := filepath.Join(dir, rootShimPrefix+"2222222222222222.so")
+	if err := os.Symlink(other, link); err != nil {
+		t.Fatal(err)
+	}
+	keep := []string{fresh, writable, other, link}
+	if os.Geteuid() == 0 {
+		foreign := mk(rootShimPrefix+"3333333333333333.so", 0o444, old)
+		if err := os.Lchown(foreign, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+		keep = append(keep, foreign)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	removeStaleRootShims(fd, time.Now())
+	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale copy: %v, want it removed", err)
+	}
+	for _, p := range keep {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: %v, want it kept", filepath.Base(p), err)
+		}
+	}
 }
