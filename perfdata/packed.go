@@ -274,7 +274,10 @@ const MaxPackedBytes = 16 << 10
 // of a thread keep their order; different threads' batches interleave by
 // time only once read (records are ordered by time between two
 // FINISHED_ROUND records, so a caller flushes before each). A Packer
-// allocates nothing once its batches have grown.
+// allocates nothing once its batches have grown, and drops the batch of
+// a thread without samples for packIdleFlushes flushes (looked for every
+// packIdleFlushes flushes): a program that starts and ends threads all
+// the time leaves no buffers behind.
 type Packer struct {
 	id  uint64 // the packed event's sample id
 	typ uint16 // its tracepoint id
@@ -287,7 +290,19 @@ type Packer struct {
 	last    *packBatch
 	written uint64
 	vals    [packedMaxFields]uint64 // Add's field values
+	// flushes counts Flush's calls; free holds batches of idle threads
+	// for new ones.
+	flushes uint64
+	free    []*packBatch
 }
+
+// packIdleFlushes is how many flushes a thread's batch stays without
+// samples before Flush drops it (into the free list, of at most
+// packFreeBatches).
+const (
+	packIdleFlushes = 64
+	packFreeBatches = 16
+)
 
 // Written returns the packed samples written so far.
 func (p *Packer) Written() uint64 { return p.written }
@@ -302,7 +317,8 @@ type packBatch struct {
 	data     []byte
 	prev     []uint64
 	misc     uint16
-	listed   bool // in the Packer's order
+	listed   bool   // in the Packer's order
+	used     uint64 // the Packer's flushes when its last batch began
 }
 
 // NewPacker returns a Packer that writes samples of the packed event with
@@ -380,8 +396,7 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 	if b == nil || b.tid != tid {
 		b = p.batches[tid]
 		if b == nil {
-			b = &packBatch{tid: tid}
-			p.batches[tid] = b
+			b = p.newBatch(tid)
 		}
 		p.last = b
 	}
@@ -396,6 +411,7 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 			b.prev = make([]uint64, p.fields)
 		}
 		clear(b.prev)
+		b.used = p.flushes
 		if !b.listed {
 			p.order = append(p.order, b)
 			b.listed = true
@@ -480,7 +496,37 @@ func (p *Packer) Flush(w *Writer) error {
 		b.listed = false
 	}
 	p.order = p.order[:0]
+	p.flushes++
+	if p.flushes%packIdleFlushes == 0 {
+		p.dropIdle()
+	}
 	return nil
+}
+
+// newBatch returns an empty batch for tid, a free one if there is one.
+func (p *Packer) newBatch(tid uint32) *packBatch {
+	b := &packBatch{}
+	if n := len(p.free); n > 0 {
+		b, p.free = p.free[n-1], p.free[:n-1]
+	}
+	b.tid = tid
+	p.batches[tid] = b
+	return b
+}
+
+// dropIdle drops the batches of threads without samples in the last
+// packIdleFlushes flushes (all written and empty: Flush came first).
+func (p *Packer) dropIdle() {
+	for tid, b := range p.batches {
+		if p.flushes-b.used <= packIdleFlushes {
+			continue
+		}
+		delete(p.batches, tid)
+		if len(p.free) < packFreeBatches {
+			p.free = append(p.free, b)
+		}
+	}
+	p.last = nil
 }
 
 // write writes b as one packed sample and empties it.

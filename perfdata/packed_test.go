@@ -380,3 +380,33 @@ func BenchmarkReadPacked(b *testing.B) {
 		})
 	}
 }
+
+// TestPackerForgetsEndedThreads: a program that starts and ends threads
+// all the time (each with a sample or two) leaves the Packer holding
+// batches of the last 2×packIdleFlushes flushes' threads at most (the idle
+// ones are dropped every packIdleFlushes flushes), not of every
+// thread it ever saw.
+func TestPackerForgetsEndedThreads(t *testing.T) {
+	w, pk, bodies := packBenchSetup(t)
+	le := binary.LittleEndian
+	body := make([]byte, 0, 256)
+	for tid := uint32(1000); tid < 21000; tid++ {
+		for _, b := range bodies[:2] {
+			body = append(body[:0], b...)
+			le.PutUint32(body[12:], tid)
+			le.PutUint32(body[packedHead+4:], tid)
+			if err := pk.Add(w, MiscUser, body); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pk.Flush(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(pk.batches); n > 2*packIdleFlushes {
+		t.Errorf("after 20000 threads of one flush each: %d batches kept, want at most %d", n, 2*packIdleFlushes)
+	}
+	if pk.Written() != 20000 {
+		t.Errorf("%d packed samples written, want 20000 (one per thread)", pk.Written())
+	}
+}
