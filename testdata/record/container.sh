@@ -8,6 +8,11 @@
 #
 #   unshare --mount --pid --fork sh testdata/record/container.sh /tmp/ctr /tmp/progs/service 2 20000 1000 &
 #   sudo faultline record -p "$(pgrep -x service)" --duration 2s
+#
+# As a user, rootless (a user namespace too), record run inside:
+#
+#   CONTAINER_FILES="/tmp/faultline /tmp/progs/sitesvc" unshare --user --map-root-user --mount --pid --fork \
+#     sh testdata/record/container.sh /tmp/ctr /bin/sh -c 'cd /tmp && /srv/faultline record -- /srv/sitesvc once'
 set -eu
 R=$1
 B=$2
@@ -16,9 +21,12 @@ mount --make-rprivate /
 mount -t tmpfs tmpfs "$R"
 mkdir -p "$R/srv" "$R/proc" "$R/old" "$R/tmp"
 chmod 1777 "$R/tmp" # as a container image's /tmp
-cp "$B" "$R/srv/"
-for l in $(ldd "$B" | grep -o '/[^ ]*'); do
-	cp --parents -L "$l" "$R"
+# CONTAINER_FILES: more programs for /srv (with their libraries).
+for f in "$B" ${CONTAINER_FILES:-}; do
+	cp "$f" "$R/srv/"
+	for l in $(ldd "$f" | grep -o '/[^ ]*'); do
+		cp --parents -L "$l" "$R"
+	done
 done
 N=$(basename "$B")
 # The host's loader and umount, run before the old root is gone: the new
