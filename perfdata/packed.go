@@ -274,10 +274,10 @@ const MaxPackedBytes = 16 << 10
 // of a thread keep their order; different threads' batches interleave by
 // time only once read (records are ordered by time between two
 // FINISHED_ROUND records, so a caller flushes before each). A Packer
-// allocates nothing once its batches have grown, and drops the batch of
-// a thread without samples for packIdleFlushes flushes (looked for every
-// packIdleFlushes flushes): a program that starts and ends threads all
-// the time leaves no buffers behind.
+// allocates nothing once its batches have grown, and at each Flush drops
+// the batches of threads without samples since the last one (keeping
+// packFreeBatches of them for new threads): a program that starts and
+// ends threads all the time leaves no buffers behind.
 type Packer struct {
 	id  uint64 // the packed event's sample id
 	typ uint16 // its tracepoint id
@@ -290,19 +290,12 @@ type Packer struct {
 	last    *packBatch
 	written uint64
 	vals    [packedMaxFields]uint64 // Add's field values
-	// flushes counts Flush's calls; free holds batches of idle threads
-	// for new ones.
-	flushes uint64
-	free    []*packBatch
+	// free holds dropped batches for new threads.
+	free []*packBatch
 }
 
-// packIdleFlushes is how many flushes a thread's batch stays without
-// samples before Flush drops it (into the free list, of at most
-// packFreeBatches).
-const (
-	packIdleFlushes = 64
-	packFreeBatches = 16
-)
+// packFreeBatches bounds the Packer's free batches.
+const packFreeBatches = 64
 
 // Written returns the packed samples written so far.
 func (p *Packer) Written() uint64 { return p.written }
@@ -317,8 +310,7 @@ type packBatch struct {
 	data     []byte
 	prev     []uint64
 	misc     uint16
-	listed   bool   // in the Packer's order
-	used     uint64 // the Packer's flushes when its last batch began
+	listed   bool // in the Packer's order
 }
 
 // NewPacker returns a Packer that writes samples of the packed event with
@@ -411,7 +403,6 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 			b.prev = make([]uint64, p.fields)
 		}
 		clear(b.prev)
-		b.used = p.flushes
 		if !b.listed {
 			p.order = append(p.order, b)
 			b.listed = true
@@ -489,6 +480,9 @@ func (p *Packer) fit(body []byte) *packedLayout {
 
 // Flush writes every thread's batch.
 func (p *Packer) Flush(w *Writer) error {
+	if len(p.batches) > len(p.order) {
+		p.dropIdle()
+	}
 	for _, b := range p.order {
 		if err := p.write(w, b); err != nil {
 			return err
@@ -496,10 +490,6 @@ func (p *Packer) Flush(w *Writer) error {
 		b.listed = false
 	}
 	p.order = p.order[:0]
-	p.flushes++
-	if p.flushes%packIdleFlushes == 0 {
-		p.dropIdle()
-	}
 	return nil
 }
 
@@ -514,11 +504,11 @@ func (p *Packer) newBatch(tid uint32) *packBatch {
 	return b
 }
 
-// dropIdle drops the batches of threads without samples in the last
-// packIdleFlushes flushes (all written and empty: Flush came first).
+// dropIdle drops the batches of threads without samples since the last
+// Flush (empty: it wrote them).
 func (p *Packer) dropIdle() {
 	for tid, b := range p.batches {
-		if p.flushes-b.used <= packIdleFlushes {
+		if b.listed {
 			continue
 		}
 		delete(p.batches, tid)

@@ -382,10 +382,8 @@ func BenchmarkReadPacked(b *testing.B) {
 }
 
 // TestPackerForgetsEndedThreads: a program that starts and ends threads
-// all the time (each with a sample or two) leaves the Packer holding
-// batches of the last 2×packIdleFlushes flushes' threads at most (the idle
-// ones are dropped every packIdleFlushes flushes), not of every
-// thread it ever saw.
+// all the time (each with a sample or two) leaves the Packer holding the
+// batches of the last flush's threads, not of every thread it ever saw.
 func TestPackerForgetsEndedThreads(t *testing.T) {
 	w, pk, bodies := packBenchSetup(t)
 	le := binary.LittleEndian
@@ -403,8 +401,8 @@ func TestPackerForgetsEndedThreads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(pk.batches); n > 2*packIdleFlushes {
-		t.Errorf("after 20000 threads of one flush each: %d batches kept, want at most %d", n, 2*packIdleFlushes)
+	if n := len(pk.batches); n > 1 {
+		t.Errorf("after 20000 threads of one flush each: %d batches kept, want at most 1", n)
 	}
 	if pk.Written() != 20000 {
 		t.Errorf("%d packed samples written, want 20000 (one per thread)", pk.Written())
