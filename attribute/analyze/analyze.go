@@ -251,7 +251,7 @@ func Run(r *perfdata.Reader, sess *symbolize.Session, opts Options) (*Result, er
 		ru.sel = newSelection(opts.Comms, opts.Pids)
 	}
 	if opts.Windows != nil {
-		ru.win = &windows{opts: opts.Windows}
+		ru.win = &windows{opts: opts.Windows, exited: map[uint32]bool{}}
 	}
 	if err := ru.records(); err != nil {
 		return nil, err
@@ -566,6 +566,9 @@ func (ru *run) observe(rec perfdata.Record) {
 	switch r := rec.(type) {
 	case *perfdata.Comm:
 		ru.threads[r.Tid] = r.Comm
+		if ru.win != nil {
+			delete(ru.win.exited, r.Tid)
+		}
 		if r.Exec {
 			ru.preload.Exec(r.Pid, r.Comm)
 		}
@@ -574,6 +577,9 @@ func (ru *run) observe(rec perfdata.Record) {
 	case *perfdata.Exit:
 		if r.Pid == r.Tid {
 			ru.preload.Exit(r.Pid)
+		}
+		if ru.win != nil {
+			ru.win.exited[r.Tid] = true
 		}
 	}
 	if ru.tr == nil {
@@ -802,7 +808,9 @@ type countingSink struct {
 
 // Allocation counts a in the run and in the current window.
 func (c *countingSink) Allocation(a *attribute.Allocation) {
-	c.Builder.Allocation(a)
+	if c.runCounts() {
+		c.Builder.Allocation(a)
+	}
 	if c.win != nil {
 		c.win.b.Allocation(a)
 	}
@@ -834,11 +842,17 @@ func (c *countingSink) Fault(f *attribute.Fault, a *attribute.Allocation) {
 	if a == nil {
 		c.classes[f.Class.String()]++
 	}
-	c.Builder.Fault(f, a)
+	if c.runCounts() {
+		c.Builder.Fault(f, a)
+	}
 	if c.win != nil {
 		c.win.b.Fault(f, a)
 	}
 }
+
+// runCounts reports whether the run's builder counts samples of its own
+// (not with WindowOptions.WindowsOnly).
+func (c *countingSink) runCounts() bool { return c.win == nil || !c.win.opts.WindowsOnly }
 
 // residentSummary sums the profile's resident values by site.
 func (ru *run) residentSummary(p *profile.Profile) ResidentSummary {

@@ -25,6 +25,11 @@ type WindowOptions struct {
 	// last one (up to the last record) when the stream ends; an error
 	// stops the run.
 	Emit func(*Window) error
+	// WindowsOnly leaves the faults and allocations out of the run's own
+	// profile (Result.Profile; its resident memory stays): a run of hours
+	// then keeps no counts across windows (they grow with every site and
+	// thread label ever seen), only what the windows need.
+	WindowsOnly bool
 }
 
 // Window is one window of a run.
@@ -47,6 +52,9 @@ type windows struct {
 	last       uint64 // the latest record time seen
 	until      uint64 // the end of the span (0: none)
 	over       bool   // the span is over: the records left are not counted
+	// exited holds the threads that ended in this window (and were not
+	// named again since): their names are dropped once it is cut.
+	exited map[uint32]bool
 }
 
 // windowRecords feeds every record to the run, serially, cutting a window
@@ -104,6 +112,14 @@ func (ru *run) cutWindow(end uint64) error {
 	p.DurationNanos = int64(end - w.start)
 	win := &Window{Index: w.index, Start: w.start, End: end, Profile: p}
 	w.b = ru.b.NewWindow()
+	// Nothing of an ended thread is left to report: every allocation
+	// live was reported above, its calls in flight settled at its exit.
+	for tid := range w.exited {
+		delete(ru.threads, tid)
+	}
+	clear(w.exited)
+	// What a burst grew the reader's buffers to goes back.
+	ru.r.Trim()
 	w.index++
 	w.start, w.end = end, end+w.opts.Every
 	return w.opts.Emit(win)

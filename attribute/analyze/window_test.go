@@ -45,37 +45,44 @@ func timeSpan(t *testing.T, f string) uint64 {
 	return last - first
 }
 
+// runWindows runs f cut into windows of every ns.
+func runWindows(t *testing.T, f string, every uint64, only bool) (*Result, []*Window) {
+	t.Helper()
+	r, err := perfdata.Open(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	symfs := filepath.Join(filepath.Dir(f), "symfs")
+	sess, err := symbolize.NewSession(symbolize.Config{Symfs: symfs, SymfsFallback: true, BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, r.Meta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var wins []*Window
+	res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Workers: 1, Windows: &WindowOptions{Every: every, WindowsOnly: only,
+		Emit: func(w *Window) error {
+			wins = append(wins, w)
+			return nil
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, wins
+}
+
 // TestWindowsAddUp cuts every committed recording into windows of a
 // seventh of its span: the windows follow each other
 // without gaps, each profile is valid, and their faults, allocations and
 // bytes add up to the whole run's profile of the same recording, which
-// counts each of them once.
+// counts each of them once. With WindowsOnly the windows are the same
+// and the run's profile counts none of them.
 func TestWindowsAddUp(t *testing.T) {
 	for _, f := range committedRecordings(t) {
 		for _, parts := range []uint64{7} {
 			t.Run(fmt.Sprintf("%s/%d", filepath.Base(f), parts), func(t *testing.T) {
 				span := timeSpan(t, f)
-				r, err := perfdata.Open(f, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer r.Close()
-				m := r.Meta()
-				symfs := filepath.Join(filepath.Dir(f), "symfs")
-				sess, err := symbolize.NewSession(symbolize.Config{Symfs: symfs, SymfsFallback: true, BuildIDDir: "../../testdata/buildid-cache", Getenv: func(string) string { return "" }}, m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sess.Close()
-				var wins []*Window
-				res, err := Run(r, sess, Options{Attr: attribute.DefaultConfig(), Workers: 1, Windows: &WindowOptions{Every: max(span/parts, 1),
-					Emit: func(w *Window) error {
-						wins = append(wins, w)
-						return nil
-					}}})
-				if err != nil {
-					t.Fatal(err)
-				}
+				res, wins := runWindows(t, f, max(span/parts, 1), false)
 				// The windows start at the first sample, the span at the
 				// first record: one window fewer when those differ.
 				if span >= parts && (len(wins) < int(parts)-1 || len(wins) > int(parts)+1) {
@@ -96,6 +103,20 @@ func TestWindowsAddUp(t *testing.T) {
 				for j, typ := range []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace} {
 					if want := total(res.Profile, typ); sums[j] != want {
 						t.Errorf("%s: the %d windows add up to %d, the whole run has %d", typ, len(wins), sums[j], want)
+					}
+				}
+				only, owins := runWindows(t, f, max(span/parts, 1), true)
+				for _, typ := range []string{report.SampleFaults, report.SampleAllocs, report.SampleAllocSpace} {
+					if n := total(only.Profile, typ); n != 0 {
+						t.Errorf("WindowsOnly: the run's profile has %d %s, want none", n, typ)
+					}
+				}
+				if len(owins) != len(wins) {
+					t.Fatalf("WindowsOnly: %d windows, %d without", len(owins), len(wins))
+				}
+				for i := range wins {
+					if a, b := owins[i].Profile.String(), wins[i].Profile.String(); a != b {
+						t.Errorf("WindowsOnly: window %d differs:\n%s\nwithout:\n%s", i, a, b)
 					}
 				}
 			})

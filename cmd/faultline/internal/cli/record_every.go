@@ -132,7 +132,7 @@ func (w *windowRun) analyze(in io.Reader, cfg symbolize.Config) error {
 	}
 	defer sess.Close()
 	_, err = analyze.Run(rd, sess, analyze.Options{Workers: 1,
-		Windows: &analyze.WindowOptions{Every: uint64(w.r.opts.every), Span: uint64(w.r.opts.duration), Emit: w.emit}})
+		Windows: &analyze.WindowOptions{Every: uint64(w.r.opts.every), Span: uint64(w.r.opts.duration), Emit: w.emit, WindowsOnly: true}})
 	return err
 }
 
