@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/faultline/faultline/perfdata/schema"
 )
@@ -168,8 +169,9 @@ type StackDeltas struct {
 	copies  []deltaCopy // Add's
 }
 
-// deltaCopy is a part of a sample left out: n bytes at offset at.
-type deltaCopy struct{ at, n uint32 }
+// deltaCopy is a part of a sample left out: n bytes at offset at, equal
+// to the previous sample's at offset from.
+type deltaCopy struct{ at, from, n uint32 }
 
 // appendCopies appends the parts of a (a stack copy) equal to b's bytes
 // at the same addresses, both ending at the same address: runs of whole
@@ -191,13 +193,38 @@ func appendCopies(cs []deltaCopy, a, b []byte) []deltaCopy {
 			j += 8
 		}
 		if j-i >= deltaMinRun {
-			cs = append(cs, deltaCopy{at: uint32(len(a) - j), n: uint32(j - i)})
+			cs = append(cs, deltaCopy{at: uint32(len(a) - j), from: uint32(len(b) - j), n: uint32(j - i)})
 		}
 		i = j
 		for i+8 <= k && !eq(i) {
 			i += 8
 		}
 	}
+	return cs
+}
+
+// appendHeadCopies appends the parts of a equal to b's bytes at the same
+// offsets, both from their start: runs of whole words of at least
+// deltaMinRun bytes, from the end of the common length down (the order
+// appendCopies gives, continued). A stack sample's fields before its stack
+// copy (the call's arguments, its top-of-stack words, the registers) are
+// mostly its thread's previous sample's.
+func appendHeadCopies(cs []deltaCopy, a, b []byte) []deltaCopy {
+	le := binary.LittleEndian
+	k := min(len(a), len(b)) &^ 7
+	start := len(cs)
+	for i := 0; i < k && len(cs) < deltaMaxCopies; {
+		j := i
+		for j < k && le.Uint64(a[j:]) == le.Uint64(b[j:]) {
+			j += 8
+		}
+		if j-i >= deltaMinRun {
+			cs = append(cs, deltaCopy{at: uint32(i), from: uint32(i), n: uint32(j - i)})
+		}
+		for i = j; i < k && le.Uint64(a[i:]) != le.Uint64(b[i:]); i += 8 {
+		}
+	}
+	slices.Reverse(cs[start:])
 	return cs
 }
 
@@ -229,7 +256,11 @@ func (s *StackDeltas) Add(w *Writer, misc uint16, body []byte, lo, hi int, top u
 		cs = appendCopies(cs, body[lo:hi], prev.body[prev.lo:prev.hi])
 		for i := range cs {
 			cs[i].at += uint32(lo)
+			cs[i].from += uint32(prev.lo)
 		}
+	}
+	if len(prev.body) > 0 && prev.lo == lo {
+		cs = appendHeadCopies(cs, body[:lo], prev.body[:lo])
 	}
 	s.copies = cs
 	dn := len(body)
@@ -257,9 +288,8 @@ func (s *StackDeltas) Add(w *Writer, misc uint16, body []byte, lo, hi int, top u
 	k := 0                              // in d
 	for i := len(cs) - 1; i >= 0; i-- { // ascending offsets
 		c := cs[i]
-		from := prev.hi - (hi - int(c.at))
 		le.PutUint32(pl[at:], c.at)
-		le.PutUint32(pl[at+4:], uint32(from))
+		le.PutUint32(pl[at+4:], c.from)
 		le.PutUint32(pl[at+8:], c.n)
 		at += 12
 		k += copy(d[k:], body[pos:c.at])

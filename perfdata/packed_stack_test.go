@@ -48,6 +48,10 @@ func stackTestSamples(n, threads int) []stackTestSample {
 		}
 	}
 	var out []stackTestSample
+	lastDepth := make([]int, threads)
+	for i := range lastDepth {
+		lastDepth[i] = -1
+	}
 	t := uint64(1_000_000)
 	for i := 0; i < n; i++ {
 		th := rng.IntN(threads)
@@ -59,6 +63,12 @@ func stackTestSamples(n, threads int) []stackTestSample {
 			binary.LittleEndian.PutUint64(m[size-24-8*rng.IntN(4):], rng.Uint64())
 		}
 		depth := 8 * rng.IntN(size/8)
+		if prev := lastDepth[th]; prev >= 0 && rng.IntN(4) == 0 {
+			// The same depth as the thread's previous sample: the
+			// registers before the stack equal its too.
+			depth = prev
+		}
+		lastDepth[th] = depth
 		end := size
 		if rng.IntN(8) == 0 {
 			end -= 1 + rng.IntN(20)
@@ -297,5 +307,30 @@ func BenchmarkStackDeltasAdd(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		add(i)
+	}
+}
+
+// TestAppendHeadCopies: the runs of at least deltaMinRun bytes of whole
+// words equal at the same offsets from the start, highest offset first.
+func TestAppendHeadCopies(t *testing.T) {
+	a := make([]byte, 200)
+	b := make([]byte, 180)
+	for i := range a {
+		a[i] = byte(i)
+	}
+	copy(b, a)
+	b[8] = 0xff  // word 1 differs: the run 0..8 is too short
+	b[40] = 0xff // word 5 differs: run 16..40 is 24 bytes, too short
+	b[48] = 0xff // word 6 too: the run 56..176 (the common whole words) is kept
+	got := appendHeadCopies([]deltaCopy{{at: 190, from: 170, n: 8}}, a, b)
+	want := []deltaCopy{{at: 190, from: 170, n: 8}, {at: 56, from: 56, n: 120}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("copies %v, want %v", got, want)
+	}
+	b[16], b[100] = 0xff, 0xff // runs 24..40 (16), 56..96 (40) and 104..176 (72)
+	got = appendHeadCopies(nil, a, b)
+	want = []deltaCopy{{at: 104, from: 104, n: 72}, {at: 56, from: 56, n: 40}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("copies %v, want %v", got, want)
 	}
 }
