@@ -418,9 +418,10 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 	n += putUvarint(d[n:], zigzag(t-b.lastT))
 	b.lastID, b.lastT = id, t
 	prev := b.prev[l.base : l.base+len(l.sizes)]
-	for k, sz := range l.sizes {
+	sizes, vals := l.sizes[:len(prev)], vals[:len(prev)]
+	for k := range prev {
 		v := vals[k]
-		if sz < 8 {
+		if sz := sizes[k]; sz < 8 {
 			v &= 1<<(8*sz) - 1
 		}
 		n += putUvarint(d[n:], zigzag(v-prev[k]))
@@ -431,12 +432,17 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 	return nil
 }
 
-// putUvarint is binary.PutUvarint with the one-byte case, most of a
-// packed sample's differences, first.
+// putUvarint is binary.PutUvarint with the one- and two-byte cases, most
+// of a packed sample's differences, first and inlined.
 func putUvarint(d []byte, v uint64) int {
 	if v < 0x80 {
 		d[0] = byte(v)
 		return 1
+	}
+	if v < 0x4000 {
+		_ = d[1]
+		d[0], d[1] = byte(v)|0x80, byte(v>>7)
+		return 2
 	}
 	return binary.PutUvarint(d, v)
 }

@@ -810,8 +810,12 @@ func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 	head := g.Head()
 	total, released := 0, 0
 	defer g.Release()
-	// The mappings change only between drains (writeKernel).
+	// The mappings and the faults change only between drains
+	// (writeKernel).
 	maps := ip.maps[g.Pid()]
+	o := owner{g.Pid(), g.Tid()}
+	faults := ip.threadFaults(o.tid)
+	packing := ip.packing.pk != nil
 	var rec, next shim.Record
 	for {
 		if total-released >= releaseEvery {
@@ -832,15 +836,23 @@ func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 		}
 		g.Consume(&rec)
 		if rec.Kind == shim.KindSys {
-			n, err := ip.writeSys(owner{g.Pid(), g.Tid()}, &rec)
+			n, err := ip.writeSys(o, &rec)
 			total += n
 			if err != nil {
 				return total, err
 			}
 			continue
 		}
-		if rec.Kind == shim.KindCall {
-			n, err := ip.writeWhole(owner{g.Pid(), g.Tid()}, &rec)
+		if rec.Kind == shim.KindCall || rec.Kind == shim.KindFree && packing {
+			var n int
+			switch {
+			case rec.Kind == shim.KindFree:
+				n, err = ip.packFree(o, &rec)
+			case packing && !faultIn(faults, rec.EntryTime(), rec.Time):
+				n, err = ip.packWhole(o, &rec)
+			default:
+				n, err = ip.writeWhole(o, &rec)
+			}
 			total += n
 			if err != nil {
 				return total, err
@@ -856,10 +868,10 @@ func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				return total, err
 			}
 			if ok && next.Time <= limit && next.Kind == shim.KindReturn && next.Func == rec.Func && next.Valid(ip.words) &&
-				!ip.faultedIn(g.Tid(), rec.Time, next.Time) {
+				!faultIn(faults, rec.Time, next.Time) {
 				c := &ip.scratch
 				pairCall(c, &rec, &next)
-				n, err := ip.writeCall(owner{g.Pid(), g.Tid()}, c, wholeCall)
+				n, err := ip.writeCall(o, c, wholeCall)
 				total += n
 				if err != nil {
 					return total, err
@@ -868,7 +880,7 @@ func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 				continue
 			}
 		}
-		n, err := ip.writeShim(owner{g.Pid(), g.Tid()}, &rec, short)
+		n, err := ip.writeShim(o, &rec, short)
 		total += n
 		if err != nil {
 			return total, err
@@ -882,13 +894,23 @@ func corrupt(g *shim.Ring, rec *shim.Record) error {
 
 // faultedIn reports whether thread tid took a fault between t0 and t1.
 func (ip *inproc) faultedIn(tid uint32, t0, t1 uint64) bool {
+	return faultIn(ip.threadFaults(tid), t0, t1)
+}
+
+// threadFaults returns thread tid's fault times of this round, sorted.
+func (ip *inproc) threadFaults(tid uint32) []uint64 {
 	f := ip.faults[tid]
-	if len(f) == 0 {
-		return false
-	}
-	if !ip.faultsSorted[tid] {
+	if len(f) > 0 && !ip.faultsSorted[tid] {
 		slices.Sort(f)
 		ip.faultsSorted[tid] = true
+	}
+	return f
+}
+
+// faultIn reports whether a time in the sorted f lies between t0 and t1.
+func faultIn(f []uint64, t0, t1 uint64) bool {
+	if len(f) == 0 {
+		return false
 	}
 	i, _ := slices.BinarySearch(f, t0)
 	return i < len(f) && f[i] <= t1

@@ -146,3 +146,41 @@ func (ip *inproc) packValues(sp *spec, g owner, t uint64, vals []uint64, status 
 	return sampleHeadBytes + 4 + (4+8+fields+7)&^7 - 4, true,
 		p.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
 }
+
+// packWhole packs a call the shim wrote whole (shim.KindCall) during
+// which its thread took no fault: the fn__call sample writeCall would
+// pack, its values read straight from the record.
+func (ip *inproc) packWhole(g owner, rec *shim.Record) (int, error) {
+	fn := rec.Func
+	sp := ip.call[fn]
+	if sp == nil || fn.Status() {
+		return ip.writeWhole(g, rec)
+	}
+	t := rec.Time
+	ip.seen(rec.EntryTime(), t)
+	v := append(ip.packing.vals[:0], rec.IP())
+	for i := range fn.Args() {
+		a := uint64(0) // the record holds two (writeWhole)
+		if i < 2 {
+			a = rec.CallArg(i)
+		}
+		v = append(v, a)
+	}
+	v = append(v, rec.RetIP(), rec.Ptr(), rec.Hdr())
+	ip.packing.vals = v
+	n, _, err := ip.packValues(sp, g, t, v, false)
+	return n, err
+}
+
+// packFree packs a free (shim.KindFree): the sample writeShim would pack.
+func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
+	sp := ip.entry[shim.FuncFree]
+	if sp == nil {
+		return ip.writeShim(g, rec, false)
+	}
+	t := rec.Time
+	ip.seen(t, t)
+	ip.packing.vals = append(ip.packing.vals[:0], rec.Ptr())
+	n, _, err := ip.packValues(sp, g, t, ip.packing.vals, false)
+	return n, err
+}

@@ -208,7 +208,18 @@ func wholeRecord(t0, t, size, sp, ret, ptr, hdr uint64) shim.Record {
 // by the shim, as one call sample, and its free, as drainRing writes
 // churn's (to nowhere: the recorder's own work).
 func BenchmarkInprocWrite(b *testing.B) {
+	for _, packed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("packed=%v", packed), func(b *testing.B) { benchInprocWrite(b, packed) })
+	}
+}
+
+func benchInprocWrite(b *testing.B, packed bool) {
 	s := writeSession(b, true)
+	if packed {
+		if pk, err := s.packer(); pk == nil || err != nil {
+			b.Fatalf("no packer: %v", err)
+		}
+	}
 	ne := binary.NativeEndian
 	c := wholeRecord(0, 0, 0, 0x7ffff000, 0x401000, 0, 0)
 	fb := make([]byte, shim.FreeSize)
@@ -222,10 +233,19 @@ func BenchmarkInprocWrite(b *testing.B) {
 		ne.PutUint64(c.Body[40:], uint64(16+i%61*8))
 		ne.PutUint64(c.Body[8:], uint64(0x5000+i%64*512))
 		ne.PutUint64(fb[8:], uint64(0x5000+i%64*512))
-		if _, err := s.writeWhole(g, &c); err != nil {
-			b.Fatal(err)
+		var err error
+		if packed { // drainRing's way when packing
+			_, err = s.packWhole(g, &c)
+			if err == nil {
+				_, err = s.packFree(g, &f)
+			}
+		} else {
+			_, err = s.writeWhole(g, &c)
+			if err == nil {
+				_, err = s.writeShim(g, &f, false)
+			}
 		}
-		if _, err := s.writeShim(g, &f, false); err != nil {
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
