@@ -10,12 +10,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/faultline/faultline/attribute/report"
+	"golang.org/x/sys/unix"
 )
 
 // service runs testdata/record/src/attachsvc.c (prog) with args and keeps
@@ -277,6 +281,62 @@ func TestRecordAttachLiveThroughput(t *testing.T) {
 	if att < 0.9*nat {
 		t.Errorf("attached, the service made %.0f calls a second, natively %.0f: below 90%%", att, nat)
 	}
+}
+
+// TestRecordAttachLiveWindowCount records the counting service
+// (testdata/record/src/service.c: 2 threads, 200k malloc calls a second,
+// its count printed every millisecond) with -p attached in-process,
+// --every 1s for 3 s: each window's allocations equal the service's own
+// count over the window's span within 0.5%. That count is known to
+// within the calls between the service's lines around each end of the
+// window (a millisecond apart, or tens when the machine is busy and its
+// main thread waits for a CPU): the recording's must lie within 0.5% of
+// the least and the most its lines allow (the interpolated count, as
+// TestRecordLiveEvery takes it, is logged).
+func TestRecordAttachLiveWindowCount(t *testing.T) {
+	requireLiveRecord(t)
+	cmd, lines := startCountingService(t, "2", strconv.Itoa(attachRate), "1")
+	dir := filepath.Join(t.TempDir(), "windows")
+	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--attach", attachInject, "--every", "1s", "--duration", "3s", "-o", dir)
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("record: exit %d\n%s", code, stderr)
+	}
+	checkAttachedWay(t, cmd.Process.Pid, attachInject)
+	var mono, real unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
+	unix.ClockGettime(unix.CLOCK_REALTIME, &real)
+	wall := real.Nano() - mono.Nano()
+	time.Sleep(10 * time.Millisecond) // the service's lines past the end
+	counts := serviceCounts(t, lines.Lines())
+	names, ps := windowProfiles(t, dir)
+	if len(ps) != 3 {
+		t.Fatalf("%d profiles, want 3: %v", len(ps), names)
+	}
+	for i, p := range ps {
+		from := p.TimeNanos - wall
+		want := countAt(counts, from+p.DurationNanos) - countAt(counts, from)
+		got := siteTotal(p, report.SampleAllocs, "")
+		lo, hi := countBounds(counts, from, from+p.DurationNanos)
+		t.Logf("window %d: %d allocations, the service counted %d to %d, interpolated %.0f (%+.3f%%; its lines around the ends %v and %v apart); load %s",
+			i+1, got, lo, hi, want, 100*(float64(got)-want)/want, lineGap(counts, from), lineGap(counts, from+p.DurationNanos), loadAverage())
+		if float64(got) < 0.995*float64(lo) || float64(got) > 1.005*float64(hi) {
+			t.Errorf("window %d: %d allocations, the service counted %d to %d", i+1, got, lo, hi)
+		}
+	}
+}
+
+// countBounds is the least and the most calls the service can have made
+// in [from, to] by its lines: from the last line before from or the
+// first after it, to the first line after to or the last before it.
+func countBounds(counts []serviceCount, from, to int64) (lo, hi int64) {
+	at := func(ts int64) (before, after int64) {
+		i := sort.Search(len(counts), func(i int) bool { return counts[i].t >= ts })
+		before, after = counts[max(i-1, 0)].allocs, counts[min(i, len(counts)-1)].allocs
+		return before, after
+	}
+	fromBefore, fromAfter := at(from)
+	toBefore, toAfter := at(to)
+	return toBefore - fromAfter, toAfter - fromBefore
 }
 
 // loadAverage is /proc/loadavg's first three fields, for the log: the
