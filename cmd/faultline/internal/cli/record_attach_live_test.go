@@ -151,13 +151,22 @@ func attachCycles() int {
 // makes (attachsvc's CALLS_PER_SEC).
 const attachRate = 200000
 
-// signalAttached sends sig to pid once the shim's watcher thread runs in
-// it (the shim is attached: its entries redirected, recording), waiting
-// at most 10 s.
-func signalAttached(pid int, sig syscall.Signal) {
-	for deadline := time.Now().Add(10 * time.Second); !threadNamed(pid, "faultline-watch") && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
+// awaitAttached waits, at most 10 s, for the shim's watcher thread to run
+// in pid (the shim attached: its entries redirected, recording), and
+// reports whether it does.
+func awaitAttached(pid int) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if threadNamed(pid, "faultline-watch") {
+			return true
+		}
 	}
+	return false
+}
+
+// signalAttached sends sig to pid once the shim is attached in it (or
+// after 10 s).
+func signalAttached(pid int, sig syscall.Signal) {
+	awaitAttached(pid)
 	syscall.Kill(pid, sig)
 }
 
@@ -241,9 +250,7 @@ func TestRecordAttachLiveThroughput(t *testing.T) {
 	}
 	attached := make(chan time.Time, 1)
 	go func() {
-		for deadline := time.Now().Add(10 * time.Second); !threadNamed(pid, "faultline-watch") && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
-		}
+		awaitAttached(pid)
 		attached <- time.Now()
 	}()
 	out := filepath.Join(t.TempDir(), "throughput.data")

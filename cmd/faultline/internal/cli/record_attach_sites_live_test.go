@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/faultline/faultline/attribute/report"
 	"github.com/faultline/faultline/attribute/report/reporttest"
@@ -92,10 +91,8 @@ func TestRecordAttachLiveSameWork(t *testing.T) {
 			&Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb})
 		done <- result{code, errb.String()}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); !threadNamed(pid, "faultline-watch"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the shim's watcher thread did not start in the service in 10 s: record did not attach in-process")
-		}
+	if !awaitAttached(pid) {
+		t.Fatal("the shim's watcher thread did not start in the service in 10 s: record did not attach in-process")
 	}
 	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
