@@ -25,11 +25,14 @@ import (
 const packedType = SampleIdentifier | SampleTID | SampleTime | SampleRaw
 
 // The packed event's raw payload: the common fields, the count, the
-// samples' __data_loc word, then the samples' bytes.
+// samples' __data_loc word, then the samples' bytes; in the column layout
+// the count of columns before them.
 const (
-	packedCountAt = 8
-	packedLocAt   = 12
-	packedDataAt  = 16
+	packedCountAt   = 8
+	packedLocAt     = 12
+	packedDataAt    = 16 // the row layout's
+	packedColumnsAt = 16
+	packedColDataAt = 20
 )
 
 // packedHead is a sample of packedType up to its raw payload: IDENTIFIER,
@@ -79,6 +82,9 @@ func (r *Reader) isPacked(ev *Event) bool {
 		switch {
 		case isPackedEvent(ev):
 			ev.packed = 1
+			if c := ev.Format.Field("columns"); c != nil && c.Offset == packedColumnsAt && c.Size == 4 {
+				ev.packed = 3
+			}
 		case isStackDeltaEvent(ev):
 			ev.packed = 2
 		}
@@ -161,7 +167,12 @@ func (r *Reader) beginExpand(ev *Event, rec rawRec, minRaw int, what string) (bo
 // packed sample whose bytes do not parse yields the samples before the
 // bad one and a warning.
 func (r *Reader) expandPacked(ev *Event, rec rawRec) {
-	body, raw, ok := r.beginExpand(ev, rec, packedDataAt, "packed")
+	cols := ev.packed == 3
+	minRaw := packedDataAt
+	if cols {
+		minRaw = packedColDataAt
+	}
+	body, raw, ok := r.beginExpand(ev, rec, minRaw, "packed")
 	if !ok {
 		return
 	}
@@ -177,20 +188,39 @@ func (r *Reader) expandPacked(ev *Event, rec rawRec) {
 	p := raw[off : off+n]
 	tid := r.bo.Uint32(tids[4:])
 	prev := r.packPrev[:0]
-	pos := 0
-	// varint reads the next difference; ok is false past the end.
-	varint := func() (uint64, bool) {
-		v, k := binary.Uvarint(p[pos:])
-		if k <= 0 {
+	// The streams the differences are read from: the one of the row
+	// layout, or each column's (packColumns).
+	streams := r.packStreams[:0]
+	if cols {
+		var err string
+		if streams, err = packColumns(streams, p, r.bo.Uint32(raw[packedColumnsAt:])); err != "" {
+			r.warn(&FormatError{Offset: rec.off, Msg: "packed sample's " + err, Err: errPacked})
+			return
+		}
+	} else {
+		streams = append(streams, packStream{0, len(p)})
+	}
+	r.packStreams = streams
+	// varint reads the next difference of stream k (the row layout has
+	// one); ok is false past its end.
+	varint := func(k int) (uint64, bool) {
+		if !cols {
+			k = 0
+		} else if k >= len(streams) {
 			return 0, false
 		}
-		pos += k
+		s := &streams[k]
+		v, m := binary.Uvarint(p[s.pos:s.end])
+		if m <= 0 {
+			return 0, false
+		}
+		s.pos += m
 		return unzigzag(v), true
 	}
 	for i := uint32(0); i < count; i++ {
-		start := pos
-		did, ok1 := varint()
-		dt, ok2 := varint()
+		start := streams[0].pos
+		did, ok1 := varint(0)
+		dt, ok2 := varint(1)
 		id += did
 		t += dt
 		sev := r.lookupID(id)
@@ -220,7 +250,7 @@ func (r *Reader) expandPacked(ev *Event, rec rawRec) {
 		r.bo.PutUint32(w[4:], tid)
 		at := 8
 		for k, sz := range l.sizes {
-			d, ok := varint()
+			d, ok := varint(2 + k)
 			if !ok {
 				break
 			}
@@ -245,6 +275,37 @@ func (r *Reader) expandPacked(ev *Event, rec rawRec) {
 	}
 	clear(prev)
 	r.packPrev = prev
+}
+
+// packStream is one stream of a packed sample's differences: the next
+// one's offset in the samples' bytes, and the stream's end.
+type packStream struct{ pos, end int }
+
+// packColumns appends to streams the columns of a packed sample's bytes p
+// in the column layout (PackedEvent): n varints, each column's length,
+// then the columns in order; a message when they do not fit.
+func packColumns(streams []packStream, p []byte, n uint32) ([]packStream, string) {
+	if n < 2 || n > 2+packedMaxFields {
+		return streams, fmt.Sprintf("%d columns (want 2 to %d)", n, 2+packedMaxFields)
+	}
+	pos := 0
+	for k := uint32(0); k < n; k++ {
+		v, m := binary.Uvarint(p[pos:])
+		if m <= 0 || v > uint64(len(p)) {
+			return streams, fmt.Sprintf("column %d's length does not fit its %d bytes", k, len(p))
+		}
+		pos += m
+		streams = append(streams, packStream{end: int(v)})
+	}
+	for k := range streams {
+		s := &streams[k]
+		s.pos, s.end = pos, pos+s.end
+		if s.end > len(p) {
+			return streams, fmt.Sprintf("column %d ends past its %d bytes", k, len(p))
+		}
+		pos = s.end
+	}
+	return streams, ""
 }
 
 // packedLayout returns ev's layout, found once per event; nil: its
@@ -292,6 +353,10 @@ type Packer struct {
 	vals    [packedMaxFields]uint64 // Add's field values
 	// free holds dropped batches for new threads.
 	free []*packBatch
+	// rowLayout: write the row layout (packedRowFormat), which files
+	// written before the column layout hold (tests of their reading).
+	rowLayout bool
+	head      []byte // the column lengths (write)
 }
 
 // packFreeBatches bounds the Packer's free batches.
@@ -307,10 +372,14 @@ type packBatch struct {
 	lastID   uint64
 	lastT    uint64
 	count    uint32
-	data     []byte
-	prev     []uint64
-	misc     uint16
-	listed   bool // in the Packer's order
+	// data holds the samples' differences: in the column layout in
+	// cols[k], column k, data unused; in the row layout in data.
+	data   []byte
+	cols   [][]byte
+	size   int // bytes in cols
+	prev   []uint64
+	misc   uint16
+	listed bool // in the Packer's order
 }
 
 // NewPacker returns a Packer that writes samples of the packed event with
@@ -392,7 +461,7 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 		}
 		p.last = b
 	}
-	if b.count > 0 && (b.misc != misc || b.pid != pid || len(b.data) > MaxPackedBytes-packedMaxSample) {
+	if b.count > 0 && (b.misc != misc || b.pid != pid || len(b.data)+b.size > MaxPackedBytes-packedMaxSample-packedMaxHead) {
 		if err := p.write(w, b); err != nil {
 			return err
 		}
@@ -407,6 +476,10 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 			p.order = append(p.order, b)
 			b.listed = true
 		}
+	}
+	if !p.rowLayout {
+		p.addColumns(b, l, id, t, vals)
+		return nil
 	}
 	// The batch has room for a whole sample (packedMaxSample): the
 	// varints go in without a check of room each.
@@ -432,6 +505,42 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 	return nil
 }
 
+// addColumns appends a sample's differences to b's columns: its id's to
+// column 0, its time's to 1, its k-th field's to 2+k.
+func (p *Packer) addColumns(b *packBatch, l *packedLayout, id, t uint64, vals []uint64) {
+	nc := 2 + len(l.sizes)
+	if len(b.cols) < nc {
+		b.cols = append(b.cols, make([][]byte, nc-len(b.cols))...)
+	}
+	cols := b.cols[:nc]
+	n := appendColumn(&cols[0], zigzag(id-b.lastID))
+	n += appendColumn(&cols[1], zigzag(t-b.lastT))
+	b.lastID, b.lastT = id, t
+	prev := b.prev[l.base : l.base+len(l.sizes)]
+	sizes, vals, fc := l.sizes[:len(prev)], vals[:len(prev)], cols[2:][:len(prev)]
+	for k := range prev {
+		v := vals[k]
+		if sz := sizes[k]; sz < 8 {
+			v &= 1<<(8*sz) - 1
+		}
+		n += appendColumn(&fc[k], zigzag(v-prev[k]))
+		prev[k] = v
+	}
+	b.size += n
+	b.count++
+}
+
+// appendColumn appends v to column c as a varint and returns its length.
+func appendColumn(c *[]byte, v uint64) int {
+	if v < 0x80 {
+		*c = append(*c, byte(v))
+		return 1
+	}
+	n := len(*c)
+	*c = binary.AppendUvarint(*c, v)
+	return len(*c) - n
+}
+
 // putUvarint is binary.PutUvarint with the one- and two-byte cases, most
 // of a packed sample's differences, first and inlined.
 func putUvarint(d []byte, v uint64) int {
@@ -453,6 +562,9 @@ func putUvarint(d []byte, v uint64) int {
 const (
 	packedMaxFields = 256
 	packedMaxSample = 10 * (2 + packedMaxFields)
+	// packedMaxHead bounds the column layout's lengths: a varint of at
+	// most 3 bytes (a length under MaxPackedBytes) for each column.
+	packedMaxHead = 3 * (2 + packedMaxFields)
 )
 
 // layout returns the layout of the event added with id, or nil.
@@ -531,7 +643,22 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 		return nil
 	}
 	le := binary.LittleEndian
-	raw := packedDataAt + len(b.data)
+	at, data := packedDataAt, len(b.data)
+	ncols := 0
+	if !p.rowLayout {
+		// The columns the batch's samples used (the others are empty).
+		ncols = len(b.cols)
+		for ncols > 2 && len(b.cols[ncols-1]) == 0 {
+			ncols--
+		}
+		h := p.head[:0]
+		for _, c := range b.cols[:ncols] {
+			h = binary.AppendUvarint(h, uint64(len(c)))
+		}
+		p.head = h
+		at, data = packedColDataAt, len(h)+b.size
+	}
+	raw := at + data
 	raw = (4+raw+7)&^7 - 4
 	n := 8 + packedHead + raw
 	rec := w.RecordBuffer(n)[:n]
@@ -545,22 +672,41 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 	le.PutUint16(pl, p.typ)
 	le.PutUint32(pl[4:], b.tid)
 	le.PutUint32(pl[packedCountAt:], b.count)
-	le.PutUint32(pl[packedLocAt:], uint32(len(b.data))<<16|packedDataAt)
-	copy(pl[packedDataAt:], b.data)
-	b.count, b.data = 0, b.data[:0]
+	le.PutUint32(pl[packedLocAt:], uint32(data)<<16|uint32(at))
+	if p.rowLayout {
+		copy(pl[at:], b.data)
+	} else {
+		le.PutUint32(pl[packedColumnsAt:], uint32(ncols))
+		at += copy(pl[at:], p.head)
+		for k, c := range b.cols[:ncols] {
+			at += copy(pl[at:], c)
+			b.cols[k] = c[:0]
+		}
+	}
+	b.count, b.data, b.size = 0, b.data[:0], 0
 	p.written++
 	return w.CommitRecord(uint32(RecordSample), b.misc, rec)
 }
 
 // PackedFormat is the tracefs-style format of schema.PackedEvent with
-// tracepoint id id, as the file's tracing data describes it.
+// tracepoint id id, as the file's tracing data describes it: the column
+// layout (its columns field).
 func PackedFormat(id uint64) []byte {
+	return packedFormat(id, fmt.Sprintf("\tfield:u32 columns;\toffset:%d;\tsize:4;\tsigned:0;\n", packedColumnsAt))
+}
+
+// packedRowFormat is PackedFormat of the row layout, without the columns
+// field.
+func packedRowFormat(id uint64) []byte { return packedFormat(id, "") }
+
+func packedFormat(id uint64, columns string) []byte {
 	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+
 		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"+
 		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"+
 		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"+
 		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"+
 		"\tfield:u32 count;\toffset:%d;\tsize:4;\tsigned:0;\n"+
-		"\tfield:__data_loc u8[] samples;\toffset:%d;\tsize:4;\tsigned:0;\n\n"+
-		"print fmt: \"count=%%u\", REC->count\n", schema.PackedEvent, id, packedCountAt, packedLocAt)
+		"\tfield:__data_loc u8[] samples;\toffset:%d;\tsize:4;\tsigned:0;\n"+
+		"%s\n"+
+		"print fmt: \"count=%%u\", REC->count\n", schema.PackedEvent, id, packedCountAt, packedLocAt, columns)
 }

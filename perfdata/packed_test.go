@@ -70,6 +70,10 @@ func packTestSamples(n int) []packTestSample {
 	return out
 }
 
+// packTestRows makes writePackTest write the row layout, as files
+// written before the column layout hold it.
+var packTestRows bool
+
 // writePackTest writes the samples one by one or through a Packer, with a
 // FINISHED_ROUND every round samples.
 func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool, round int) string {
@@ -80,7 +84,11 @@ func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool
 		Attr: Attr{Type: TypeSoftware, Config: 2, SamplePeriod: 1, SampleType: wrFaultType, Flags: flags | AttrMmap | AttrComm | AttrMmap2}}}
 	var formats [][]byte
 	var tfs []*TraceFormat
-	for i, ft := range append(packTestFormats, string(PackedFormat(packTestPackedType))) {
+	packedFmt := PackedFormat(packTestPackedType)
+	if packTestRows {
+		packedFmt = packedRowFormat(packTestPackedType)
+	}
+	for i, ft := range append(packTestFormats, string(packedFmt)) {
 		name := ft[len("name: "):strings.IndexByte(ft, '\n')]
 		events = append(events, WriterEvent{Name: schema.System + ":" + name, IDs: []uint64{1<<56 + uint64(i)},
 			Attr: Attr{Type: TypeTracepoint, Config: 65280 + uint64(i), SamplePeriod: 1, SampleType: packedType, Flags: flags}})
@@ -97,6 +105,7 @@ func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool
 		t.Fatal(err)
 	}
 	pk := NewPacker(packTestPackedID, packTestPackedType)
+	pk.rowLayout = packTestRows
 	for i := range packTestFormats {
 		if !pk.AddEvent(1<<56+uint64(i), &events[1+i].Attr, tfs[i]) {
 			t.Fatalf("event %d cannot be packed", i)
@@ -189,8 +198,11 @@ func readPackTest(t *testing.T, path string) ([]string, *Reader) {
 // of the bytes.
 func TestPackedRoundTrip(t *testing.T) {
 	samples := packTestSamples(20000)
-	for _, compress := range []bool{false, true} {
-		t.Run("compress="+strconv.FormatBool(compress), func(t *testing.T) {
+	for _, tc := range []struct{ rows, compress bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("rows=%v/compress=%v", tc.rows, tc.compress), func(t *testing.T) {
+			packTestRows = tc.rows
+			defer func() { packTestRows = false }()
+			compress := tc.compress
 			plain, _ := readPackTest(t, writePackTest(t, samples, false, compress, 3000))
 			ppath := writePackTest(t, samples, true, compress, 3000)
 			packed, rd := readPackTest(t, ppath)
@@ -216,6 +228,17 @@ func TestPackedRoundTrip(t *testing.T) {
 	t.Logf("%d bytes one by one, %d packed (%d samples)", one, pk, len(samples))
 	if pk*3 > one {
 		t.Errorf("packed file %d bytes, not a third of %d", pk, one)
+	}
+	// Compressed, the column layout (each field's differences together)
+	// is smaller than the row layout (each sample's together): its
+	// columns hold runs of like bytes.
+	packTestRows = true
+	rows := fileSize(t, writePackTest(t, samples, true, true, 3000))
+	packTestRows = false
+	cols := fileSize(t, writePackTest(t, samples, true, true, 3000))
+	t.Logf("compressed: %d bytes in columns, %d in rows", cols, rows)
+	if cols >= rows {
+		t.Errorf("compressed: the column layout's file %d bytes, the row layout's %d", cols, rows)
 	}
 }
 
@@ -254,7 +277,14 @@ func TestPackedPerfReads(t *testing.T) {
 // TestPackedCorrupt: a packed sample whose bytes are cut or changed yields
 // the samples before the damage and a warning, never a panic.
 func TestPackedCorrupt(t *testing.T) {
-	path := writePackTest(t, packTestSamples(300), true, false, 1000)
+	for _, rows := range []bool{false, true} {
+		packTestRows = rows
+		testPackedCorrupt(t, writePackTest(t, packTestSamples(300), true, false, 1000))
+	}
+	packTestRows = false
+}
+
+func testPackedCorrupt(t *testing.T, path string) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -74,8 +74,9 @@ type Event struct {
 
 	named bool // Name came from the file, not synthesized
 
-	// packed: 1 if this is schema.PackedEvent, 2 if schema.StackDeltaEvent
-	// (either's samples are expanded), -1 if neither, 0 until its format is known. packing, layout: how samples
+	// packed: 1 if this is schema.PackedEvent in the row layout, 3 in the
+	// column layout, 2 if schema.StackDeltaEvent (the samples of all three
+	// are expanded), -1 if neither, 0 until its format is known. packing, layout: how samples
 	// of this event are packed (packedLayout).
 	packed, packing int8
 	layout          *packedLayout
@@ -239,8 +240,9 @@ type Reader struct {
 
 	// packPrev holds a packed sample's previous field values while it is
 	// expanded, packFields the fields of all packable events so far.
-	packPrev   []uint64
-	packFields int
+	packPrev    []uint64
+	packStreams []packStream
+	packFields  int
 	// deltas holds each thread's previous sample a stack-delta sample
 	// stood for.
 	deltas deltaState

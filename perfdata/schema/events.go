@@ -61,13 +61,19 @@ func TopStackWord(i int) string { return "s" + strconv.Itoa(i) }
 // tracepoint-shaped events, delta-encoded (perfdata's Packer writes it,
 // its Reader expands it into the samples it holds, which analysis reads
 // as if they had been written one by one). Its raw payload after the
-// common fields: u32 count (samples in the batch), then a __data_loc u8[]
-// samples field whose bytes are, for each sample, unsigned LEB128 varints
-// of zigzag-encoded differences: its IDENTIFIER from the previous
-// sample's (the first: from the batch's own), its TIME from the previous
-// sample's (the first: from the batch's), then each field of its event's
-// format after the common fields, in order, from that field's value in the
-// previous sample of the same event in the batch (the first: from 0).
+// common fields: u32 count (samples in the batch), a __data_loc u8[]
+// samples field, then u32 columns. Each sample is a series of unsigned
+// LEB128 varints of zigzag-encoded differences: its IDENTIFIER from the
+// previous sample's (the first: from the batch's own), its TIME from the
+// previous sample's (the first: from the batch's), then each field of its
+// event's format after the common fields, in order, from that field's
+// value in the previous sample of the same event in the batch (the first:
+// from 0). The samples' bytes hold them in columns: first `columns`
+// varints, each column's length in bytes, then the columns, one after the
+// other: column 0 holds the samples' IDENTIFIER differences in order,
+// column 1 their TIME differences, column 2+k their k-th fields'. (A
+// format without the columns field, as files written before it have,
+// holds the samples one after the other, each its varints in order.)
 // Every sample shares the batch's TID; its common fields are its event's
 // type and the thread, and its raw payload is padded with zeros as the
 // kernel pads it. The events so packed have sample type IDENTIFIER, TID,
