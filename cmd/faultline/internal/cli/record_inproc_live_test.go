@@ -255,9 +255,11 @@ func recordBothWays(t *testing.T, argv ...string) (in, up string) {
 		t.Fatalf("in-process: exit %d\n%s", code, stderr)
 	}
 	// The reference's stacks (32 KiB each, copied by the kernel) get a
-	// ring four times the default, as the 8 KiB copies had, so that a
-	// loaded machine does not make it lose them.
-	if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "--stack-mmap-pages", "4096", "-o", up, "--"}, argv...)...); code != ExitOK {
+	// ring four times the default, as the 8 KiB copies had, and its
+	// calls and faults (the memory-map calls carry 32 KiB stacks too)
+	// four times theirs, so that a loaded machine does not make it lose
+	// them.
+	if code, stderr := runRecordMain(append([]string{"-q", "--method", "uprobe", "--stack-mmap-pages", "4096", "-m", "16384", "-o", up, "--"}, argv...)...); code != ExitOK {
 		t.Fatalf("uprobes: exit %d\n%s", code, stderr)
 	}
 	return in, up
