@@ -547,7 +547,7 @@ func (r *recorder) record() error {
 	defer out.Discard()
 	cfg := &rec.Config{
 		Source: up.Source(r.group), MapCalls: r.mapCallEvents(),
-		Target: rec.Target{Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration,
+		Target: rec.Target{Pid: o.pid, All: o.all, NoTHP: o.noTHP, Duration: o.duration + r.windowTail(),
 			Signals: sigs, Following: r.following, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},

@@ -268,3 +268,15 @@ func (w *windowRun) summary() string {
 	}
 	return s
 }
+
+// windowTail is how long record runs past --duration with --every: the
+// last window closes on a record past its end (the windows end at
+// --duration exactly, WindowOptions.Span, and what comes after is read
+// and not counted), so it is whole even when the process made no call
+// or fault in its last milliseconds.
+func (r *recorder) windowTail() time.Duration {
+	if r.opts.every <= 0 || r.opts.duration <= 0 {
+		return 0
+	}
+	return min(r.opts.every/10, 100*time.Millisecond)
+}

@@ -140,7 +140,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		MapCalls: !o.noMapCalls, PerCall: o.perCall}
 	cfg := &rec.Config{
 		Source: src,
-		Target: rec.Target{Cmd: cmdPath, Argv: o.cmd, NoTHP: o.noTHP, Duration: o.duration,
+		Target: rec.Target{Cmd: cmdPath, Argv: o.cmd, NoTHP: o.noTHP, Duration: o.duration + r.windowTail(),
 			Signals: sigs, Following: r.following, Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr},
 		StackOptions:    r.stackOptions(),
 		RingOptions:     rec.RingOptions{RangePages: o.mmapPages, StackPages: o.stackPages},
@@ -154,7 +154,7 @@ func (r *recorder) recordInproc(cmdPath string) error {
 	what := shellQuote(o.cmd[:min(1, len(o.cmd))])
 	if o.pid > 0 {
 		cfg.Source = &rec.AttachSource{InProcessSource: *src}
-		cfg.Target = rec.Target{Pid: o.pid, Duration: o.duration, Signals: sigs, Following: r.following,
+		cfg.Target = rec.Target{Pid: o.pid, Duration: o.duration + r.windowTail(), Signals: sigs, Following: r.following,
 			Stdin: r.env.Stdin, Stdout: r.env.Stdout, Stderr: r.env.Stderr}
 		cfg.SnapshotOptions.ExitSnapshots = false
 		what = fmt.Sprintf("process %d", o.pid)

@@ -789,6 +789,9 @@ func (ip *inproc) seen(t0, t uint64) {
 	if s.firstT == 0 || t0 < s.firstT {
 		s.firstT = t0
 	}
+	if s.firstStamp == 0 || t < s.firstStamp {
+		s.firstStamp = t
+	}
 	s.lastT = max(s.lastT, t)
 }
 

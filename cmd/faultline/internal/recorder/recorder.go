@@ -317,6 +317,10 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		if err := a.attach(); err != nil {
 			return nil, err
 		}
+	} else if cfg.Pid > 0 && cfg.Cmd == "" {
+		if err := rec.enable(); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Pid > 0 || cfg.All {
 		// After the attach, which the events see from its go on: the
@@ -373,6 +377,9 @@ type tally struct {
 	lost    map[*spec]uint64
 	firstT  uint64
 	lastT   uint64
+	// firstStamp is the earliest sample time (a shim call's return, not
+	// its entry as in firstT): what the windows start from.
+	firstStamp uint64
 }
 
 // execFiles are the executable files mapped, for BUILD_ID.
@@ -451,13 +458,12 @@ func (s *session) buildSpecs() []*spec {
 	case cfg.Cmd != "" && !cfg.All:
 		l.flags |= perfdata.AttrDisabled | perfdata.AttrEnableOnExec | perfdata.AttrInherit
 	case cfg.Pid > 0:
-		l.flags |= perfdata.AttrInherit
-		if _, ok := s.src.(*attached); ok {
-			// Enabled as the shim starts recording (attached.attach):
-			// the first window starts with its first calls, and no
-			// call's faults come before the events.
-			l.flags |= perfdata.AttrDisabled
-		}
+		// Opened disabled and enabled together once all are open
+		// (thread by thread, which takes a while for many threads), or
+		// as the shim starts recording (attached.attach): the first
+		// window starts with every thread's calls, and no call's faults
+		// come before the events.
+		l.flags |= perfdata.AttrInherit | perfdata.AttrDisabled
 	}
 	// The dummies own the rings; the sideband (mappings with build IDs,
 	// comms, tasks) rides on minor-faults. The faults are taken as the
@@ -711,13 +717,15 @@ func (s *session) open(tids []int) error {
 	return nil
 }
 
-// untilFirst is how long an attached recording runs on past --duration
-// counted from enable: to --duration past its first record.
+// untilFirst is how long a recording of a running process runs on past
+// --duration counted from enable (or the start): to --duration past its
+// first sample's time, where its windows start (the reader's order is by
+// sample time).
 func (s *session) untilFirst() time.Duration {
-	if s.enabledAt.IsZero() || s.firstT == 0 {
+	if s.cfg.Pid <= 0 || s.firstStamp == 0 {
 		return 0
 	}
-	return time.Duration(int64(s.firstT) + int64(s.cfg.Duration) - monotonicNow())
+	return time.Duration(int64(s.firstStamp) + int64(s.cfg.Duration) - monotonicNow())
 }
 
 // enable enables the events opened disabled (PERF_EVENT_IOC_ENABLE, which
@@ -807,6 +815,9 @@ func (s *session) note(r *ring, raw *rawRecord) error {
 			t := binary.NativeEndian.Uint64(d[24:])
 			if s.firstT == 0 || t < s.firstT {
 				s.firstT = t
+			}
+			if s.firstStamp == 0 || t < s.firstStamp {
+				s.firstStamp = t
 			}
 			if t > s.lastT {
 				s.lastT = t
@@ -963,8 +974,8 @@ func (s *session) run(held *heldCommand) error {
 			held.signal(pending.(syscall.Signal))
 		case <-timer:
 			if left := s.untilFirst(); left > 0 {
-				// An attached process's duration counts from its first
-				// record (the windows' start), which came after enable.
+				// A running process's duration counts from its first
+				// sample (the windows' start), which came after enable.
 				timer = time.After(left)
 				continue
 			}

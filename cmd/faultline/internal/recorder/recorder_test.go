@@ -115,8 +115,8 @@ func TestBuildSpecs(t *testing.T) {
 	if last.name != "minor-faults/stack-1in64/" || last.attr.SamplePeriod != 64 || last.attr.SampleType&stackBits != stackBits || last.attr.SampleType&perfdata.SampleAddr == 0 {
 		t.Errorf("fault stacks: %+v", last.attr)
 	}
-	if last.attr.Flags&(perfdata.AttrEnableOnExec|perfdata.AttrDisabled) != 0 || last.attr.Flags&perfdata.AttrInherit == 0 {
-		t.Errorf("-p: enabled now, inherited by new threads: flags %#x", last.attr.Flags)
+	if last.attr.Flags&perfdata.AttrEnableOnExec != 0 || last.attr.Flags&(perfdata.AttrDisabled|perfdata.AttrInherit) != perfdata.AttrDisabled|perfdata.AttrInherit {
+		t.Errorf("-p: opened disabled (enabled together once all are open), inherited by new threads: flags %#x", last.attr.Flags)
 	}
 	if last.attr.Flags&trackFlags != 0 {
 		t.Errorf("fault stacks track mappings too: flags %#x", last.attr.Flags)
