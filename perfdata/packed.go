@@ -394,7 +394,8 @@ const maxPackedEvents = 4096
 
 // AddEvent lets the Packer pack samples with id, of an event with attr and
 // format f; false: they cannot be packed (Add writes them as they are),
-// also when the ids added would span maxPackedEvents or more.
+// also when the ids added would span maxPackedEvents or more. An event may
+// be added at any time, also while batches hold samples of others.
 func (p *Packer) AddEvent(id uint64, attr *Attr, f *TraceFormat) bool {
 	l := layoutOf(attr, f)
 	if l == nil {
@@ -476,6 +477,11 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 			p.order = append(p.order, b)
 			b.listed = true
 		}
+	}
+	if need := l.base + len(l.sizes); len(b.prev) < need {
+		// An event added while the batch was filling: its fields start
+		// from 0, as the Reader's do.
+		b.prev = append(b.prev, make([]uint64, need-len(b.prev))...)
 	}
 	if !p.rowLayout {
 		p.addColumns(b, l, id, t, vals)

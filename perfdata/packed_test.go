@@ -106,11 +106,9 @@ func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool
 	}
 	pk := NewPacker(packTestPackedID, packTestPackedType)
 	pk.rowLayout = packTestRows
-	for i := range packTestFormats {
-		if !pk.AddEvent(1<<56+uint64(i), &events[1+i].Attr, tfs[i]) {
-			t.Fatalf("event %d cannot be packed", i)
-		}
-	}
+	// Each event is added at its first sample, as the in-process recorder
+	// adds them: the later ones while batches hold samples of the first.
+	added := make([]bool, len(packTestFormats))
 	le := binary.LittleEndian
 	const pid = 4242
 	for i, s := range samples {
@@ -119,6 +117,12 @@ func writePackTest(t testing.TB, samples []packTestSample, packed, compress bool
 				t.Fatal(err)
 			}
 			continue
+		}
+		if packed && !added[s.ev] {
+			if !pk.AddEvent(1<<56+uint64(s.ev), &events[1+s.ev].Attr, tfs[s.ev]) {
+				t.Fatalf("event %d cannot be packed", s.ev)
+			}
+			added[s.ev] = true
 		}
 		raw := le.AppendUint16(nil, uint16(65280+s.ev))
 		raw = append(raw, 0, 0)

@@ -56,6 +56,9 @@ type spec struct {
 	format    []byte
 	// count is the samples written (the session's perSpec entry).
 	count *uint64
+	// packing: its samples may be packed (its format given to the
+	// in-process method's Packer, at its first sample).
+	packing bool
 }
 
 // Sample layouts. IDENTIFIER first lets perf (and us) find the event of a

@@ -1013,6 +1013,9 @@ func (ip *inproc) writeCall(g owner, c *call, part callPart) (int, error) {
 			return n, err
 		}
 	}
+	if err := ip.packable(sp); err != nil {
+		return 0, err
+	}
 	ne := binary.NativeEndian
 	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, t)
 	b = ne.AppendUint64(b, c.ip)
@@ -1090,6 +1093,9 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 		if n, ok, err := ip.packValues(sp, g, rec.Time, ip.packing.vals, false); ok {
 			return n, err
 		}
+	}
+	if err := ip.packable(sp); err != nil {
+		return 0, err
 	}
 	ne := binary.NativeEndian
 	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, rec.Time)

@@ -70,27 +70,39 @@ func (ip *inproc) writeStack(b []byte, lo, hi int, top uint64) error {
 }
 
 // packer returns the Packer, made at the first drain (the events' sample
-// ids are known then), or nil when calls are written one by one.
+// ids are known then), or nil when calls are written one by one. It packs
+// the events of the calls, each given to it at its first sample
+// (packable): a program calls a few of the entry points' hundreds of
+// events, and their formats are parsed while it waits for room.
 func (ip *inproc) packer() (*perfdata.Packer, error) {
 	p := &ip.packing
 	if p.spec == nil || p.pk != nil {
 		return p.pk, nil
 	}
-	pk := perfdata.NewPacker(p.spec.synthID, uint16(p.spec.attr.Config))
+	p.pk = perfdata.NewPacker(p.spec.synthID, uint16(p.spec.attr.Config))
 	for _, evs := range [][shim.NumFuncs]*spec{ip.entry, ip.short, ip.ret, ip.call} {
 		for _, sp := range evs {
-			if sp == nil {
-				continue
+			if sp != nil {
+				sp.packing = true
 			}
-			f, err := perfdata.ParseTraceFormat(schema.System, sp.format)
-			if err != nil {
-				return nil, err
-			}
-			pk.AddEvent(sp.synthID, &sp.attr, f)
 		}
 	}
-	p.pk = pk
-	return pk, nil
+	return p.pk, nil
+}
+
+// packable gives sp's format to the Packer at sp's first sample, when its
+// samples are packed.
+func (ip *inproc) packable(sp *spec) error {
+	if !sp.packing || ip.packing.pk == nil {
+		return nil
+	}
+	sp.packing = false
+	f, err := perfdata.ParseTraceFormat(schema.System, sp.format)
+	if err != nil {
+		return err
+	}
+	ip.packing.pk.AddEvent(sp.synthID, &sp.attr, f)
+	return nil
 }
 
 // recordBuffer starts a sample: in the writer's own buffer
@@ -135,6 +147,9 @@ func (ip *inproc) packValues(sp *spec, g owner, t uint64, vals []uint64, status 
 	p := &ip.packing
 	if p.pk == nil {
 		return 0, false, nil
+	}
+	if err := ip.packable(sp); err != nil {
+		return 0, true, err
 	}
 	fields := 8 * len(vals)
 	if status {
