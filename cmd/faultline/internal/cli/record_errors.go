@@ -34,6 +34,25 @@ func openEventsError(err error, paranoid, nofile string) error {
 	return nil
 }
 
+// inprocEventsError explains, as openEventsError does, why the kernel
+// refused the in-process method's events: those of the recorded program
+// alone, which a user may open where perf_event_paranoid is 2 or less
+// (the kernel answers EACCES above), in a container too (its user
+// namespace's capabilities do not count, the host's setting does), unless
+// a seccomp profile refuses the system call (EPERM: container runtimes'
+// default profiles allow it only with CAP_PERFMON or CAP_SYS_ADMIN).
+func inprocEventsError(err error, paranoid, nofile string) error {
+	switch {
+	case !errors.Is(err, rec.ErrNoEvents):
+		return nil
+	case errors.Is(err, unix.EACCES):
+		return prereqError("%v: the kernel does not let this user open perf events for its own program (perf_event_paranoid is %s; a user needs 2 or less, in a container too: the host's root sets it with sysctl kernel.perf_event_paranoid=2), or run as root on the host", err, paranoid)
+	case errors.Is(err, unix.EPERM):
+		return prereqError("%v: perf_event_open was refused, as a seccomp profile refuses it (a container runtime's default profile does without CAP_PERFMON: run the container with --cap-add PERFMON, or a profile that allows perf_event_open); perf_event_paranoid is %s", err, paranoid)
+	}
+	return openEventsError(err, paranoid, nofile)
+}
+
 // nofileLimit is the soft RLIMIT_NOFILE as text ("unknown" when it cannot
 // be read).
 func nofileLimit() string {

@@ -42,6 +42,27 @@ func TestOpenEventsError(t *testing.T) {
 		}
 		perftest.CheckText(t, c.name+": the message", err.Error(), c.want, c.not)
 	}
+	// In-process: the program's own events, refused by perf_event_paranoid
+	// (EACCES) or by a seccomp profile (EPERM).
+	for _, c := range []struct {
+		name      string
+		err       error
+		want, not []string
+	}{
+		{"in-process EACCES", opened(unix.EACCES), []string{"perf_event_paranoid is 3", "2 or less", "sysctl kernel.perf_event_paranoid=2"}, []string{"seccomp"}},
+		{"in-process EPERM", opened(unix.EPERM), []string{"seccomp", "--cap-add PERFMON", "perf_event_paranoid is 3"}, []string{"sysctl"}},
+		{"in-process EMFILE", opened(unix.EMFILE), []string{"ulimit -n is 1024"}, []string{"seccomp", "sysctl"}},
+	} {
+		err := inprocEventsError(c.err, "3", "1024")
+		if err == nil {
+			t.Errorf("%s: no explanation for %v", c.name, c.err)
+			continue
+		}
+		perftest.CheckText(t, c.name+": the message", err.Error(), c.want, c.not)
+	}
+	if err := inprocEventsError(errors.New("the shim did not start"), "2", "1024"); err != nil {
+		t.Errorf("an error that is not about events got %v", err)
+	}
 	// Not the events': an unreadable /proc/PID/maps is EACCES too.
 	if err := openEventsError(fmt.Errorf("-p 1: cannot read its memory map: %w", os.ErrPermission), "2", "1024"); err != nil {
 		t.Errorf("a refused maps file explained as a perf events refusal: %v", err)

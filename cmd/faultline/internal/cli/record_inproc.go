@@ -189,8 +189,8 @@ func (r *recorder) recordInproc(cmdPath string) error {
 		return werr
 	}
 	if err != nil {
-		if errors.Is(err, rec.ErrNoEvents) {
-			return prereqError("%v (perf_event_paranoid above 2, a container without CAP_PERFMON, or too many CPUs for the open-file limit? Run as root)", err)
+		if e := inprocEventsError(err, r.paranoid(), nofileLimit()); e != nil {
+			return e
 		}
 		if _, ok := rec.IsRefused(err); ok {
 			return &ExitError{Code: ExitFailure, Err: err}
