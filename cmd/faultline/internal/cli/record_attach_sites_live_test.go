@@ -109,6 +109,16 @@ func TestRecordAttachLiveSameWork(t *testing.T) {
 		t.Fatalf("the service made %d calls for its work, launched it made %d", got, calls)
 	}
 
+	// A recording that lost samples (counted: record fell behind, as on a
+	// loaded machine) has fewer faults at some sites: say so rather than
+	// compare them.
+	for _, data := range []string{launched, attached} {
+		for _, ev := range recordedEvents(t, data) {
+			if ev.Lost > 0 {
+				t.Fatalf("%s lost %d of %d %s samples, counted: record fell behind; the sites cannot be compared", filepath.Base(data), ev.Lost, ev.Samples+ev.Lost, ev.Name)
+			}
+		}
+	}
 	ls, as := workSites(t, launched, "sitesvc.c"), workSites(t, attached, "sitesvc.c")
 	var inWindow int64
 	for _, w := range as {
