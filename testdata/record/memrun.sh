@@ -47,15 +47,16 @@ rm -rf "$out/windows"
 "$FAULTLINE" record -p "$svc" --every "$EVERY" --duration "${SECS}s" -o "$out/windows" $ARGS 2>"$out/record.log" &
 rpid=$!
 : >"$out/rss.tsv"
-t=0
+start=$SECONDS
 while kill -0 "$rpid" 2>/dev/null; do
 	if st=$(cat "/proc/$rpid/status" 2>/dev/null); then
 		rss=$(awk '/^VmRSS:/ {print $2}' <<<"$st")
 		anon=$(awk '/^RssAnon:/ {print $2}' <<<"$st")
-		[ -n "$rss" ] && printf '%d\t%s\t%s\n' "$t" "$rss" "$anon" >>"$out/rss.tsv"
+		# The seconds since record started, by the clock: a loaded
+		# machine makes each turn of this loop take longer than 1 s.
+		[ -n "$rss" ] && printf '%d\t%s\t%s\n' "$((SECONDS - start))" "$rss" "$anon" >>"$out/rss.tsv"
 	fi
 	sleep 1
-	t=$((t + 1))
 done
 status=0
 wait "$rpid" || status=$?
@@ -72,7 +73,7 @@ function median(a, n,   i, j, t) {
 { m = int($1 / 60); n[m]++; rss[m, n[m]] = $2; anon[m, n[m]] = $3; if (m > last) last = m }
 END {
 	for (m = 0; m <= last; m++) {
-		if (n[m] < 30) continue # a partial last minute
+		if (n[m] < 30) continue # a partial last minute (or one of few samples)
 		delete a; delete b; mx = 0; amx = 0
 		for (i = 1; i <= n[m]; i++) { a[i] = rss[m, i]; b[i] = anon[m, i]; if (a[i] > mx) mx = a[i]; if (b[i] > amx) amx = b[i] }
 		med = median(a, n[m]); amed = median(b, n[m])
