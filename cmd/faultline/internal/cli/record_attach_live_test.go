@@ -177,14 +177,15 @@ func signalAttached(pid int, sig syscall.Signal) {
 // of 12345 bytes the service made on the SIGUSR1 sent during it (its own
 // count, "burst"), the signal counted once ("usr1"); after each detach
 // the service runs on, printing as before, with no watcher thread and
-// none of the rings mapped, and its calls in the first or the second
-// whole second after the detach are at least 98% of those in the second
-// before the attach (taken at most at the rate: the service paces its
-// calls from its start, so a second in which it fell behind is followed
-// by one above the rate, catching up). One second in either place can
-// dip when another process takes the CPU (on a 2-core machine shared
-// with other work: 3 of 100 seconds before an attach 2-6% under the
-// rate); the service slower after the detach is two.
+// none of the rings mapped, and its calls in one of the first three
+// whole seconds after the detach (the first, unless it dipped) are at
+// least 98% of those in the second before the attach (taken at most at
+// the rate: the service paces its calls from its start, so a second in
+// which it fell behind is followed by one above the rate, catching up).
+// A second here and there dips when other processes take the CPU: on a
+// 2-core machine shared with other work (load 4-26), 6 of 400 seconds
+// before an attach and 6 of 350 first seconds after a detach were 2-52%
+// under the rate; the service slower after the detach is three.
 func TestRecordAttachLive(t *testing.T) {
 	progs := requireInproc(t)
 	svc := startService(t, filepath.Join(progs, "attachsvc"), "2", strconv.Itoa(attachRate))
@@ -201,7 +202,10 @@ func TestRecordAttachLive(t *testing.T) {
 		}
 		svc.next(t)
 		after := svc.next(t)
-		after2 := svc.next(t)
+		afters := []serviceLine{after}
+		for len(afters) < 3 && float64(afters[len(afters)-1].calls) < 0.98*rate {
+			afters = append(afters, svc.next(t))
+		}
 		if after.usr1 != before.usr1+1 || after.burst != before.burst+1 {
 			t.Errorf("cycle %d: the service counted %d signals and %d bursts, want %d and %d", i, after.usr1, after.burst, before.usr1+1, before.burst+1)
 		}
@@ -213,11 +217,14 @@ func TestRecordAttachLive(t *testing.T) {
 		if burst != 1000 {
 			t.Errorf("cycle %d: %d mallocs of 12345 bytes recorded, the service made 1000", i, burst)
 		}
-		t.Logf("cycle %d: calls/s before %d (%.0f per CPU second), after %d %d (%.0f %.0f): %.3f %.3f; load %s", i,
-			before.calls, float64(before.calls)/before.cpu, after.calls, after2.calls, float64(after.calls)/after.cpu, float64(after2.calls)/after2.cpu,
-			float64(after.calls)/rate, float64(after2.calls)/rate, loadAverage())
-		if float64(max(after.calls, after2.calls)) < 0.98*rate {
-			t.Errorf("cycle %d: %d and %d calls in the two seconds after the detach, %d in the second before the attach: below 98%%", i, after.calls, after2.calls, before.calls)
+		var each []string
+		for _, a := range afters {
+			each = append(each, fmt.Sprintf("%d (%.0f per CPU second, %.3f)", a.calls, float64(a.calls)/a.cpu, float64(a.calls)/rate))
+		}
+		t.Logf("cycle %d: calls/s before %d (%.0f per CPU second), after %s; load %s", i,
+			before.calls, float64(before.calls)/before.cpu, strings.Join(each, ", "), loadAverage())
+		if last := afters[len(afters)-1]; float64(last.calls) < 0.98*rate {
+			t.Errorf("cycle %d: calls in the seconds after the detach %s, %d in the second before the attach: below 98%%", i, strings.Join(each, ", "), before.calls)
 		}
 		if err := svc.cmd.Process.Signal(syscall.Signal(0)); err != nil {
 			t.Fatalf("cycle %d: the service is gone: %v", i, err)
