@@ -36,6 +36,7 @@ $CC $flags -pthread -o "$out/attachsvc" "$here/src/attachsvc.c" -ldl
 # warns that a static program's dlopen needs the same glibc at run time.)
 $CC $flags -static -pthread -o "$out/attachsvc-static" "$here/src/attachsvc.c" -ldl 2>/dev/null
 $CC $flags -pthread -o "$out/sitesvc" "$here/src/sitesvc.c"
+$CC $flags -pthread -o "$out/stalestack" "$here/src/stalestack.c"
 $CC $flags -pthread -o "$out/deep" "$here/src/deep.c"
 $CC $flags -o "$out/otherstacks" "$here/src/otherstacks.c"
 echo "$out"

@@ -425,6 +425,31 @@ func TestRecordAttachLiveRefused(t *testing.T) {
 	}
 }
 
+// TestRecordAttachLiveOtherThread attaches to testdata/record/src/
+// stalestack.c, whose main thread sleeps with malloc's address in a live
+// stack slot (never a safe point for the injection) while its other
+// thread allocates 4321 bytes every millisecond: the injection goes
+// through the other thread, the recording is in-process, and holds that
+// thread's mallocs (about one a millisecond for the 1 s recorded).
+func TestRecordAttachLiveOtherThread(t *testing.T) {
+	progs := requireInproc(t)
+	svc := startService(t, filepath.Join(progs, "stalestack"))
+	out := filepath.Join(t.TempDir(), "stale.data")
+	start := time.Now()
+	code, stderr := runRecordMain("-p", strconv.Itoa(svc.cmd.Process.Pid), "--attach", "inject", "--duration", "1s", "-o", out)
+	t.Logf("record took %v:\n%s", time.Since(start), stderr)
+	if code != ExitOK || !strings.Contains(stderr, "in-process") || strings.Contains(stderr, "cannot attach") {
+		t.Fatalf("exit %d, not in-process", code)
+	}
+	_, sizes, _ := callCounts(t, out)
+	if n := sum(sizes[4321]); n < 300 || n > 1100 {
+		t.Errorf("%d mallocs of 4321 bytes recorded in 1 s, the thread makes about 1000 (at most one a millisecond)", n)
+	}
+	if err := svc.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process is gone: %v", err)
+	}
+}
+
 // childOf returns the only child of pid (strace's tracee), waiting for it.
 func childOf(t *testing.T, pid int) int {
 	t.Helper()

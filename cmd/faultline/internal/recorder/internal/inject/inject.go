@@ -192,44 +192,60 @@ type Stopped struct {
 // safeWait bounds the search for a thread at a safe point.
 const safeWait = 3 * time.Second
 
-// Stop stops a thread of the target (its main thread first) at a safe
-// point: its pc and the return addresses on its stack outside the code
-// that takes the allocator's and the loader's locks, with room on its
-// stack. A thread that is not there runs on a little and is tried again.
+// Stop stops a thread of the target at a safe point: its pc and the
+// return addresses on its stack outside the code that takes the
+// allocator's and the loader's locks, with room on its stack. It visits
+// the threads in turn (the main thread first), stopping each up to
+// stopsPerVisit times and letting it run on a little in between, until
+// one is at a safe point or safeWait has passed: a thread that never is
+// (a word on its stack that looks like a return into malloc, left by
+// an earlier call) leaves the others their turns.
 func (t *Target) Stop() (*Stopped, error) {
-	tids, err := threads(t.pid)
-	if err != nil {
-		return nil, err
-	}
 	deadline := time.Now().Add(safeWait)
 	tries := 0
 	var last error
-	for _, tid := range tids {
-		th, err := seize(tid, time.Second)
+	skip := map[int]bool{} // threads without stack room, or gone
+	for time.Now().Before(deadline) {
+		tids, err := threads(t.pid)
 		if err != nil {
-			if errors.Is(err, unix.EPERM) {
-				return nil, refused("ptrace denied (%v)%s", err, yamaNote())
-			}
-			last = err
-			continue
+			return nil, err
 		}
-		for time.Now().Before(deadline) {
-			tries++
-			ok, room := t.safe(th)
-			if ok {
-				return &Stopped{t: t, th: th, Tries: tries}, nil
+		visited := 0
+		for _, tid := range tids {
+			if skip[tid] || !time.Now().Before(deadline) {
+				continue
 			}
-			if !room {
-				break
+			th, err := seize(tid, time.Second)
+			if err != nil {
+				if errors.Is(err, unix.EPERM) {
+					return nil, refused("ptrace denied (%v)%s", err, yamaNote())
+				}
+				last, skip[tid] = err, true
+				continue
 			}
-			if err := th.resume(time.Duration(1+tries%5) * time.Millisecond); err != nil {
-				last = err
-				break
+			visited++
+			for i := 0; i < stopsPerVisit && time.Now().Before(deadline); i++ {
+				tries++
+				ok, room := t.safe(th)
+				if ok {
+					return &Stopped{t: t, th: th, Tries: tries}, nil
+				}
+				if !room {
+					skip[tid] = true
+					break
+				}
+				if i+1 == stopsPerVisit {
+					break
+				}
+				if err := th.resume(time.Duration(1+tries%5) * time.Millisecond); err != nil {
+					last, skip[tid] = err, true
+					break
+				}
 			}
+			th.restore()
+			th.detach()
 		}
-		th.restore()
-		th.detach()
-		if !time.Now().Before(deadline) {
+		if visited == 0 {
 			break
 		}
 	}
@@ -238,6 +254,10 @@ func (t *Target) Stop() (*Stopped, error) {
 	}
 	return nil, refused("no thread stopped outside the allocator and the dynamic loader within %v", safeWait)
 }
+
+// stopsPerVisit is how many times Stop stops a thread before it turns to
+// the next one.
+const stopsPerVisit = 10
 
 // threads lists pid's threads, pid first.
 func threads(pid int) ([]int, error) {
