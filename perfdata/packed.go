@@ -573,6 +573,16 @@ const (
 	packedMaxHead = 3 * (2 + packedMaxFields)
 )
 
+// Fields returns how many fields a sample of the event added with id
+// packs (AddFields' values), or -1 when it was not added or cannot be
+// packed.
+func (p *Packer) Fields(id uint64) int {
+	if l := p.layout(id); l != nil {
+		return len(l.sizes)
+	}
+	return -1
+}
+
 // layout returns the layout of the event added with id, or nil.
 func (p *Packer) layout(id uint64) *packedLayout {
 	if i := id - p.lo; i < uint64(len(p.dense)) {

@@ -1097,6 +1097,13 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 	if err := ip.packable(sp); err != nil {
 		return 0, err
 	}
+	if rec.Flags&(shim.FlagStackBig|shim.FlagStackSmall) == 0 {
+		// Packed from its values, not built and read back (a sample
+		// with a stack is built: its stack sample repeats its bytes).
+		if n, ok, err := ip.packRecord(sp, g, rec, short); ok {
+			return n, err
+		}
+	}
 	ne := binary.NativeEndian
 	b, rawAt := ip.startRaw(ip.recordBuffer(), sp, g, rec.Time)
 	switch rec.Kind {

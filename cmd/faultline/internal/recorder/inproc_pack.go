@@ -1,6 +1,8 @@
 package recorder
 
 import (
+	"encoding/binary"
+
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/schema"
@@ -198,4 +200,42 @@ func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
 	ip.packing.vals = append(ip.packing.vals[:0], rec.Ptr())
 	n, _, err := ip.packValues(sp, g, t, ip.packing.vals, false)
 	return n, err
+}
+
+// packRecord packs an entry or a return without a stack (writeShim): the
+// values of the sample writeShim would build, in its order. ok is false
+// when calls are written one by one or sp's samples are not packed with
+// as many fields.
+func (ip *inproc) packRecord(sp *spec, g owner, rec *shim.Record, short bool) (n int, ok bool, err error) {
+	pk := ip.packing.pk
+	if pk == nil || rec.Kind != shim.KindEntry && rec.Kind != shim.KindReturn {
+		return 0, false, nil
+	}
+	v := append(ip.packing.vals[:0], rec.IP())
+	status := false
+	if rec.Kind == shim.KindReturn {
+		v = append(v, rec.RetIP(), rec.Ptr(), rec.Hdr())
+		if status = rec.Func.Status(); status {
+			v = append(v, rec.Status())
+		}
+	} else {
+		w, _ := rec.Words(ip.words)
+		for i := range rec.Func.Args() {
+			v = append(v, rec.Arg(i))
+		}
+		switch {
+		case short:
+			v = append(v, rec.SP(), binary.NativeEndian.Uint64(w))
+		case rec.Func != shim.FuncFree:
+			v = append(v, rec.SP(), rec.BP())
+			for k := 0; k+8 <= len(w); k += 8 {
+				v = append(v, binary.NativeEndian.Uint64(w[k:]))
+			}
+		}
+	}
+	ip.packing.vals = v
+	if pk.Fields(sp.synthID) != len(v) {
+		return 0, false, nil
+	}
+	return ip.packValues(sp, g, rec.Time, v, status)
 }

@@ -434,3 +434,89 @@ func testInproc(cfg *Config) *inproc {
 	s.src = ip
 	return ip
 }
+
+// TestInprocPackedRecords: entries (whole, short) and returns (one with a
+// status) packed from their values read back as the samples written one
+// by one, byte for byte.
+func TestInprocPackedRecords(t *testing.T) {
+	ne := binary.NativeEndian
+	entry := func(fn shim.Func, t uint64, flags uint16, words int, seed uint64) shim.Record {
+		b := make([]byte, shim.EntryFixed+8*words)
+		for i := range len(b) / 8 {
+			ne.PutUint64(b[8*i:], seed*0x9e3779b97f4a7c15+uint64(i)*0x1000)
+		}
+		return shim.Record{Kind: shim.KindEntry, Func: fn, Flags: flags, Time: t, Body: b}
+	}
+	ret := func(fn shim.Func, t, ptr, status uint64) shim.Record {
+		b := make([]byte, shim.ReturnSize)
+		for i, v := range []uint64{0x7f1000, ptr, ptr>>4 | 1, 0x401234, status} {
+			ne.PutUint64(b[8*i:], v)
+		}
+		return shim.Record{Kind: shim.KindReturn, Func: fn, Time: t, Body: b}
+	}
+	type in struct {
+		rec   shim.Record
+		short bool
+	}
+	var recs []in
+	for i := range uint64(50) {
+		t := 1000 + 100*i
+		recs = append(recs,
+			in{entry(shim.FuncMalloc, t, 0, 16, i), false},
+			in{ret(shim.FuncMalloc, t+10, 0x5000+i*48, 0), false},
+			in{entry(shim.FuncMalloc, t+20, shim.FlagShort, 1, i+7), true},
+			in{entry(shim.FuncPosixMemalign, t+30, 0, 16, i+9), false},
+			in{ret(shim.FuncPosixMemalign, t+40, 0x9000+i*64, i%3*12), false})
+	}
+	read := func(packed bool) ([]string, *perfdata.Stats) {
+		ip, path := writeSessionTo(t, nil)
+		if packed {
+			if pk, err := ip.packer(); pk == nil || err != nil {
+				t.Fatalf("no packer: %v", err)
+			}
+		}
+		for _, r := range recs {
+			if _, err := ip.writeShim(owner{7, 8}, &r.rec, r.short); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ip.flushPacked(); err != nil {
+			t.Fatal(err)
+		}
+		td, err := ip.tracingData()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ip.s.w.Finish(&perfdata.WriterFeatures{TracingData: td}); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := perfdata.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rd.Close()
+		var out []string
+		for rd.Next() {
+			if s, ok := rd.Record().(*perfdata.Sample); ok {
+				out = append(out, fmt.Sprintf("%s %d/%d %d %x", s.Event.Name, s.Pid, s.Tid, s.Time, s.Raw))
+			}
+		}
+		if err := rd.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out, rd.Stats()
+	}
+	one, _ := read(false)
+	packed, st := read(true)
+	if len(one) != len(recs) || len(packed) != len(one) {
+		t.Fatalf("%d samples one by one, %d packed, of %d records", len(one), len(packed), len(recs))
+	}
+	for i := range one {
+		if one[i] != packed[i] {
+			t.Fatalf("sample %d:\none by one %s\npacked     %s", i, one[i], packed[i])
+		}
+	}
+	if st.Packed == 0 || st.Unpacked != uint64(len(recs)) {
+		t.Errorf("%d packed samples holding %d, want all %d records", st.Packed, st.Unpacked, len(recs))
+	}
+}
