@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"github.com/faultline/faultline/attribute/report"
-	"golang.org/x/sys/unix"
 )
 
 // service runs testdata/record/src/attachsvc.c (prog) with args and keeps
@@ -309,23 +307,7 @@ func TestRecordAttachLiveThroughput(t *testing.T) {
 // TestRecordLiveEvery takes it, is logged).
 func TestRecordAttachLiveWindowCount(t *testing.T) {
 	requireLiveRecord(t)
-	cmd, lines := startCountingService(t, "2", strconv.Itoa(attachRate), "1")
-	dir := filepath.Join(t.TempDir(), "windows")
-	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--attach", attachInject, "--every", "1s", "--duration", "3s", "-o", dir)
-	if code != ExitOK || stderr != "" {
-		t.Fatalf("record: exit %d\n%s", code, stderr)
-	}
-	checkAttachedWay(t, cmd.Process.Pid, attachInject)
-	var mono, real unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono)
-	unix.ClockGettime(unix.CLOCK_REALTIME, &real)
-	wall := real.Nano() - mono.Nano()
-	time.Sleep(10 * time.Millisecond) // the service's lines past the end
-	counts := serviceCounts(t, lines.Lines())
-	names, ps := windowProfiles(t, dir)
-	if len(ps) != 3 {
-		t.Fatalf("%d profiles, want 3: %v", len(ps), names)
-	}
+	counts, wall, _, ps := recordCountingWindows(t, attachInject, strconv.Itoa(attachRate), 3)
 	for i, p := range ps {
 		from := p.TimeNanos - wall
 		want := countAt(counts, from+p.DurationNanos) - countAt(counts, from)
@@ -337,20 +319,6 @@ func TestRecordAttachLiveWindowCount(t *testing.T) {
 			t.Errorf("window %d: %d allocations, the service counted %d to %d", i+1, got, lo, hi)
 		}
 	}
-}
-
-// countBounds is the least and the most calls the service can have made
-// in [from, to] by its lines: from the last line before from or the
-// first after it, to the first line after to or the last before it.
-func countBounds(counts []serviceCount, from, to int64) (lo, hi int64) {
-	at := func(ts int64) (before, after int64) {
-		i := sort.Search(len(counts), func(i int) bool { return counts[i].t >= ts })
-		before, after = counts[max(i-1, 0)].allocs, counts[min(i, len(counts)-1)].allocs
-		return before, after
-	}
-	fromBefore, fromAfter := at(from)
-	toBefore, toAfter := at(to)
-	return toBefore - fromAfter, toAfter - fromBefore
 }
 
 // loadAverage is /proc/loadavg's first three fields, for the log: the

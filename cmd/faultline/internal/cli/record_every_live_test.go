@@ -55,19 +55,18 @@ func countAt(counts []serviceCount, ts int64) float64 {
 	return float64(a.allocs) + float64(b.allocs-a.allocs)*float64(ts-a.t)/float64(b.t-a.t)
 }
 
-// countAround is the service's counts on its lines at or before ts and
-// at or after it: its count at ts lies between them.
-func countAround(counts []serviceCount, ts int64) (before, after float64) {
-	i := sort.Search(len(counts), func(i int) bool { return counts[i].t >= ts })
-	switch {
-	case i == len(counts):
-		v := float64(counts[len(counts)-1].allocs)
-		return v, v
-	case i == 0 || counts[i].t == ts:
-		v := float64(counts[i].allocs)
-		return v, v
+// countBounds is the least and the most calls the service can have made
+// in [from, to] by its lines: from the last line before from or the
+// first after it, to the first line after to or the last before it.
+func countBounds(counts []serviceCount, from, to int64) (lo, hi int64) {
+	at := func(ts int64) (before, after int64) {
+		i := sort.Search(len(counts), func(i int) bool { return counts[i].t >= ts })
+		before, after = counts[max(i-1, 0)].allocs, counts[min(i, len(counts)-1)].allocs
+		return before, after
 	}
-	return float64(counts[i-1].allocs), float64(counts[i].allocs)
+	fromBefore, fromAfter := at(from)
+	toBefore, toAfter := at(to)
+	return toBefore - fromAfter, toAfter - fromBefore
 }
 
 // lineGap is the time between the service's lines around ts.
@@ -156,10 +155,16 @@ func TestRecordLiveEvery(t *testing.T) {
 	}
 }
 
-func testRecordLiveEvery(t *testing.T, way string) {
-	cmd, lines := startCountingService(t, "2", "20000", "1")
+// recordCountingWindows records the counting service (2 threads, rate
+// malloc calls a second) with -p --attach way --every 1s for n seconds,
+// and returns its counts, the realtime clock less the monotonic one (a
+// profile's time less it is the recording's clock), and the n window
+// profiles with their files' names.
+func recordCountingWindows(t *testing.T, way, rate string, n int) ([]serviceCount, int64, []string, []*profile.Profile) {
+	t.Helper()
+	cmd, lines := startCountingService(t, "2", rate, "1")
 	dir := filepath.Join(t.TempDir(), "windows")
-	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--attach", way, "--every", "1s", "--duration", "10s", "-o", dir)
+	code, stderr := runRecordMain("-q", "-p", strconv.Itoa(cmd.Process.Pid), "--attach", way, "--every", "1s", "--duration", strconv.Itoa(n)+"s", "-o", dir)
 	if code != ExitOK || stderr != "" {
 		t.Fatalf("record: exit %d\n%s", code, stderr)
 	}
@@ -170,11 +175,15 @@ func testRecordLiveEvery(t *testing.T, way string) {
 	wall := real.Nano() - mono.Nano()
 	time.Sleep(10 * time.Millisecond) // the service's lines past the end
 	counts := serviceCounts(t, lines.Lines())
-
 	names, ps := windowProfiles(t, dir)
-	if len(ps) != 10 {
-		t.Fatalf("%d profiles, want 10: %v", len(ps), names)
+	if len(ps) != n {
+		t.Fatalf("%d profiles, want %d: %v", len(ps), n, names)
 	}
+	return counts, wall, names, ps
+}
+
+func testRecordLiveEvery(t *testing.T, way string) {
+	counts, wall, names, ps := recordCountingWindows(t, way, "20000", 10)
 	nameRe := regexp.MustCompile(`^(\d{6})-(\d{8}T\d{6}\.\d{3}Z)\.pb\.gz$`)
 	ring := float64(2 * 256 * 4112)
 	var allBig, allBigFaults int64
@@ -197,10 +206,9 @@ func testRecordLiveEvery(t *testing.T, way string) {
 		// Its count over the window lies between what its lines
 		// inside the window and those just outside it say: the same
 		// number, but for a loaded machine's late lines.
-		sb, sa := countAround(counts, from)
-		eb, ea := countAround(counts, from+p.DurationNanos)
-		if lo, hi := eb-sa-0.01*want, ea-sb+0.01*want; float64(got) < lo || float64(got) > hi {
-			t.Errorf("window %d: %d allocations, the service counted %.0f (between %.0f and %.0f from its lines around the ends)", i+1, got, want, eb-sa, ea-sb)
+		lo, hi := countBounds(counts, from, from+p.DurationNanos)
+		if float64(got) < float64(lo)-0.01*want || float64(got) > float64(hi)+0.01*want {
+			t.Errorf("window %d: %d allocations, the service counted %.0f (between %d and %d from its lines around the ends)", i+1, got, want, lo, hi)
 		}
 		// A call near a window's end takes some of its faults in the
 		// next: one such call per thread at each end.
