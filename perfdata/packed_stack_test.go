@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 
@@ -227,26 +226,7 @@ func TestStackDeltaPerfReads(t *testing.T) {
 // TestStackDeltaCorrupt: a stack-delta sample whose bytes are changed
 // yields warnings, never a panic.
 func TestStackDeltaCorrupt(t *testing.T) {
-	path := writeStackTest(t, stackTestSamples(20, 3), true, false, 1000)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(7, 8))
-	for i := 0; i < 200; i++ {
-		b := bytes.Clone(data)
-		for k := 0; k < 1+i%4; k++ {
-			b[rng.IntN(len(b))] = byte(rng.Uint32())
-		}
-		rd, err := New(bytes.NewReader(b), int64(len(b)), nil)
-		if err != nil {
-			continue
-		}
-		for rd.Next() {
-			_ = fmt.Sprint(rd.Record())
-		}
-		rd.Close()
-	}
+	readCorrupted(t, writeStackTest(t, stackTestSamples(20, 3), true, false, 1000), 7, 200)
 }
 
 // TestStackDeltaAllocsDoNotGrow: reading stack-delta samples allocates

@@ -283,18 +283,21 @@ func TestPackedPerfReads(t *testing.T) {
 func TestPackedCorrupt(t *testing.T) {
 	for _, rows := range []bool{false, true} {
 		packTestRows = rows
-		testPackedCorrupt(t, writePackTest(t, packTestSamples(300), true, false, 1000))
+		readCorrupted(t, writePackTest(t, packTestSamples(300), true, false, 1000), 3, 300)
 	}
 	packTestRows = false
 }
 
-func testPackedCorrupt(t *testing.T, path string) {
+// readCorrupted reads n copies of the file at path, each with one to
+// four bytes changed at random (PCG seeded with seed and seed+1): a
+// panic fails the test, errors and warnings are what it expects.
+func readCorrupted(t *testing.T, path string, seed uint64, n int) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := 0; i < 300; i++ {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for i := 0; i < n; i++ {
 		b := bytes.Clone(data)
 		for k := 0; k < 1+i%4; k++ {
 			b[rng.IntN(len(b))] = byte(rng.Uint32())
