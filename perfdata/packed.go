@@ -716,11 +716,7 @@ func PackedFormat(id uint64) []byte {
 func packedRowFormat(id uint64) []byte { return packedFormat(id, "") }
 
 func packedFormat(id uint64, columns string) []byte {
-	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+
-		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"+
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"+
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"+
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"+
+	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+schema.CommonFieldsFormat+
 		"\tfield:u32 count;\toffset:%d;\tsize:4;\tsigned:0;\n"+
 		"\tfield:__data_loc u8[] samples;\toffset:%d;\tsize:4;\tsigned:0;\n"+
 		"%s\n"+

@@ -306,11 +306,7 @@ func (s *StackDeltas) Add(w *Writer, misc uint16, body []byte, lo, hi int, top u
 // StackDeltaFormat is the tracefs-style format of schema.StackDeltaEvent
 // with tracepoint id id, as the file's tracing data describes it.
 func StackDeltaFormat(id uint64) []byte {
-	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+
-		"\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"+
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n"+
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n"+
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"+
+	return fmt.Appendf(nil, "name: %s\nID: %d\nformat:\n"+schema.CommonFieldsFormat+
 		"\tfield:u32 count;\toffset:%d;\tsize:4;\tsigned:0;\n"+
 		"\tfield:__data_loc u32[] copies;\toffset:%d;\tsize:4;\tsigned:0;\n"+
 		"\tfield:__data_loc u8[] sample;\toffset:%d;\tsize:4;\tsigned:0;\n\n"+

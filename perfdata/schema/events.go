@@ -96,3 +96,11 @@ const PackedEvent = "packed"
 // Writer and reader keep the previous samples of at most 64 threads: a
 // sample of another thread makes both forget them all.
 const StackDeltaEvent = "stackdelta"
+
+// CommonFieldsFormat is the fields every tracepoint record starts with
+// (8 bytes), as a tracefs format file lists them, with the blank line
+// that ends them.
+const CommonFieldsFormat = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
+	"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
+	"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
+	"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"

@@ -475,10 +475,7 @@ func returnFields(fn shim.Func) []traceField {
 func shimFormat(name string, id uint64, fields []traceField) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", name, id)
-	b.WriteString("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n")
+	b.WriteString(schema.CommonFieldsFormat)
 	off := 8
 	var pf, args, probe []string
 	for _, f := range fields {

@@ -98,10 +98,7 @@ func sysByName(name string) shim.Sys {
 func sysFormat(name string, id uint64, c sysCall, exit bool) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", name, id)
-	b.WriteString("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n" +
+	b.WriteString(schema.CommonFieldsFormat +
 		"\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n")
 	if exit {
 		b.WriteString("\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n\nprint fmt: \"0x%lx\", REC->ret\n")

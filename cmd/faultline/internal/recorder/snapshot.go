@@ -54,10 +54,7 @@ const (
 func snapFormat() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "name: %s\nID: %d\nformat:\n", schema.SnapshotEvent, snapTraceID)
-	b.WriteString("\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n" +
-		"\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n" +
-		"\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n" +
-		"\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n")
+	b.WriteString(schema.CommonFieldsFormat)
 	pf, args := "", ""
 	for i, n := range schema.SnapshotFields {
 		fmt.Fprintf(&b, "\tfield:u64 %s;\toffset:%d;\tsize:8;\tsigned:0;\n", n, snapFieldsOff+8*i)
