@@ -372,11 +372,15 @@ type packBatch struct {
 	lastID   uint64
 	lastT    uint64
 	count    uint32
-	// data holds the samples' differences: in the column layout in
-	// cols[k], column k, data unused; in the row layout in data.
+	// data holds the samples' differences in the row layout. In the
+	// column layout column k is col[k*span:end[k]]: each column has a
+	// region of span bytes, and room samples fit in every region.
 	data   []byte
-	cols   [][]byte
-	size   int // bytes in cols
+	col    []byte
+	end    []int
+	span   int
+	room   int
+	size   int // bytes in the columns
 	prev   []uint64
 	misc   uint16
 	listed bool // in the Packer's order
@@ -448,7 +452,19 @@ func (p *Packer) AddFields(w *Writer, misc uint16, id uint64, pid, tid uint32, t
 	if l == nil || len(vals) != len(l.sizes) {
 		return fmt.Errorf("perfdata: packing sample id %#x with %d values: not an event added with as many fields", id, len(vals))
 	}
+	if b := p.last; b != nil && b.tid == tid && b.fits(l, misc, pid) {
+		b.addColumns(l, id, t, vals)
+		return nil
+	}
 	return p.add(w, misc, l, id, pid, tid, t, vals)
+}
+
+// fits reports whether a sample of l, pid and misc goes into the batch
+// as it is (addColumns): it has samples of them, room for one more in
+// every column l uses and the fields of l.
+func (b *packBatch) fits(l *packedLayout, misc uint16, pid uint32) bool {
+	return b.count > 0 && b.misc == misc && b.pid == pid && b.room > 0 && b.size <= MaxPackedBytes-packedMaxSample-packedMaxHead &&
+		len(b.end) >= 2+len(l.sizes) && len(b.prev) >= l.base+len(l.sizes)
 }
 
 // add appends a sample to its thread's batch, writing the batch first
@@ -484,7 +500,10 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 		b.prev = append(b.prev, make([]uint64, need-len(b.prev))...)
 	}
 	if !p.rowLayout {
-		p.addColumns(b, l, id, t, vals)
+		if nc := 2 + len(l.sizes); b.room == 0 || len(b.end) < nc {
+			b.makeRoom(nc)
+		}
+		b.addColumns(l, id, t, vals)
 		return nil
 	}
 	// The batch has room for a whole sample (packedMaxSample): the
@@ -512,39 +531,82 @@ func (p *Packer) add(w *Writer, misc uint16, l *packedLayout, id uint64, pid, ti
 }
 
 // addColumns appends a sample's differences to b's columns: its id's to
-// column 0, its time's to 1, its k-th field's to 2+k.
-func (p *Packer) addColumns(b *packBatch, l *packedLayout, id, t uint64, vals []uint64) {
-	nc := 2 + len(l.sizes)
-	if len(b.cols) < nc {
-		b.cols = append(b.cols, make([][]byte, nc-len(b.cols))...)
-	}
-	cols := b.cols[:nc]
-	n := appendColumn(&cols[0], zigzag(id-b.lastID))
-	n += appendColumn(&cols[1], zigzag(t-b.lastT))
+// column 0, its time's to 1, its k-th field's to 2+k. The columns have
+// room for the sample's varints (makeRoom: one check a sample, not one a
+// varint).
+func (b *packBatch) addColumns(l *packedLayout, id, t uint64, vals []uint64) {
+	b.room--
+	col, end := b.col, b.end[:2+len(l.sizes)]
+	e0, e1 := end[0], end[1]
+	end[0] = putColumn(col, e0, zigzag(id-b.lastID))
+	end[1] = putColumn(col, e1, zigzag(t-b.lastT))
+	n := end[0] - e0 + end[1] - e1
 	b.lastID, b.lastT = id, t
 	prev := b.prev[l.base : l.base+len(l.sizes)]
-	sizes, vals, fc := l.sizes[:len(prev)], vals[:len(prev)], cols[2:][:len(prev)]
+	sizes, vals, fe := l.sizes[:len(prev)], vals[:len(prev)], end[2:][:len(prev)]
 	for k := range prev {
 		v := vals[k]
 		if sz := sizes[k]; sz < 8 {
 			v &= 1<<(8*sz) - 1
 		}
-		n += appendColumn(&fc[k], zigzag(v-prev[k]))
+		e := fe[k]
+		fe[k] = putColumn(col, e, zigzag(v-prev[k]))
+		n += fe[k] - e
 		prev[k] = v
 	}
 	b.size += n
 	b.count++
 }
 
-// appendColumn appends v to column c as a varint and returns its length.
-func appendColumn(c *[]byte, v uint64) int {
+// putColumn writes v as a varint at col[e:] and returns where it ends.
+func putColumn(col []byte, e int, v uint64) int {
 	if v < 0x80 {
-		*c = append(*c, byte(v))
-		return 1
+		col[e] = byte(v)
+		return e + 1
 	}
-	n := len(*c)
-	*c = binary.AppendUvarint(*c, v)
-	return len(*c) - n
+	return e + putColumnVarint(col[e:], v)
+}
+
+// putColumnVarint is putColumn's varint of more than one byte, kept out
+// of line so that putColumn is inlined.
+//
+//go:noinline
+func putColumnVarint(d []byte, v uint64) int { return putUvarint(d, v) }
+
+// packRoomMin is the fewest samples makeRoom leaves room for without
+// growing the regions; packSpanMin is the smallest region.
+const (
+	packRoomMin = 16
+	packSpanMin = 1024
+)
+
+// makeRoom readies b's columns for at least nc columns and sets room to
+// how many samples (of at most 10 bytes a column) fit in every region,
+// growing the regions when fewer than packRoomMin do.
+func (b *packBatch) makeRoom(nc int) {
+	nc = max(nc, len(b.end))
+	free := b.span
+	for k, e := range b.end {
+		free = min(free, (k+1)*b.span-e)
+	}
+	if nc == len(b.end) && free >= 10*packRoomMin {
+		b.room = free / 10
+		return
+	}
+	span := b.span
+	if free < 10*packRoomMin {
+		span = max(2*span, packSpanMin)
+	}
+	col := make([]byte, nc*span)
+	end := make([]int, nc)
+	for k := range end {
+		end[k] = k * span
+		if k < len(b.end) {
+			end[k] += copy(col[k*span:], b.col[k*b.span:b.end[k]])
+		}
+	}
+	b.col, b.end, b.span = col, end, span
+	b.makeRoom(nc)
 }
 
 // putUvarint is binary.PutUvarint with the one- and two-byte cases, most
@@ -663,13 +725,13 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 	ncols := 0
 	if !p.rowLayout {
 		// The columns the batch's samples used (the others are empty).
-		ncols = len(b.cols)
-		for ncols > 2 && len(b.cols[ncols-1]) == 0 {
+		ncols = len(b.end)
+		for ncols > 2 && b.end[ncols-1] == (ncols-1)*b.span {
 			ncols--
 		}
 		h := p.head[:0]
-		for _, c := range b.cols[:ncols] {
-			h = binary.AppendUvarint(h, uint64(len(c)))
+		for k, e := range b.end[:ncols] {
+			h = binary.AppendUvarint(h, uint64(e-k*b.span))
 		}
 		p.head = h
 		at, data = packedColDataAt, len(h)+b.size
@@ -694,10 +756,13 @@ func (p *Packer) write(w *Writer, b *packBatch) error {
 	} else {
 		le.PutUint32(pl[packedColumnsAt:], uint32(ncols))
 		at += copy(pl[at:], p.head)
-		for k, c := range b.cols[:ncols] {
-			at += copy(pl[at:], c)
-			b.cols[k] = c[:0]
+		for k, e := range b.end[:ncols] {
+			at += copy(pl[at:], b.col[k*b.span:e])
 		}
+		for k := range b.end {
+			b.end[k] = k * b.span
+		}
+		b.room = b.span / 10
 	}
 	b.count, b.data, b.size = 0, b.data[:0], 0
 	p.written++

@@ -396,6 +396,42 @@ func BenchmarkPackerAdd(b *testing.B) {
 	}
 }
 
+// BenchmarkPackerAddFields: what packing a sample from its values costs
+// (AddFields, as the in-process recorder packs its calls; uncompressed,
+// to a file), the test's samples from one thread or alternating between
+// two.
+func BenchmarkPackerAddFields(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run("threads="+strconv.Itoa(threads), func(b *testing.B) {
+			w, pk, bodies := packBenchSetup(b)
+			samples := packTestSamples(4000)
+			for _, s := range samples {
+				if s.ev == 3 {
+					continue
+				}
+				if pk.Fields(1<<56+uint64(s.ev)) < 0 {
+					b.Fatalf("event %d not added", s.ev)
+				}
+			}
+			_ = bodies
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				s := &samples[i%len(samples)]
+				if s.ev == 3 {
+					continue
+				}
+				tid := uint32(100)
+				if threads == 2 {
+					tid = s.tid
+				}
+				if err := pk.AddFields(w, MiscUser, 1<<56+uint64(s.ev), 4242, tid, s.t, s.fields); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkReadPacked: reading packed samples against reading the same
 // samples one by one, per sample.
 func BenchmarkReadPacked(b *testing.B) {

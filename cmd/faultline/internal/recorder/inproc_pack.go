@@ -98,6 +98,11 @@ func (ip *inproc) packable(sp *spec) error {
 	if !sp.packing || ip.packing.pk == nil {
 		return nil
 	}
+	return ip.addPackable(sp)
+}
+
+// addPackable gives sp's format to the Packer (packable).
+func (ip *inproc) addPackable(sp *spec) error {
 	sp.packing = false
 	f, err := perfdata.ParseTraceFormat(schema.System, sp.format)
 	if err != nil {
@@ -175,19 +180,23 @@ func (ip *inproc) packWhole(g owner, rec *shim.Record) (int, error) {
 	}
 	t := rec.Time
 	ip.seen(rec.EntryTime(), t)
-	v := append(ip.packing.vals[:0], rec.IP())
-	for i := range fn.Args() {
-		a := uint64(0) // the record holds two (writeWhole)
-		if i < 2 {
-			a = rec.CallArg(i)
+	// The values in an array of the stack: no slice to grow.
+	var a [packCallValues]uint64
+	a[0] = rec.IP()
+	n := 1 + len(fn.Args())
+	for i := 1; i < n; i++ {
+		if i <= 2 { // the record holds two arguments (writeWhole)
+			a[i] = rec.CallArg(i - 1)
 		}
-		v = append(v, a)
 	}
-	v = append(v, rec.RetIP(), rec.Ptr(), rec.Hdr())
-	ip.packing.vals = v
-	n, _, err := ip.packValues(sp, g, t, v, false)
-	return n, err
+	a[n], a[n+1], a[n+2] = rec.RetIP(), rec.Ptr(), rec.Hdr()
+	m, _, err := ip.packValues(sp, g, t, a[:n+3], false)
+	return m, err
 }
+
+// packCallValues bounds a whole call's values: __probe_ip, three
+// arguments, the return address, the pointer and the chunk header.
+const packCallValues = 7
 
 // packFree packs a free (shim.KindFree): the sample writeShim would pack.
 func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
@@ -197,8 +206,8 @@ func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
 	}
 	t := rec.Time
 	ip.seen(t, t)
-	ip.packing.vals = append(ip.packing.vals[:0], rec.Ptr())
-	n, _, err := ip.packValues(sp, g, t, ip.packing.vals, false)
+	v := [1]uint64{rec.Ptr()}
+	n, _, err := ip.packValues(sp, g, t, v[:], false)
 	return n, err
 }
 
