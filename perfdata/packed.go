@@ -539,7 +539,14 @@ func (b *packBatch) addColumns(l *packedLayout, id, t uint64, vals []uint64) {
 	col, end := b.col, b.end[:2+len(l.sizes)]
 	e0, e1 := end[0], end[1]
 	end[0] = putColumn(col, e0, zigzag(id-b.lastID))
-	end[1] = putColumn(col, e1, zigzag(t-b.lastT))
+	// A time's difference takes two bytes more often than not: tens
+	// to thousands of nanoseconds between a thread's calls.
+	if d := zigzag(t - b.lastT); d >= 0x80 && d < 0x4000 {
+		col[e1], col[e1+1] = byte(d)|0x80, byte(d>>7)
+		end[1] = e1 + 2
+	} else {
+		end[1] = putColumn(col, e1, d)
+	}
 	n := end[0] - e0 + end[1] - e1
 	b.lastID, b.lastT = id, t
 	prev := b.prev[l.base : l.base+len(l.sizes)]

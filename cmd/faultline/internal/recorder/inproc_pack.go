@@ -190,8 +190,20 @@ func (ip *inproc) packWhole(g owner, rec *shim.Record) (int, error) {
 		}
 	}
 	a[n], a[n+1], a[n+2] = rec.RetIP(), rec.Ptr(), rec.Hdr()
-	m, _, err := ip.packValues(sp, g, t, a[:n+3], false)
-	return m, err
+	return ip.packCall(sp, g, t, a[:n+3])
+}
+
+// packCall is packValues of a sample without a status field, the Packer
+// made: the drain's way for whole calls and frees.
+func (ip *inproc) packCall(sp *spec, g owner, t uint64, vals []uint64) (int, error) {
+	if sp.packing {
+		if err := ip.addPackable(sp); err != nil {
+			return 0, err
+		}
+	}
+	*sp.count++
+	return sampleHeadBytes + 4 + (4+8+8*len(vals)+7)&^7 - 4,
+		ip.packing.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
 }
 
 // packCallValues bounds a whole call's values: __probe_ip, three
@@ -207,8 +219,7 @@ func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
 	t := rec.Time
 	ip.seen(t, t)
 	v := [1]uint64{rec.Ptr()}
-	n, _, err := ip.packValues(sp, g, t, v[:], false)
-	return n, err
+	return ip.packCall(sp, g, t, v[:])
 }
 
 // packRecord packs an entry or a return without a stack (writeShim): the
