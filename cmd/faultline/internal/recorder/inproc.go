@@ -203,7 +203,7 @@ type ringWatch struct {
 // nothing (drainInproc). A drain of more than busyBytes is repeated at
 // once. start adds the launcher and the environment that preload the
 // shim.
-var inprocTraits = sourceTraits{method: "in-process", clock: true, writer: perfdata.WriterOptions{Level: 1}, busyBytes: 256 << 10}
+var inprocTraits = sourceTraits{method: "in-process", clock: true, writer: perfdata.WriterOptions{Level: 1}, busyBytes: 256 << 10, ordered: true}
 
 func (ip *inproc) traits() sourceTraits { return ip.tr }
 

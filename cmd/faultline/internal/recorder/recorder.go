@@ -891,7 +891,7 @@ func (s *session) run(held *heldCommand) error {
 		default:
 		}
 		if s.snapSpec != nil {
-			s.snap = startSnapshots(s.snapSpec, held.pid, cfg.ResidentEvery, held.exitNotifier())
+			s.snap = startSnapshots(s.snapSpec, held.pid, cfg.ResidentEvery, held.exitNotifier(), s.src.traits().ordered)
 		}
 		if err := held.release(); err != nil {
 			return fmt.Errorf("releasing the command: %w", err)
@@ -903,7 +903,7 @@ func (s *session) run(held *heldCommand) error {
 		defer s.rssSampler.stop()
 	}
 	if held == nil && s.snapSpec != nil {
-		s.snap = startSnapshots(s.snapSpec, cfg.Pid, cfg.ResidentEvery, -1)
+		s.snap = startSnapshots(s.snapSpec, cfg.Pid, cfg.ResidentEvery, -1, false)
 	}
 	defer s.snap.stop()
 	var (
@@ -920,6 +920,11 @@ func (s *session) run(held *heldCommand) error {
 	defer stop()
 	busy := s.src.traits().busyBytes
 	for {
+		// The snapshots queued so far go first: an exit's process may
+		// have been let go already (snapshotter.prompt).
+		if err := s.writeSnapshots(); err != nil {
+			return err
+		}
 		n, err := s.src.drain(false)
 		if err != nil {
 			return err
@@ -1046,6 +1051,13 @@ func (s *session) followRest(held *heldCommand) bool {
 // finalDrain drains what is left when recording stops.
 func (s *session) finalDrain() error {
 	defer s.countUnreadable()
+	// The final drain writes every kernel record, whatever its time: an
+	// exit read from now on holds its process until its records are
+	// written, and those queued so far go first.
+	s.snap.holdExits()
+	if err := s.writeSnapshots(); err != nil {
+		return err
+	}
 	_, err := s.src.drain(true)
 	return err
 }

@@ -75,11 +75,18 @@ type snapshotter struct {
 	mu    sync.Mutex
 	queue [][]byte // finished sample bodies
 	ready chan struct{}
-	// queued and written count the records queued and written; an exit's
-	// read waits (on wrote) until its records are in the recording before
-	// the process may go on to exit, so they come before its EXIT record.
+	// queued and written count the records queued and written. An exit's
+	// records must come before its process's EXIT record: its read waits
+	// (on wrote) until they are in the recording before the process may
+	// go on to exit, unless prompt: then the session writes the queued
+	// records before each drain, and its source writes a kernel record
+	// only once it is older than the drain's start less a margin
+	// (sourceTraits.ordered), so the EXIT record, stamped after the
+	// process is let go, comes after them. The process waits only for
+	// its read.
 	queued, written uint64
 	wrote           *sync.Cond
+	prompt          bool
 
 	notify int    // the exit notification descriptor, or -1
 	wake   [2]int // a pipe stop writes to, to end exitLoop's poll at once
@@ -95,9 +102,10 @@ type snapshotter struct {
 }
 
 // startSnapshots starts reading root's process tree every every (0: not
-// while it runs) and, with notify ≥ 0, each process as it exits.
-func startSnapshots(sp *spec, root int, every time.Duration, notify int) *snapshotter {
-	sn := &snapshotter{sp: sp, root: root, every: every, notify: notify, ready: make(chan struct{}, 1), quit: make(chan struct{})}
+// while it runs) and, with notify ≥ 0, each process as it exits; prompt:
+// an exit's process goes on once its records are queued (snapshotter).
+func startSnapshots(sp *spec, root int, every time.Duration, notify int, prompt bool) *snapshotter {
+	sn := &snapshotter{sp: sp, root: root, every: every, notify: notify, prompt: prompt, ready: make(chan struct{}, 1), quit: make(chan struct{})}
 	sn.wrote = sync.NewCond(&sn.mu)
 	if every > 0 {
 		sn.wg.Add(1)
@@ -164,6 +172,18 @@ func (sn *snapshotter) stop() {
 		unix.Close(sn.notify)
 		sn.notify = -1
 	}
+}
+
+// holdExits makes each exit read from now on hold its process until its
+// records are written (the final drain writes kernel records whatever
+// their time).
+func (sn *snapshotter) holdExits() {
+	if sn == nil {
+		return
+	}
+	sn.mu.Lock()
+	sn.prompt = false
+	sn.mu.Unlock()
 }
 
 // readyChan is ready when records are queued (nil without snapshots).
@@ -330,7 +350,7 @@ func (sn *snapshotter) stopping() bool {
 
 // exitLoop takes each process's snapshot as the guard asks (a process
 // stopped at exit_group: launch.ExitMsg) and replies once its records are
-// written; the guard lets the process go on then, or after
+// written (or queued: prompt); the guard lets the process go on then, or after
 // launch.ExitWait if the reply is late. The guard's totals (Pid 0) say
 // how long the processes were held and how many went unread.
 func (sn *snapshotter) exitLoop() {
@@ -366,7 +386,7 @@ func (sn *snapshotter) exitLoop() {
 		rs, upTo = sn.take(sc, rs[:0], int(m.Pid), schema.SnapshotExit)
 		sn.mu.Lock()
 		sn.cost += threadCPU() - start
-		for sn.written < upTo && !sn.stopping() {
+		for !sn.prompt && sn.written < upTo && !sn.stopping() {
 			sn.wrote.Wait()
 		}
 		sn.mu.Unlock()
