@@ -167,6 +167,7 @@ type StackDeltas struct {
 	state   deltaState
 	written uint64
 	copies  []deltaCopy // Add's
+	spare   []byte      // Buffer's
 }
 
 // deltaCopy is a part of a sample left out: n bytes at offset at, equal
@@ -245,8 +246,25 @@ func (s *StackDeltas) Written() uint64 { return s.written }
 // bytes at the same addresses that equal its bytes are left out; a body a
 // stack-delta sample would not hold is written as it is.
 func (s *StackDeltas) Add(w *Writer, misc uint16, body []byte, lo, hi int, top uint64) error {
+	return s.add(w, misc, body, lo, hi, top, false)
+}
+
+// Buffer returns an empty buffer to build a body in for AddOwn.
+func (s *StackDeltas) Buffer() []byte { return s.spare[:0] }
+
+// AddOwn is Add of a body built by appending to Buffer's buffer, which
+// then belongs to s: it becomes the thread's previous sample instead of
+// being copied, and the caller takes its next buffer from Buffer.
+func (s *StackDeltas) AddOwn(w *Writer, misc uint16, body []byte, lo, hi int, top uint64) error {
+	return s.add(w, misc, body, lo, hi, top, true)
+}
+
+func (s *StackDeltas) add(w *Writer, misc uint16, body []byte, lo, hi int, top uint64, own bool) error {
 	le := binary.LittleEndian
 	if len(body) < packedHead || lo < 0 || lo > hi || hi > len(body) || 8+packedHead+(4+deltaDataAt+len(body)+7)&^7-4 > 0xffff {
+		if own {
+			s.spare = body[:0]
+		}
 		return w.WriteRecordParts(uint32(RecordSample), misc, body)
 	}
 	pid, tid := le.Uint32(body[8:]), le.Uint32(body[12:])
@@ -297,7 +315,11 @@ func (s *StackDeltas) Add(w *Writer, misc uint16, body []byte, lo, hi int, top u
 	}
 	k += copy(d[k:], body[pos:])
 	clear(d[k:])
-	prev.body = append(prev.body[:0], body...)
+	if own {
+		prev.body, s.spare = body, prev.body[:0]
+	} else {
+		prev.body = append(prev.body[:0], body...)
+	}
 	prev.lo, prev.hi, prev.top = lo, hi, top
 	s.written++
 	return w.CommitRecord(uint32(RecordSample), misc, rec)

@@ -114,10 +114,18 @@ func writeStackTest(t testing.TB, samples []stackTestSample, delta, compress boo
 	sd := NewStackDeltas(stackTestDeltaID, stackTestDeltaType)
 	for i, s := range samples {
 		body, lo, hi := stackTestBody(s, 4242)
-		if delta {
-			top := s.sp + uint64(len(s.stack))
+		top := s.sp + uint64(len(s.stack))
+		switch {
+		case delta && i%3 != 0:
+			// Built in the StackDeltas' buffer, as the in-process
+			// recorder builds its stack samples.
+			err = sd.AddOwn(w, MiscUser, append(sd.Buffer(), body...), lo, hi, top)
+		case delta:
+			// Add keeps a copy: the body changed after it is not the
+			// next sample's previous one.
 			err = sd.Add(w, MiscUser, body, lo, hi, top)
-		} else {
+			clear(body)
+		default:
 			err = w.WriteRecordParts(uint32(RecordSample), MiscUser, body)
 		}
 		if err != nil {

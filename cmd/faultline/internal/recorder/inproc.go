@@ -1141,7 +1141,7 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 		regs, stack, ok := rec.Stack(ip.words)
 		if st != nil && ok {
 			raw := b[sampleHeadBytes:] // the entry's raw part, size included
-			b2 := ip.sampleHead(ip.sbuf2[:0], st, g, rec.Time)
+			b2 := ip.sampleHead(ip.stackBuffer(), st, g, rec.Time)
 			b2 = ne.AppendUint64(b2, 0) // CALLCHAIN: no kernel part, user part excluded
 			b2 = append(b2, raw...)     // copied before anything else is written
 			b2 = appendRegs(b2, regs)
@@ -1151,11 +1151,11 @@ func (ip *inproc) writeShim(g owner, rec *shim.Record, short bool) (int, error) 
 			*st.count++
 			// The copy starts at the stack pointer, REGS_USER's SP.
 			top := ne.Uint64(regs[16:]) + uint64(dyn)
+			m := len(b2) // b2 is writeStack's once given
 			if err := ip.writeStack(b2, lo, lo+dyn, top); err != nil {
 				return n, err
 			}
-			n += len(b2)
-			ip.sbuf2 = b2[:0]
+			n += m
 		}
 	}
 	return n, nil

@@ -55,18 +55,30 @@ func compactEvent(l *specList, attr perfdata.Attr, event string, format func(id 
 	return sp
 }
 
-// writeStack writes a stack sample's body b, whose stack copy is
-// b[lo:hi] and ends at address top: as a stack-delta sample, or as it is
-// when calls are written one by one.
-func (ip *inproc) writeStack(b []byte, lo, hi int, top uint64) error {
+// stackBuffer returns the empty buffer a stack sample is built in
+// (writeStack takes it back).
+func (ip *inproc) stackBuffer() []byte {
 	p := &ip.packing
 	if p.delta == nil {
-		return ip.s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+		return ip.sbuf2[:0]
 	}
 	if p.deltas == nil {
 		p.deltas = perfdata.NewStackDeltas(p.delta.synthID, uint16(p.delta.attr.Config))
 	}
-	err := p.deltas.Add(ip.s.w, perfdata.MiscUser, b, lo, hi, top)
+	return p.deltas.Buffer()
+}
+
+// writeStack writes a stack sample's body b, built in stackBuffer's
+// buffer, whose stack copy is b[lo:hi] and ends at address top: as a
+// stack-delta sample (which keeps b as the thread's previous one), or as
+// it is when calls are written one by one.
+func (ip *inproc) writeStack(b []byte, lo, hi int, top uint64) error {
+	p := &ip.packing
+	if p.delta == nil {
+		ip.sbuf2 = b[:0]
+		return ip.s.w.WriteRecordParts(uint32(perfdata.RecordSample), perfdata.MiscUser, b)
+	}
+	err := p.deltas.AddOwn(ip.s.w, perfdata.MiscUser, b, lo, hi, top)
 	*p.delta.count = p.deltas.Written()
 	return err
 }
