@@ -360,15 +360,17 @@ var ErrCorrupt = errors.New("shim: corrupt ring")
 // drain calls it for every record, and a returned struct is copied
 // through the stack once more.)
 func (g *Ring) Peek(head uint64, rec *Record) (bool, error) {
-	rb := uint64(len(g.data))
+	data := g.data
+	mask := uint64(len(data)) - 1 // a power of two
 	for g.tail < head {
-		off := g.tail & (rb - 1)
-		if rb-off < 8 {
+		off := g.tail & mask
+		b := data[off:]
+		if len(b) < 8 {
 			return false, fmt.Errorf("%w: record at ring offset %d of thread %d", ErrCorrupt, off, g.tid)
 		}
-		size := uint64(binary.NativeEndian.Uint32(g.data[off:]))
-		kind := g.data[off+4]
-		if size < 8 || size%8 != 0 || off+size > rb || g.tail+size > head {
+		size := uint64(binary.NativeEndian.Uint32(b))
+		kind := b[4]
+		if size < 8 || size%8 != 0 || size > uint64(len(b)) || g.tail+size > head {
 			return false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
 		}
 		if kind == KindPad {
@@ -378,7 +380,7 @@ func (g *Ring) Peek(head uint64, rec *Record) (bool, error) {
 		if size < RecHeader {
 			return false, fmt.Errorf("%w: record of %d bytes at ring offset %d of thread %d", ErrCorrupt, size, off, g.tid)
 		}
-		b := g.data[off : off+size]
+		b = b[:size]
 		rec.Kind, rec.Func, rec.Flags = kind, Func(b[5]), binary.NativeEndian.Uint16(b[6:])
 		rec.Time, rec.Body = binary.NativeEndian.Uint64(b[8:]), b[RecHeader:]
 		return true, nil
