@@ -846,10 +846,8 @@ func (ip *inproc) drainRing(g *shim.Ring, limit uint64) (int, error) {
 		if rec.Kind == shim.KindCall || rec.Kind == shim.KindFree && packing {
 			var n int
 			switch {
-			case rec.Kind == shim.KindFree:
-				n, err = ip.packFree(o, &rec)
-			case packing && !faultIn(faults, rec.EntryTime(), rec.Time):
-				n, err = ip.packWhole(o, &rec)
+			case rec.Kind == shim.KindFree || packing && !faultIn(faults, rec.EntryTime(), rec.Time):
+				n, err = ip.packFast(o, &rec)
 			default:
 				n, err = ip.writeWhole(o, &rec)
 			}

@@ -181,58 +181,50 @@ func (ip *inproc) packValues(sp *spec, g owner, t uint64, vals []uint64, status 
 		p.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
 }
 
-// packWhole packs a call the shim wrote whole (shim.KindCall) during
-// which its thread took no fault: the fn__call sample writeCall would
-// pack, its values read straight from the record.
-func (ip *inproc) packWhole(g owner, rec *shim.Record) (int, error) {
-	fn := rec.Func
-	sp := ip.call[fn]
-	if sp == nil || fn.Status() {
-		return ip.writeWhole(g, rec)
-	}
-	t := rec.Time
-	ip.seen(rec.EntryTime(), t)
-	// The values in an array of the stack: no slice to grow.
+// packFast packs a call the shim wrote whole (shim.KindCall) during
+// which its thread took no fault, or a free (shim.KindFree): the fn__call
+// sample writeCall would pack, or the free writeShim would, the values
+// read straight from the record into an array on the stack.
+func (ip *inproc) packFast(g owner, rec *shim.Record) (int, error) {
 	var a [packCallValues]uint64
-	a[0] = rec.IP()
-	n := 1 + len(fn.Args())
-	for i := 1; i < n; i++ {
-		if i <= 2 { // the record holds two arguments (writeWhole)
-			a[i] = rec.CallArg(i - 1)
+	var sp *spec
+	n, t0 := 1, rec.Time
+	if rec.Kind == shim.KindFree {
+		if sp = ip.entry[shim.FuncFree]; sp == nil {
+			return ip.writeShim(g, rec, false)
 		}
+		a[0] = rec.Ptr()
+	} else {
+		fn := rec.Func
+		if sp = ip.call[fn]; sp == nil || fn.Status() {
+			return ip.writeWhole(g, rec)
+		}
+		t0 = rec.EntryTime()
+		a[0] = rec.IP()
+		n += len(fn.Args())
+		for i := 1; i < n; i++ {
+			if i <= 2 { // the record holds two arguments (writeWhole)
+				a[i] = rec.CallArg(i - 1)
+			}
+		}
+		a[n], a[n+1], a[n+2] = rec.RetIP(), rec.Ptr(), rec.Hdr()
+		n += 3
 	}
-	a[n], a[n+1], a[n+2] = rec.RetIP(), rec.Ptr(), rec.Hdr()
-	return ip.packCall(sp, g, t, a[:n+3])
-}
-
-// packCall is packValues of a sample without a status field, the Packer
-// made: the drain's way for whole calls and frees.
-func (ip *inproc) packCall(sp *spec, g owner, t uint64, vals []uint64) (int, error) {
+	ip.seen(t0, rec.Time)
 	if sp.packing {
 		if err := ip.addPackable(sp); err != nil {
 			return 0, err
 		}
 	}
 	*sp.count++
-	return sampleHeadBytes + 4 + (4+8+8*len(vals)+7)&^7 - 4,
-		ip.packing.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
+	// As packValues counts it.
+	return sampleHeadBytes + 4 + (4+8+8*n+7)&^7 - 4,
+		ip.packing.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, rec.Time, a[:n])
 }
 
 // packCallValues bounds a whole call's values: __probe_ip, three
 // arguments, the return address, the pointer and the chunk header.
 const packCallValues = 7
-
-// packFree packs a free (shim.KindFree): the sample writeShim would pack.
-func (ip *inproc) packFree(g owner, rec *shim.Record) (int, error) {
-	sp := ip.entry[shim.FuncFree]
-	if sp == nil {
-		return ip.writeShim(g, rec, false)
-	}
-	t := rec.Time
-	ip.seen(t, t)
-	v := [1]uint64{rec.Ptr()}
-	return ip.packCall(sp, g, t, v[:])
-}
 
 // packRecord packs an entry or a return without a stack (writeShim): the
 // values of the sample writeShim would build, in its order. ok is false

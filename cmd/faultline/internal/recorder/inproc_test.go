@@ -235,9 +235,9 @@ func benchInprocWrite(b *testing.B, packed bool) {
 		ne.PutUint64(fb[8:], uint64(0x5000+i%64*512))
 		var err error
 		if packed { // drainRing's way when packing
-			_, err = s.packWhole(g, &c)
+			_, err = s.packFast(g, &c)
 			if err == nil {
-				_, err = s.packFree(g, &f)
+				_, err = s.packFast(g, &f)
 			}
 		} else {
 			_, err = s.writeWhole(g, &c)
@@ -467,6 +467,16 @@ func TestInprocPackedRecords(t *testing.T) {
 			in{entry(shim.FuncMalloc, t+20, shim.FlagShort, 1, i+7), true},
 			in{entry(shim.FuncPosixMemalign, t+30, 0, 16, i+9), false},
 			in{ret(shim.FuncPosixMemalign, t+40, 0x9000+i*64, i%3*12), false})
+		// Calls written whole and frees: drainRing packs them from
+		// their values (packFast).
+		w := wholeRecord(t+50, t+60, 16+i*8, 0x7ffff000, 0x401000+i%3*0x40, 0x5000+i%7*512, (16+i*8+23)&^15|1)
+		c := wholeRecord(t+61, t+70, 3, 0x7ffff000, 0x401100, 0x6000+i*64, 0x31)
+		c.Func = shim.FuncCalloc
+		ne.PutUint64(c.Body[48:], 16+i) // its second argument
+		f := shim.Record{Kind: shim.KindFree, Func: shim.FuncFree, Time: t + 80, Body: make([]byte, shim.FreeSize)}
+		ne.PutUint64(f.Body, 0x7f2000)
+		ne.PutUint64(f.Body[8:], 0x5000+i%7*512)
+		recs = append(recs, in{w, false}, in{c, false}, in{f, false})
 	}
 	read := func(packed bool) ([]string, *perfdata.Stats) {
 		ip, path := writeSessionTo(t, nil)
@@ -476,7 +486,16 @@ func TestInprocPackedRecords(t *testing.T) {
 			}
 		}
 		for _, r := range recs {
-			if _, err := ip.writeShim(owner{7, 8}, &r.rec, r.short); err != nil {
+			var err error
+			switch k := r.rec.Kind; {
+			case packed && (k == shim.KindCall || k == shim.KindFree):
+				_, err = ip.packFast(owner{7, 8}, &r.rec)
+			case k == shim.KindCall:
+				_, err = ip.writeWhole(owner{7, 8}, &r.rec)
+			default:
+				_, err = ip.writeShim(owner{7, 8}, &r.rec, r.short)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 		}
