@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/faultline/faultline/cmd/faultline/internal/perfwarm"
 	"github.com/faultline/faultline/cmd/faultline/internal/recorder/shim"
 	"github.com/faultline/faultline/perfdata"
 	"github.com/faultline/faultline/perfdata/schema"
@@ -290,6 +291,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	if err := rec.open(tids); err != nil {
 		return nil, err
 	}
+	perfwarm.Release() // the events just opened keep the kernel's hooks on
 	var events []perfdata.WriterEvent
 	for _, s := range rec.specs {
 		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})

@@ -25,6 +25,7 @@ var upstream = map[string]string{
 	"mm/madvise.c":                            "Linux",
 	"arch/x86/kernel/sys_x86_64.c":            "Linux",
 	"kernel/trace/trace_syscalls.c":           "Linux",
+	"kernel/events/core.c":                    "Linux",
 	"malloc/arena.c":                          "glibc",
 	"elf/rtld.c":                              "glibc",
 	"elf/dl-lookup.c":                         "glibc",
