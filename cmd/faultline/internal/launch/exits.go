@@ -24,12 +24,6 @@ const ExitsEnv = "FAULTLINE_RECORD_EXITS"
 // second of ExtraFiles).
 const ExitsFD = 4
 
-// ChainEnv, when set, names a launcher to execute (with the same
-// arguments and environment, less ChainEnv and ExitsEnv) once the filter
-// is in place, instead of waiting on FD here: the shim's launcher, which
-// keeps this package's protocol.
-const ChainEnv = "FAULTLINE_RECORD_CHAIN"
-
 // The seccomp ABI, as seccomp(2) and seccomp_unotify(2) give it: the
 // filter's return values, its classic-BPF opcodes, struct seccomp_data's
 // layout, the audit architectures and the syscall numbers.

@@ -67,11 +67,6 @@ func run(mode string, args, env []string) int {
 	if _, ok := syscall.Getenv(ExitsEnv); ok {
 		armExits()
 	}
-	if chain, ok := syscall.Getenv(ChainEnv); ok {
-		// The shim's launcher waits on FD and runs the command; where it
-		// cannot run, this one does, as the recorder would have.
-		syscall.Exec(chain, append([]string{os.Args[0]}, args...), chainEnv(env))
-	}
 	var b [1]byte
 	n, _ := syscall.Read(FD, b[:])
 	syscall.Close(FD)
@@ -93,8 +88,8 @@ func run(mode string, args, env []string) int {
 	return 127
 }
 
-// commandEnv is the command's environment: env without Env, and with
-// PreloadEnv's value as LD_PRELOAD when it is set.
+// commandEnv is the command's environment: env without Env, PreloadEnv
+// and ExitsEnv, and with PreloadEnv's value as LD_PRELOAD when it is set.
 func commandEnv(env []string) []string {
 	preload, have := "", false
 	for _, e := range env {
@@ -111,17 +106,6 @@ func commandEnv(env []string) []string {
 	}
 	if have {
 		out = append(out, "LD_PRELOAD="+preload)
-	}
-	return out
-}
-
-// chainEnv is env without ChainEnv and ExitsEnv.
-func chainEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, e := range env {
-		if !hasPrefix(e, ChainEnv+"=") && !hasPrefix(e, ExitsEnv+"=") {
-			out = append(out, e)
-		}
 	}
 	return out
 }

@@ -50,7 +50,7 @@ type heldCommand struct {
 // environment; an LD_PRELOAD among them takes effect at the exec only.
 //
 // With exits the launcher arms the exit notifications (launch.ExitsEnv):
-// faultline's launcher does that, then runs the shim's (launch.ChainEnv).
+// the shim's launcher and faultline's alike.
 func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
 	self, err := os.Executable()
 	if err != nil {
@@ -71,15 +71,12 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 		if ours, extra = exitsSocket(); ours != nil {
 			defer extra[0].Close()
 			cmdEnv = append(cmdEnv, launch.ExitsEnv+"=1")
-			if launcher != "" {
-				cmdEnv = append(cmdEnv, launch.ChainEnv+"="+launcher)
-				launcher = ""
-			}
 		}
 	}
 	if launcher != "" {
 		h, err := startGuarded(self, launcher, path, argv, cmdEnv, stdin, stdout, stderr, extra)
 		if err == nil {
+			h.exits = ours
 			return h, nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -142,4 +143,103 @@ func TestLauncherGate(t *testing.T) {
 	if status != 127 || !strings.Contains(errs, "cannot run /nonexistent/cmd") {
 		t.Errorf("missing command: exit %d, stderr %q", status, errs)
 	}
+}
+
+// TestLauncherExits: with launch.ExitsEnv the launcher sends a seccomp
+// notification descriptor over descriptor launch.ExitsFD before it waits
+// on the gate (as package launch's Go launcher does), and the command's
+// exit_group then waits for an answer on it: the notification names the
+// command's pid and exit_group (231 on x86-64, <asm/unistd_64.h>), and
+// the command exits with its own status once answered. The marker leaves
+// the command's environment. Without CAP_SYS_ADMIN no descriptor comes and
+// the command runs unstopped.
+func TestLauncherExits(t *testing.T) {
+	self := launcher(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh(1)")
+	}
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, theirs := os.NewFile(uintptr(pair[0]), "exits"), os.NewFile(uintptr(pair[1]), "exits-launcher")
+	defer ours.Close()
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(self, sh, "sh", "-c", `echo "[$`+launch.ExitsEnv+`]"; exit 3`)
+	c.Args[0] = "sh"
+	c.Env = []string{launch.Env + "=1", launch.ExitsEnv + "=1"}
+	// Descriptors 3 (the gate) and 4 (launch.ExitsFD).
+	c.ExtraFiles = []*os.File{gateR, theirs}
+	var out bytes.Buffer
+	c.Stdout = &out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gateR.Close()
+	theirs.Close()
+	listener := receiveFD(t, int(ours.Fd()))
+	if listener < 0 && os.Geteuid() == 0 {
+		t.Error("no notification descriptor came, running as root")
+	}
+	gateW.Write([]byte{1})
+	gateW.Close()
+	if listener >= 0 {
+		defer unix.Close(listener)
+		// struct seccomp_notif and struct seccomp_notif_resp
+		// (seccomp_unotify(2)).
+		var nt struct {
+			id         uint64
+			pid, flags uint32
+			nr         int32
+			arch       uint32
+			ip         uint64
+			args       [6]uint64
+		}
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
+			t.Fatalf("SECCOMP_IOCTL_NOTIF_RECV: %v", e)
+		}
+		if int(nt.pid) != c.Process.Pid || nt.nr != 231 || nt.args[0] != 3 {
+			t.Errorf("notification: pid %d syscall %d arg %d, want pid %d exit_group (231) of 3", nt.pid, nt.nr, nt.args[0], c.Process.Pid)
+		}
+		resp := struct {
+			id    uint64
+			val   int64
+			error int32
+			flags uint32
+		}{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp))); e != 0 {
+			t.Fatalf("SECCOMP_IOCTL_NOTIF_SEND: %v", e)
+		}
+	}
+	c.Wait()
+	if code := c.ProcessState.ExitCode(); code != 3 || out.String() != "[]\n" {
+		t.Errorf("the command: exit %d, output %q; want 3 and %q", code, out.String(), "[]\n")
+	}
+}
+
+// receiveFD returns the descriptor sent over the socket fd (SCM_RIGHTS),
+// or -1 when it closes without one or sends nothing for 5 seconds.
+func receiveFD(t *testing.T, fd int) int {
+	t.Helper()
+	// A launcher that neither sends nor closes would hold the test:
+	// give up after a while (it waits on the gate meanwhile).
+	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 5})
+	buf, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil || oobn == 0 {
+		return -1
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("control messages %v: %v", msgs, err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors %v: %v", fds, err)
+	}
+	return fds[0]
 }
