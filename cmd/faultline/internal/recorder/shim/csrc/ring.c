@@ -186,9 +186,10 @@ static struct fl_ring *claim(void)
 }
 
 /* ring_claim claims a ring for this thread in generation g of the
- * process (ring). */
+ * process (ring), keeping errno (stack_bounds reads /proc/self/maps). */
 void __attribute__((noinline)) ring_claim(uint32_t g)
 {
+	int e = errno;
 	ts.depth++;
 	ts.gen = g;
 	ts.ring = claim();
@@ -199,10 +200,14 @@ void __attribute__((noinline)) ring_claim(uint32_t g)
 	if (ts.ring)
 		stack_bounds();
 	ts.depth--;
+	errno = e;
 }
 
 /* wait_room blocks until the ring has room for `need` more bytes at head;
- * it returns 0 when recording must stop (recorder gone or stopped). */
+ * it returns 0 when recording must stop (recorder gone or stopped). It
+ * keeps errno, which a futex call that times out or is interrupted sets:
+ * the allocator call around the wait (a free, or an entry before the
+ * allocator runs) leaves the program's. */
 int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
 {
 	uint64_t start = now_ns();
@@ -235,9 +240,11 @@ int __attribute__((noinline)) wait_room(struct fl_ring *r, uint64_t need)
 			return 1;
 		}
 		__atomic_add_fetch(&ctrl->wake, 1, __ATOMIC_SEQ_CST);
+		int e = errno;
 		futex(&ctrl->wake, FUTEX_WAKE, 1, NULL);
 		struct timespec ten_ms = {0, 10 * 1000 * 1000};
 		futex(&r->tail_seq, FUTEX_WAIT, seq, &ten_ms);
+		errno = e;
 		__atomic_store_n(&r->waiting, 0, __ATOMIC_RELAXED);
 	}
 }

@@ -23,13 +23,13 @@ void whole_ret(struct fl_ring *r, int fn, void *ip, void *ptr,
 	       const struct saved *s, const struct call *c);
 
 /* returned records a call's return on ring r, if this thread still
- * records into r (not after a fork in the call, say), keeping the errno
- * the allocator left. */
+ * records into r (not after a fork in the call, say). The errno the
+ * allocator left stays: only the slow paths make system calls that can
+ * change it, and they keep it (ring_claim, wait_room, populate). */
 static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
 			    uint64_t status, const struct saved *s,
 			    const struct call *c)
 {
-	int e = errno;
 	if (ring() == r) {
 		if (c->time)
 			whole_ret(r, fn, ip, ptr, s, c);
@@ -40,7 +40,6 @@ static inline void returned(struct fl_ring *r, int fn, void *ip, void *ptr,
 		/* Not recorded (the recorder stopped): not busy either. */
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
 	}
-	errno = e;
 }
 
 /* write_free records a free of p on ring r (between ring() and done()):
