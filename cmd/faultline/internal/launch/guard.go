@@ -22,9 +22,10 @@ import (
 // the launcher gets as its own from 3 on (the gate, FD, first). It writes
 // to ReportFD the launcher's pid (int32; minus the errno when it could not
 // be started), then, when the launcher (which becomes the command) ends,
-// its wait status (int32), 4 bytes of padding, the time it saw it
-// (CLOCK_MONOTONIC ns, int64) and rusage (struct rusage); it reads
-// ControlFD: at EOF it kills the descendants.
+// its wait status (int32), whether other processes of the tree were left
+// then (int32, 1 or 0), the time it saw it (CLOCK_MONOTONIC ns, int64) and
+// rusage (struct rusage); it reads ControlFD: at EOF it kills the
+// descendants.
 const (
 	GuardEnv     = "FAULTLINE_RECORD_GUARD"
 	ReportFD     = 3
@@ -108,16 +109,30 @@ func guard(args []string, extra int) int {
 			return 0
 		}
 		if wpid == pid {
-			// The wait status, 4 bytes of padding, when (CLOCK_MONOTONIC
-			// ns: the guard runs on while record may be stopped), then
-			// struct rusage as the kernel lays it out.
+			// The wait status, whether the tree goes on, when
+			// (CLOCK_MONOTONIC ns: the guard runs on while record may be
+			// stopped), then struct rusage as the kernel lays it out.
 			var rep [16 + unsafe.Sizeof(ru)]byte
 			putInt32(rep[:], int32(ws))
+			if hasChildren() {
+				putInt32(rep[4:], 1)
+			}
 			*(*int64)(unsafe.Pointer(&rep[8])) = monotonicNs()
 			copy(rep[16:], unsafe.Slice((*byte)(unsafe.Pointer(&ru)), unsafe.Sizeof(ru)))
 			syscall.Write(ReportFD, rep[:])
 		}
 	}
+}
+
+// hasChildren reports whether the guard has a child, running or a zombie
+// (waitid(2) with WNOWAIT: nothing is reaped). Once the command has ended,
+// every process of its tree that is left is one: orphans are reparented
+// to the subreaper, the command's children as it exits.
+func hasChildren() bool {
+	const pAll = 0     // P_ALL of <sys/wait.h>
+	var info [128]byte // siginfo_t
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pAll, 0, uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOHANG|syscall.WNOWAIT|syscall.WALL, 0, 0)
+	return e != syscall.ECHILD
 }
 
 // watchControl waits on ControlFD: SIGKILL to the tree at EOF (record

@@ -36,6 +36,7 @@ type heldCommand struct {
 	exitNs      int64 // when the guard saw it end (CLOCK_MONOTONIC ns)
 	rusage      syscall.Rusage
 	statusKnown bool
+	rest        bool          // other processes of the tree were left then
 	done        chan struct{} // the guard exited: nothing of the tree is left
 	// exits is our end of the socket the launcher sends the exit
 	// notification descriptor over (launch.ExitsEnv), or nil.
@@ -161,6 +162,7 @@ func startGuarded(self, launcher, path string, argv, env []string, stdin io.Read
 		var rep [16 + unsafe.Sizeof(syscall.Rusage{})]byte
 		if _, err := io.ReadFull(reportR, rep[:]); err == nil {
 			h.status = syscall.WaitStatus(binary.NativeEndian.Uint32(rep[:]))
+			h.rest = binary.NativeEndian.Uint32(rep[4:]) != 0
 			h.exitNs = int64(binary.NativeEndian.Uint64(rep[8:]))
 			h.rusage = *(*syscall.Rusage)(unsafe.Pointer(&rep[16]))
 			h.statusKnown = true

@@ -50,3 +50,30 @@ func TestStartHeldPreloadAtExec(t *testing.T) {
 		t.Errorf("the command's LD_PRELOAD and the guard's count of LD_PRELOAD entries: %q, want %q", out.String(), want)
 	}
 }
+
+// TestStartHeldRest: the guard says whether processes of the command's
+// tree were left when the command ended: none after sh -c true; one after
+// a shell that leaves a sleep running in the background (which the guard
+// kills at end).
+func TestStartHeldRest(t *testing.T) {
+	for _, c := range []struct {
+		script string
+		rest   bool
+	}{
+		{"true", false},
+		{"sleep 5 & exit 0", true},
+	} {
+		h, err := startHeld("", "/bin/sh", []string{"sh", "-c", c.script}, false, false, nil, nil, io.Discard, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.release(); err != nil {
+			t.Fatal(err)
+		}
+		<-h.exited
+		if !h.statusKnown || h.rest != c.rest {
+			t.Errorf("sh -c %q: rest %v (status known %v), want %v", c.script, h.rest, h.statusKnown, c.rest)
+		}
+		h.end()
+	}
+}

@@ -1034,6 +1034,9 @@ func (s *session) followRest(held *heldCommand) bool {
 		return false
 	default:
 	}
+	if held.statusKnown && !held.rest {
+		return false // the guard saw nothing else of the tree: it exits
+	}
 	rest := descendantsOf(held.guard.Process.Pid)
 	if len(rest) == 0 {
 		// Gone between the command's exit and the look.
