@@ -1,12 +1,9 @@
 package launch
 
 import (
-	"encoding/binary"
 	"syscall"
 	"time"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // The guard answers the exit notifications (ExitsEnv). The launcher sends
@@ -41,11 +38,10 @@ type ExitMsg struct {
 // Marshal lays m out as the socket carries it (native byte order).
 func (m ExitMsg) Marshal() []byte {
 	b := make([]byte, ExitMsgSize)
-	ne := binary.NativeEndian
-	ne.PutUint64(b, m.ID)
-	ne.PutUint32(b[8:], m.Pid)
-	ne.PutUint32(b[12:], m.Unread)
-	ne.PutUint64(b[16:], uint64(m.HeldNs))
+	putUint64(b, m.ID)
+	putInt32(b[8:], int32(m.Pid))
+	putInt32(b[12:], int32(m.Unread))
+	putUint64(b[16:], uint64(m.HeldNs))
 	return b
 }
 
@@ -54,9 +50,19 @@ func ParseExitMsg(b []byte) (m ExitMsg, ok bool) {
 	if len(b) != ExitMsgSize {
 		return m, false
 	}
-	ne := binary.NativeEndian
-	return ExitMsg{ID: ne.Uint64(b), Pid: ne.Uint32(b[8:]), Unread: ne.Uint32(b[12:]), HeldNs: int64(ne.Uint64(b[16:]))}, true
+	return ExitMsg{ID: uint64At(b), Pid: uint32(int32At(b[8:])), Unread: uint32(int32At(b[12:])), HeldNs: int64(uint64At(b[16:]))}, true
 }
+
+// The seccomp notification ioctls and the answer's flag, as
+// <linux/seccomp.h> defines them (SECCOMP_IOCTL_NOTIF_RECV, _SEND,
+// SECCOMP_USER_NOTIF_FLAG_CONTINUE): the package does without
+// golang.org/x/sys/unix, whose dependencies would hold its init back
+// (launch.go).
+const (
+	seccompIoctlNotifRecv        = 0xc0502100
+	seccompIoctlNotifSend        = 0xc0182101
+	seccompUserNotifFlagContinue = 1
+)
 
 // The seccomp notification ABI (seccomp_unotify(2)): struct seccomp_notif
 // and struct seccomp_notif_resp.
@@ -109,24 +115,21 @@ func (r *exitRelay) run() {
 	var totals ExitMsg
 	reply := make([]byte, 8)
 	for {
-		fds := []unix.PollFd{{Fd: int32(listener), Events: unix.POLLIN}}
-		if n, err := unix.Poll(fds, -1); err != nil || n == 0 {
-			if err == syscall.EINTR {
-				continue
-			}
-			return
+		revents, err := poll(listener, -1)
+		if err == syscall.EINTR {
+			continue
 		}
-		if fds[0].Revents&unix.POLLIN == 0 {
+		if err != nil || revents&pollIn == 0 {
 			return // POLLHUP: the last process of the filter is gone
 		}
 		var nt seccompNotif
-		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&nt))); e != 0 {
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(listener), seccompIoctlNotifRecv, uintptr(unsafe.Pointer(&nt))); e != 0 {
 			continue // ENOENT: the process died (a signal) meanwhile
 		}
 		start := monotonicNs()
 		answered := r.ask(ExitMsg{ID: nt.id, Pid: nt.pid}, start, reply)
-		resp := seccompNotifResp{id: nt.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		syscall.Syscall(syscall.SYS_IOCTL, uintptr(listener), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+		resp := seccompNotifResp{id: nt.id, flags: seccompUserNotifFlagContinue}
+		syscall.Syscall(syscall.SYS_IOCTL, uintptr(listener), seccompIoctlNotifSend, uintptr(unsafe.Pointer(&resp)))
 		totals.HeldNs += monotonicNs() - start
 		if !answered {
 			totals.Unread++
@@ -178,12 +181,11 @@ func (r *exitRelay) ask(m ExitMsg, start int64, reply []byte) bool {
 		if left <= 0 {
 			return false
 		}
-		fds := []unix.PollFd{{Fd: int32(r.toRecord), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, left)
+		revents, err := poll(r.toRecord, left)
 		if err == syscall.EINTR {
 			continue
 		}
-		if err != nil || n == 0 {
+		if err != nil || revents == 0 {
 			return false
 		}
 		k, err := syscall.Read(r.toRecord, reply)
@@ -194,8 +196,34 @@ func (r *exitRelay) ask(m ExitMsg, start int64, reply []byte) bool {
 			r.toRecord = -1
 			return false
 		}
-		if k == 8 && binary.NativeEndian.Uint64(reply) == m.ID {
+		if k == 8 && uint64At(reply) == m.ID {
 			return true
 		}
 	}
+}
+
+// pollIn is POLLIN of <poll.h>.
+const pollIn = 0x1
+
+// poll waits until fd is readable, or hung up, or timeoutMs pass (-1:
+// no limit), and returns its revents (0 when the time passed): ppoll(2),
+// which every architecture has.
+func poll(fd, timeoutMs int) (revents int16, err error) {
+	pfd := struct {
+		fd             int32
+		events, revent int16
+	}{fd: int32(fd), events: pollIn}
+	var ts *syscall.Timespec
+	if timeoutMs >= 0 {
+		t := syscall.NsecToTimespec(int64(timeoutMs) * 1e6)
+		ts = &t
+	}
+	n, _, e := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return pfd.revent, nil
 }

@@ -237,8 +237,27 @@ func atoi(s string) (int, bool) {
 	return n, true
 }
 
+// putInt32, putUint64, int32At and uint64At store and load in native
+// byte order (encoding/binary would hold the package's init back:
+// launch.go).
 func putInt32(b []byte, v int32) {
+	_ = b[3]
 	*(*int32)(unsafe.Pointer(&b[0])) = v
+}
+
+func putUint64(b []byte, v uint64) {
+	_ = b[7]
+	*(*uint64)(unsafe.Pointer(&b[0])) = v
+}
+
+func int32At(b []byte) int32 {
+	_ = b[3]
+	return *(*int32)(unsafe.Pointer(&b[0]))
+}
+
+func uint64At(b []byte) uint64 {
+	_ = b[7]
+	return *(*uint64)(unsafe.Pointer(&b[0]))
 }
 
 // monotonicNs reads CLOCK_MONOTONIC (clock_gettime(2); the syscall

@@ -8,11 +8,12 @@
 // and follow every thread and child the command makes. A Go program cannot
 // fork without exec, hence the re-exec.
 //
-// The package imports only os, os/signal (for the guard, guard.go) and
-// syscall, so that the Go runtime runs its init before the packages the rest of faultline needs (protobuf, pprof,
-// grpc: about 25 ms of init here), and on the main thread: exec from
-// another thread would hand the pid to a new task and leave the events on
-// the dead one.
+// The package depends on nothing that os and os/signal (for the guard,
+// guard.go) do not, so that the Go runtime runs its init right after
+// theirs, before the packages the rest of faultline needs (protobuf,
+// pprof, grpc, compression tables: a few milliseconds of init here), and
+// on the main thread: exec from another thread would hand the pid to a
+// new task and leave the events on the dead one.
 package launch
 
 import (
