@@ -440,7 +440,12 @@ func (p *Packer) Add(w *Writer, misc uint16, body []byte) error {
 		at += int(sz)
 	}
 	le := binary.LittleEndian
-	return p.add(w, misc, l, le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:]), le.Uint64(body[16:]), vals)
+	id, pid, tid, t := le.Uint64(body), le.Uint32(body[8:]), le.Uint32(body[12:]), le.Uint64(body[16:])
+	if b := p.last; b != nil && b.tid == tid && b.fits(l, misc, pid) {
+		b.addColumns(l, id, t, vals)
+		return nil
+	}
+	return p.add(w, misc, l, id, pid, tid, t, vals)
 }
 
 // AddFields packs the sample Add would be given for an event added with
