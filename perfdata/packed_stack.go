@@ -216,6 +216,11 @@ func appendHeadCopies(cs []deltaCopy, a, b []byte) []deltaCopy {
 	start := len(cs)
 	for i := 0; i < k && len(cs) < deltaMaxCopies; {
 		j := i
+		// Whole blocks first (bytes.Equal compares them many bytes at a
+		// time), then words.
+		for j+64 <= k && bytes.Equal(a[j:j+64], b[j:j+64]) {
+			j += 64
+		}
 		for j < k && le.Uint64(a[j:]) == le.Uint64(b[j:]) {
 			j += 8
 		}
