@@ -43,16 +43,18 @@ type heldCommand struct {
 	exits *os.File
 }
 
-// startHeld starts the launcher for path (resolved) with argv: the
-// program launcher names (the shim's, which keeps package launch's
-// protocol), or faultline itself when launcher is "" or cannot be run (a
-// system without the x86-64 dynamic linker at its standard path, or one
-// that forbids running memfds). env holds entries for the command's
-// environment; an LD_PRELOAD among them takes effect at the exec only.
+// startHeld starts the guard of the launcher for path (resolved) with
+// argv: the program launcher names (the shim's, which keeps package
+// launch's protocol), or faultline itself when launcher is "" or cannot be
+// run (a system without the x86-64 dynamic linker at its standard path, or
+// one that forbids running memfds). env holds entries for the command's
+// environment; an LD_PRELOAD among them takes effect at the exec only. It
+// does not wait for the guard (wait does): the guard's start, a Go
+// runtime's, overlaps what record does meanwhile.
 //
 // With exits the launcher arms the exit notifications (launch.ExitsEnv):
 // the shim's launcher and faultline's alike.
-func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*heldCommand, error) {
+func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []string, stdin io.Reader, stdout, stderr io.Writer) (*startingCommand, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("finding faultline's own executable to launch the command: %w", err)
@@ -66,30 +68,74 @@ func startHeld(launcher, path string, argv []string, noTHP, exits bool, env []st
 	// its exec, and not loaded into them. env's comes later and wins.
 	cmdEnv := append(preloadAtExec(os.Environ()), launch.Env+"="+mode)
 	cmdEnv = append(cmdEnv, preloadAtExec(env)...)
-	var extra []*os.File
-	var ours *os.File
+	s := &startingCommand{}
 	if exits {
-		if ours, extra = exitsSocket(); ours != nil {
-			defer extra[0].Close()
+		if s.exits, s.extra = exitsSocket(); s.exits != nil {
 			cmdEnv = append(cmdEnv, launch.ExitsEnv+"=1")
 		}
 	}
+	start := func(launcher string) (*guardStart, error) {
+		return startGuard(self, launcher, path, argv, cmdEnv, stdin, stdout, stderr, s.extra)
+	}
 	if launcher != "" {
-		h, err := startGuarded(self, launcher, path, argv, cmdEnv, stdin, stdout, stderr, extra)
-		if err == nil {
-			h.exits = ours
-			return h, nil
+		if g, err := start(launcher); err == nil {
+			s.guard, s.fallback = g, func() (*guardStart, error) { return start(self) }
+			return s, nil
 		}
 	}
-	h, err := startGuarded(self, self, path, argv, cmdEnv, stdin, stdout, stderr, extra)
-	if err != nil {
-		if ours != nil {
-			ours.Close()
-		}
+	if s.guard, err = start(self); err != nil {
+		s.close()
 		return nil, fmt.Errorf("starting the launcher: %w", err)
 	}
-	h.exits = ours
+	return s, nil
+}
+
+// startingCommand is a guard started, the launcher's pid not yet read.
+type startingCommand struct {
+	guard *guardStart
+	// fallback starts faultline's own launcher where guard's could not
+	// run; nil when guard's is faultline's.
+	fallback func() (*guardStart, error)
+	exits    *os.File   // our end of the exits socket, or nil
+	extra    []*os.File // the guard's end of it, while a guard may start
+}
+
+// wait reads the launcher's pid from its guard: the command held, ready to
+// release, with faultline's own launcher in place of one that could not
+// be started.
+func (s *startingCommand) wait() (*heldCommand, error) {
+	h, err := s.guard.await()
+	if err != nil && s.fallback != nil {
+		var g *guardStart
+		if g, err = s.fallback(); err == nil {
+			h, err = g.await()
+		}
+	}
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("starting the launcher: %w", err)
+	}
+	for _, f := range s.extra {
+		f.Close()
+	}
+	h.exits = s.exits
 	return h, nil
+}
+
+// abort stops a launcher that must not run the command.
+func (s *startingCommand) abort() {
+	if h, err := s.wait(); err == nil {
+		h.abort()
+	}
+}
+
+// close closes the exits socket's ends.
+func (s *startingCommand) close() {
+	for _, f := range append(s.extra, s.exits) {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // preloadAtExec returns env with LD_PRELOAD carried as launch.PreloadEnv,
@@ -105,10 +151,17 @@ func preloadAtExec(env []string) []string {
 	return out
 }
 
-// startGuarded starts the guard (faultline itself, self), which starts
-// the launcher with argv[0] as its name, gated by a pipe, with extra as
-// its descriptors after the gate.
-func startGuarded(self, launcher, path string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*heldCommand, error) {
+// guardStart is a guard started: the launcher's pid comes on report.
+type guardStart struct {
+	c                     *exec.Cmd
+	launcher              string
+	gate, control, report *os.File // our ends
+}
+
+// startGuard starts the guard (faultline itself, self), which starts the
+// launcher with argv[0] as its name, gated by a pipe, with extra as its
+// descriptors after the gate.
+func startGuard(self, launcher, path string, argv, env []string, stdin io.Reader, stdout, stderr io.Writer, extra []*os.File) (*guardStart, error) {
 	var pipes [3][2]*os.File // gate, report, control: read and write ends
 	closeAll := func() {
 		for _, p := range pipes {
@@ -144,17 +197,24 @@ func startGuarded(self, launcher, path string, argv, env []string, stdin io.Read
 	gateR.Close()
 	reportW.Close()
 	controlR.Close()
-	h := &heldCommand{guard: c, gate: gateW, control: controlW, exited: make(chan struct{}), done: make(chan struct{})}
+	return &guardStart{c: c, launcher: launcher, gate: gateW, control: controlW, report: reportR}, nil
+}
+
+// await reads the launcher's pid from the guard: the command held, or why
+// the guard could not start the launcher.
+func (g *guardStart) await() (*heldCommand, error) {
+	c, reportR := g.c, g.report
+	h := &heldCommand{guard: c, gate: g.gate, control: g.control, exited: make(chan struct{}), done: make(chan struct{})}
 	var b [4]byte
 	if _, err := io.ReadFull(reportR, b[:]); err != nil || int32(binary.NativeEndian.Uint32(b[:])) <= 0 {
 		reportR.Close()
-		gateW.Close()
-		controlW.Close()
+		g.gate.Close()
+		g.control.Close()
 		c.Wait()
 		if err == nil {
 			err = syscall.Errno(-int32(binary.NativeEndian.Uint32(b[:])))
 		}
-		return nil, fmt.Errorf("starting %s: %w", launcher, err)
+		return nil, fmt.Errorf("starting %s: %w", g.launcher, err)
 	}
 	h.pid = int(int32(binary.NativeEndian.Uint32(b[:])))
 	go func() {

@@ -13,7 +13,7 @@ import (
 // this test binary, whose package launch init is the Go launcher.
 func TestStartHeldFallsBack(t *testing.T) {
 	var out bytes.Buffer
-	h, err := startHeld(filepath.Join(t.TempDir(), "missing"), "/bin/sh", []string{"sh", "-c", "echo ran"}, false, false, nil, nil, &out, io.Discard)
+	h, err := waitHeld(startHeld(filepath.Join(t.TempDir(), "missing"), "/bin/sh", []string{"sh", "-c", "echo ran"}, false, false, nil, nil, &out, io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestStartHeldPreloadAtExec(t *testing.T) {
 	t.Setenv("LD_PRELOAD", lib)
 	var out bytes.Buffer
 	script := `echo "$LD_PRELOAD"; tr '\0' '\n' < /proc/$PPID/environ | grep -c '^LD_PRELOAD=' || true`
-	h, err := startHeld("", "/bin/sh", []string{"sh", "-c", script}, false, false, nil, nil, &out, io.Discard)
+	h, err := waitHeld(startHeld("", "/bin/sh", []string{"sh", "-c", script}, false, false, nil, nil, &out, io.Discard))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestStartHeldRest(t *testing.T) {
 		{"true", false},
 		{"sleep 5 & exit 0", true},
 	} {
-		h, err := startHeld("", "/bin/sh", []string{"sh", "-c", c.script}, false, false, nil, nil, io.Discard, io.Discard)
+		h, err := waitHeld(startHeld("", "/bin/sh", []string{"sh", "-c", c.script}, false, false, nil, nil, io.Discard, io.Discard))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,4 +76,12 @@ func TestStartHeldRest(t *testing.T) {
 		}
 		h.end()
 	}
+}
+
+// waitHeld waits for a command startHeld started to be held.
+func waitHeld(s *startingCommand, err error) (*heldCommand, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s.wait()
 }

@@ -261,10 +261,25 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	traits := src.traits()
 	rec.res.Method = traits.method
 	launcher, env := traits.launcher, traits.env
-	var held *heldCommand
+	var starting *startingCommand
 	if cfg.Cmd != "" {
-		held, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.ExitSnapshots && !cfg.All, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
+		starting, err = startHeld(launcher, cfg.Cmd, cfg.Argv, cfg.NoTHP, cfg.ExitSnapshots && !cfg.All, env, cfg.Stdin, cfg.Stdout, cfg.Stderr)
 		if err != nil {
+			return nil, err
+		}
+	}
+	// While the guard starts (a Go runtime's start, milliseconds): the
+	// events and the file's features that do not depend on the pid.
+	rec.specs = rec.buildSpecs()
+	if rec.head, err = rec.headFeatures(); err != nil {
+		if starting != nil {
+			starting.abort()
+		}
+		return nil, err
+	}
+	var held *heldCommand
+	if starting != nil {
+		if held, err = starting.wait(); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -287,7 +302,6 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	default:
 		tids = []int{held.pid}
 	}
-	rec.specs = rec.buildSpecs()
 	if err := rec.open(tids); err != nil {
 		return nil, err
 	}
@@ -295,9 +309,6 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	var events []perfdata.WriterEvent
 	for _, s := range rec.specs {
 		events = append(events, perfdata.WriterEvent{Attr: s.attr, Name: s.name, IDs: rec.ids[s]})
-	}
-	if rec.head, err = rec.headFeatures(); err != nil {
-		return nil, err
 	}
 	stalls := startStallWatch()
 	defer func() {
