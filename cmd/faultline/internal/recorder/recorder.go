@@ -269,7 +269,8 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 		}
 	}
 	// While the guard starts (a Go runtime's start, milliseconds): the
-	// events and the file's features that do not depend on the pid.
+	// events, the file's features and the rings, none of which depends
+	// on the pid.
 	rec.specs = rec.buildSpecs()
 	if rec.head, err = rec.headFeatures(); err != nil {
 		if starting != nil {
@@ -279,6 +280,7 @@ func Record(cfg *Config, out io.Writer) (res *Result, err error) {
 	}
 	var held *heldCommand
 	if starting != nil {
+		rec.openRings()
 		if held, err = starting.wait(); err != nil {
 			return nil, err
 		}
@@ -361,6 +363,7 @@ type session struct {
 	opened    []*openedEvent
 	ids       map[*spec][]uint64
 	rings     []*ring
+	early     map[ringKey]earlyRing // ring owners opened before the pid (openRings)
 	w         *perfdata.Writer
 	head      *perfdata.WriterFeatures // features known before the data
 	res       *Result
@@ -405,6 +408,7 @@ type execFiles struct {
 // uprobe event unregisters it, which waits for the kernel's RCU grace
 // periods: closing them concurrently takes one wait, not one per event.
 func (s *session) closeAll() {
+	s.closeEarly()
 	for _, r := range s.rings {
 		r.unmap()
 	}
@@ -640,31 +644,32 @@ func (s *session) open(tids []int) error {
 			s.specOf[sp.synthID] = sp
 		}
 	}
-	type source struct {
-		typ    perfdata.EventType
-		config uint64
-	}
 	for _, cpu := range s.cpus {
 		leaders := map[kind]int{}
 	threads:
 		for ti, tid := range tids {
-			rangeOf := map[source]uint64{} // this CPU's and thread's range events
+			rangeOf := map[eventSource]uint64{} // this CPU's and thread's range events
 			for _, sp := range s.specs {
 				if sp.synthetic {
 					continue
 				}
 				o := &openedEvent{spec: sp, cpu: cpu, fd: -1}
 				attr := sp.attr
-				pages := s.cfg.RangePages
-				if sp.kind == kindStack {
-					pages = s.cfg.StackPages
-				}
 				if sp.dummy && ti == 0 {
-					// The ring owner: the kernel wakes the poller when
-					// its ring is this full (the recorded attr stays
-					// perf's plain dummy:u).
-					attr.Flags |= perfdata.AttrWatermark
-					attr.WakeupEvents = ringWatermark(pages * os.Getpagesize())
+					// The ring owner: opened before the pid was known
+					// (openRings), or now.
+					fd, r, err := s.ringOwner(sp, tid, cpu)
+					if err != nil {
+						return err
+					}
+					o.fd = fd
+					s.opened = append(s.opened, o)
+					leaders[sp.kind] = fd
+					s.rings = append(s.rings, r)
+					if err := s.noteOpened(o, rangeOf); err != nil {
+						return err
+					}
+					continue
 				}
 				fd, err := openRaw(&attr, tid, cpu)
 				if errors.Is(err, unix.EINVAL) && sp.attr.Flags&perfdata.AttrBuildID != 0 && len(s.ids[sp]) == 0 {
@@ -690,44 +695,142 @@ func (s *session) open(tids []int) error {
 						return fmt.Errorf("%s: %w", sp.name, err)
 					}
 				}
-				if sp.dummy && ti == 0 {
-					r, err := mapRing(fd, pages, sp.kind, cpu)
-					if err != nil {
-						return fmt.Errorf("%w: mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", ErrNoEvents, pages, cpu, err)
-					}
-					leaders[sp.kind] = fd
-					s.rings = append(s.rings, r)
-				} else if err := setOutput(fd, leaders[sp.kind]); err != nil {
+				if err := setOutput(fd, leaders[sp.kind]); err != nil {
 					return fmt.Errorf("%s on CPU %d: %w", sp.name, cpu, err)
 				}
-				if o.id, err = eventID(fd); err != nil {
+				if err := s.noteOpened(o, rangeOf); err != nil {
 					return err
-				}
-				if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
-					s.trackID = o.id
-				}
-				s.ids[sp] = append(s.ids[sp], o.id)
-				s.counts[o.id] = s.perSpec[sp]
-				s.specOf[o.id] = sp
-				if !sp.dummy {
-					src := source{sp.attr.Type, sp.attr.Config}
-					if sp.kind == kindRange {
-						rangeOf[src] = o.id
-						if s.twins.rangeIDs == nil {
-							s.twins.rangeIDs = map[uint64]bool{}
-						}
-						s.twins.rangeIDs[o.id] = true
-					} else if twin, ok := rangeOf[src]; ok {
-						if s.twins.twinOf == nil {
-							s.twins.twinOf = map[uint64]uint64{}
-						}
-						s.twins.twinOf[o.id] = twin
-					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// eventSource is an event's type and config: a range event and its
+// twin share it.
+type eventSource struct {
+	typ    perfdata.EventType
+	config uint64
+}
+
+// noteOpened takes o's id from the kernel and files it: under its spec,
+// and as a range event of this CPU and thread (rangeOf) or the twin of
+// one.
+func (s *session) noteOpened(o *openedEvent, rangeOf map[eventSource]uint64) error {
+	sp := o.spec
+	var err error
+	if o.id, err = eventID(o.fd); err != nil {
+		return err
+	}
+	if s.trackID == 0 && sp.attr.Flags&perfdata.AttrMmap2 != 0 {
+		s.trackID = o.id
+	}
+	s.ids[sp] = append(s.ids[sp], o.id)
+	s.counts[o.id] = s.perSpec[sp]
+	s.specOf[o.id] = sp
+	if sp.dummy {
+		return nil
+	}
+	src := eventSource{sp.attr.Type, sp.attr.Config}
+	if sp.kind == kindRange {
+		rangeOf[src] = o.id
+		if s.twins.rangeIDs == nil {
+			s.twins.rangeIDs = map[uint64]bool{}
+		}
+		s.twins.rangeIDs[o.id] = true
+	} else if twin, ok := rangeOf[src]; ok {
+		if s.twins.twinOf == nil {
+			s.twins.twinOf = map[uint64]uint64{}
+		}
+		s.twins.twinOf[o.id] = twin
+	}
+	return nil
+}
+
+// ringPages is the size of kind k's rings, in pages.
+func (s *session) ringPages(k kind) int {
+	if k == kindStack {
+		return s.cfg.StackPages
+	}
+	return s.cfg.RangePages
+}
+
+// ringOwner is the owner of the ring of sp's kind on cpu, and its ring:
+// the one openRings opened, or sp opened now for task tid.
+func (s *session) ringOwner(sp *spec, tid, cpu int) (int, *ring, error) {
+	k := ringKey{cpu, sp.kind}
+	if e, ok := s.early[k]; ok {
+		delete(s.early, k)
+		return e.fd, e.ring, nil
+	}
+	return s.openOwner(sp, sp.attr, tid, cpu)
+}
+
+// openOwner opens attr, sp's, on cpu for task tid as the owner of a ring,
+// and maps its ring: the kernel wakes the poller when the ring is
+// ringWatermark full (the recorded attr stays perf's plain dummy:u).
+func (s *session) openOwner(sp *spec, attr perfdata.Attr, tid, cpu int) (int, *ring, error) {
+	pages := s.ringPages(sp.kind)
+	attr.Flags |= perfdata.AttrWatermark
+	attr.WakeupEvents = ringWatermark(pages * os.Getpagesize())
+	fd, err := openRaw(&attr, tid, cpu)
+	if err != nil {
+		return -1, nil, fmt.Errorf("%w: %s on CPU %d: %w", ErrNoEvents, sp.name, cpu, err)
+	}
+	r, err := mapRing(fd, pages, sp.kind, cpu)
+	if err != nil {
+		unix.Close(fd)
+		return -1, nil, fmt.Errorf("%w: mapping a %d-page ring on CPU %d: %w (lower --mmap-pages?)", ErrNoEvents, pages, cpu, err)
+	}
+	return fd, r, nil
+}
+
+// ringKey names a ring: its CPU and kind.
+type ringKey struct {
+	cpu int
+	k   kind
+}
+
+// earlyRing is a ring's owner opened by openRings, and its ring.
+type earlyRing struct {
+	fd   int
+	ring *ring
+}
+
+// openRings opens the rings' owners before the command's pid is known,
+// on this process's main thread (which lives as long as record), one per
+// CPU and kind, disabled and not inherited, and maps their rings: the
+// command's events write into them (PERF_EVENT_IOC_SET_OUTPUT takes an
+// event of any task on the owner's CPU), and the kernel's allocation of
+// the rings, about a millisecond each here, overlaps the guard's start.
+// Where it cannot, open opens the owners on the command as before.
+func (s *session) openRings() {
+	s.early = map[ringKey]earlyRing{}
+	for _, cpu := range s.cpus {
+		for _, sp := range s.specs {
+			if !sp.dummy {
+				continue
+			}
+			attr := sp.attr
+			attr.Flags = attr.Flags&^(perfdata.AttrInherit|perfdata.AttrEnableOnExec) | perfdata.AttrDisabled
+			fd, r, err := s.openOwner(sp, attr, os.Getpid(), cpu)
+			if err != nil {
+				s.closeEarly()
+				return
+			}
+			s.early[ringKey{cpu, sp.kind}] = earlyRing{fd, r}
+		}
+	}
+}
+
+// closeEarly closes the owners openRings opened that open did not take.
+func (s *session) closeEarly() {
+	for k, e := range s.early {
+		e.ring.unmap()
+		unix.Close(e.fd)
+		delete(s.early, k)
+	}
 }
 
 // untilFirst is how long a recording of a running process runs on past
