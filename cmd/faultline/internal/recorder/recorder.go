@@ -799,14 +799,19 @@ type earlyRing struct {
 }
 
 // openRings opens the rings' owners before the command's pid is known,
-// on this process's main thread (which lives as long as record), one per
-// CPU and kind, disabled and not inherited, and maps their rings: the
-// command's events write into them (PERF_EVENT_IOC_SET_OUTPUT takes an
-// event of any task on the owner's CPU), and the kernel's allocation of
+// one per CPU and kind, disabled and not inherited, and maps their rings:
+// the command's events write into them (PERF_EVENT_IOC_SET_OUTPUT takes
+// an event of any task on the owner's CPU), and the kernel's allocation of
 // the rings, about a millisecond each here, overlaps the guard's start.
-// Where it cannot, open opens the owners on the command as before.
+// An owner is the CPU's, not a task's, where record may open those (root,
+// or perf_event_paranoid 0 or less): its open does not wait for the
+// kernel's first-task-event grace period (package perfwarm), which may
+// still run; else it is this process's main thread's, which lives as long
+// as record. Where neither opens, open opens the owners on the command as
+// before.
 func (s *session) openRings() {
 	s.early = map[ringKey]earlyRing{}
+	owner := -1 // the CPU's
 	for _, cpu := range s.cpus {
 		for _, sp := range s.specs {
 			if !sp.dummy {
@@ -814,7 +819,11 @@ func (s *session) openRings() {
 			}
 			attr := sp.attr
 			attr.Flags = attr.Flags&^(perfdata.AttrInherit|perfdata.AttrEnableOnExec) | perfdata.AttrDisabled
-			fd, r, err := s.openOwner(sp, attr, os.Getpid(), cpu)
+			fd, r, err := s.openOwner(sp, attr, owner, cpu)
+			if err != nil && owner == -1 {
+				owner = os.Getpid()
+				fd, r, err = s.openOwner(sp, attr, owner, cpu)
+			}
 			if err != nil {
 				s.closeEarly()
 				return
