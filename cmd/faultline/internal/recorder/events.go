@@ -27,9 +27,9 @@ import (
 //     (poller) instead.
 // Tracepoint ids come from the tracefs the probes were added to.
 // The ring owners are a dummy software event per CPU (per ring), which
-// carries the MMAP2/COMM/FORK/EXIT tracking like perf's dummy:u and never
-// samples, so it loses nothing of its own; the other events send their
-// records to it with PERF_EVENT_IOC_SET_OUTPUT.
+// never samples and tracks nothing (the page-fault event carries the
+// MMAP2/COMM/FORK/EXIT tracking), so it loses nothing of its own; the
+// other events send their records to it with PERF_EVENT_IOC_SET_OUTPUT.
 
 // kind says which ring an event writes to.
 type kind int
