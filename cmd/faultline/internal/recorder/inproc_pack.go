@@ -175,11 +175,14 @@ func (ip *inproc) packValues(sp *spec, g owner, t uint64, vals []uint64, status 
 		fields -= 4
 	}
 	*sp.count++
-	// IDENTIFIER, TID, TIME, the raw size, then the payload (common
-	// fields, the fields) padded as finishRaw pads it.
-	return sampleHeadBytes + 4 + (4+8+fields+7)&^7 - 4, true,
-		p.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
+	return unpackedBytes(fields), true, p.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, t, vals)
 }
+
+// unpackedBytes is the size a packed sample whose fields after the common
+// ones take fields bytes would have had written one by one (writeCall's
+// count): IDENTIFIER, TID, TIME, the raw size, then the payload (common
+// fields, the fields) padded as finishRaw pads it.
+func unpackedBytes(fields int) int { return sampleHeadBytes + 4 + (4+8+fields+7)&^7 - 4 }
 
 // packFast packs a call the shim wrote whole (shim.KindCall) during
 // which its thread took no fault, or a free (shim.KindFree): the fn__call
@@ -217,9 +220,7 @@ func (ip *inproc) packFast(g owner, rec *shim.Record) (int, error) {
 		}
 	}
 	*sp.count++
-	// As packValues counts it.
-	return sampleHeadBytes + 4 + (4+8+8*n+7)&^7 - 4,
-		ip.packing.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, rec.Time, a[:n])
+	return unpackedBytes(8 * n), ip.packing.pk.AddFields(ip.s.w, perfdata.MiscUser, sp.synthID, g.pid, g.tid, rec.Time, a[:n])
 }
 
 // packCallValues bounds a whole call's values: __probe_ip, three
