@@ -540,6 +540,12 @@ func recordTime(typ uint32, d []byte) (uint64, bool) {
 func (ip *inproc) drainInproc() (int, error) {
 	s := ip.s
 	now := monoNow()
+	// The exit snapshots queued so far go ahead of every kernel record
+	// this drain writes, all older than now: a snapshot queued from now
+	// on has its process's EXIT stamped later still (snapshotter.prompt).
+	if err := s.writeSnapshots(); err != nil {
+		return 0, err
+	}
 	rings := ip.region.Rings()
 	// A ring seen idle now stamps its later records after now; one busy
 	// (its owner between clock read and commit) may commit a record as

@@ -1045,11 +1045,6 @@ func (s *session) run(held *heldCommand) error {
 	defer stop()
 	busy := s.src.traits().busyBytes
 	for {
-		// The snapshots queued so far go first: an exit's process may
-		// have been let go already (snapshotter.prompt).
-		if err := s.writeSnapshots(); err != nil {
-			return err
-		}
 		n, err := s.src.drain(false)
 		if err != nil {
 			return err
@@ -1181,11 +1176,8 @@ func (s *session) finalDrain() error {
 	defer s.countUnreadable()
 	// The final drain writes every kernel record, whatever its time: an
 	// exit read from now on holds its process until its records are
-	// written, and those queued so far go first.
+	// written.
 	s.snap.holdExits()
-	if err := s.writeSnapshots(); err != nil {
-		return err
-	}
 	_, err := s.src.drain(true)
 	return err
 }

@@ -78,9 +78,9 @@ type snapshotter struct {
 	// queued and written count the records queued and written. An exit's
 	// records must come before its process's EXIT record: its read waits
 	// (on wrote) until they are in the recording before the process may
-	// go on to exit, unless prompt: then the session writes the queued
-	// records before each drain, and its source writes a kernel record
-	// only once it is older than the drain's start less a margin
+	// go on to exit, unless prompt: then the source's drain writes the
+	// queued records once it has read the clock, and writes a kernel
+	// record only once it is older than that less a margin
 	// (sourceTraits.ordered), so the EXIT record, stamped after the
 	// process is let go, comes after them. The process waits only for
 	// its read.

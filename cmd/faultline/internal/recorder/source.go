@@ -51,9 +51,10 @@ type sourceTraits struct {
 	// busyBytes: a drain that wrote more is repeated at once (0: only
 	// the kernel's rings' fill decides).
 	busyBytes int
-	// ordered: a drain writes a kernel record only once it is older than
-	// the drain's start less a margin (a watermark), so records the
-	// session writes before a drain come ahead of every kernel record
-	// stamped after they were queued (snapshotter.prompt).
+	// ordered: a drain reads the clock, writes the queued snapshots,
+	// and writes a kernel record only once it is older than that clock
+	// reading less a margin (a watermark), so every snapshot comes ahead
+	// of the kernel records stamped after it was queued
+	// (snapshotter.prompt).
 	ordered bool
 }
